@@ -1,0 +1,92 @@
+//! The batch job: every stream of a config over Parquet files, to test records.
+
+use std::path::PathBuf;
+
+use ldpstream_config::{Config, SourceConfig, StreamConfig};
+use ldpstream_engine::evaluate::{evaluate, Scope};
+use ldpstream_engine::record::TestRecord;
+use tracing::{info, warn};
+
+use crate::error::ConnectorError;
+use crate::parquet_in::{
+    fold_files, inspect, progress_bar, resolve_inputs, GroupedSketches, ReportLayout,
+};
+
+/// Runs every test of every stream. `inputs`, when not empty, replaces the paths of every
+/// Parquet source in the config.
+pub fn run_batch(config: &Config, inputs: &[String]) -> Result<Vec<TestRecord>, ConnectorError> {
+    let mut records = Vec::new();
+    for stream in &config.streams {
+        let patterns = match (&stream.source, inputs.is_empty()) {
+            (_, false) => inputs.to_vec(),
+            (SourceConfig::Parquet { paths }, true) => paths.clone(),
+        };
+        let files = resolve_inputs(&patterns)?;
+        let sketches = fold_stream(stream, &files)?;
+        records.extend(evaluate_stream(stream, &sketches)?);
+    }
+    Ok(records)
+}
+
+fn layout(stream: &StreamConfig) -> ReportLayout {
+    ReportLayout {
+        report: stream.columns.report.clone(),
+        group_by: stream.columns.group_by.clone(),
+        domain: stream.mechanism.domain() as usize,
+    }
+}
+
+/// Checks and folds a stream's files into per-group sketches.
+pub fn fold_stream(
+    stream: &StreamConfig,
+    files: &[PathBuf],
+) -> Result<GroupedSketches, ConnectorError> {
+    let layout = layout(stream);
+    let inputs = inspect(files, &layout)?;
+    let total: u64 = inputs.iter().flat_map(|f| &f.row_group_rows).sum();
+    info!(stream = %stream.name, files = inputs.len(), rows = total, "folding");
+    let bar = progress_bar(total);
+    let started = std::time::Instant::now();
+    let sketches = fold_files(&inputs, &layout, &bar)?;
+    bar.finish_and_clear();
+    let secs = started.elapsed().as_secs_f64();
+    info!(
+        stream = %stream.name,
+        rows = total,
+        groups = sketches.len(),
+        seconds = secs,
+        rows_per_second = total as f64 / secs.max(1e-9),
+        "folded"
+    );
+    Ok(sketches)
+}
+
+/// One record per (test, group) of a stream's global window.
+pub fn evaluate_stream(
+    stream: &StreamConfig,
+    sketches: &GroupedSketches,
+) -> Result<Vec<TestRecord>, ConnectorError> {
+    if stream.tests.is_empty() {
+        warn!(stream = %stream.name, "stream has no [[stream.test]] entries; nothing to report");
+    }
+    let mut records = Vec::new();
+    for test in &stream.tests {
+        for (key, sketch) in sketches {
+            let group = (!stream.columns.group_by.is_empty()).then(|| {
+                stream
+                    .columns
+                    .group_by
+                    .iter()
+                    .cloned()
+                    .zip(key.iter().cloned())
+                    .collect()
+            });
+            let scope = Scope {
+                group,
+                ..Scope::default()
+            };
+            records.push(evaluate(stream, test, scope, sketch)?);
+        }
+    }
+    Ok(records)
+}

@@ -1,0 +1,11 @@
+//! ldpstream's connectors: Parquet in and out, the report simulator, and the batch job that
+//! wires them to the engine.
+
+pub mod batch;
+pub mod error;
+pub mod grouping;
+pub mod jsonl;
+pub mod parquet_in;
+pub mod simulate;
+
+pub use error::ConnectorError;

@@ -1,0 +1,35 @@
+use thiserror::Error;
+
+/// Errors raised by the engine. None of them come from I/O.
+#[derive(Debug, Error)]
+pub enum EngineError {
+    /// A parameter the caller passed is outside what the mechanism or test accepts.
+    #[error("invalid parameter {name} = {value}: {allowed}")]
+    InvalidParameter {
+        name: &'static str,
+        value: String,
+        allowed: &'static str,
+    },
+    /// A value handed to a client-side randomizer is not a category of its domain.
+    #[error("input value {value} is outside the domain [0, {domain})")]
+    InputOutOfDomain { value: u64, domain: u64 },
+    /// Sketches with different shapes cannot be merged.
+    #[error("cannot merge a sketch of {found} categories into one of {expected}")]
+    ShapeMismatch { expected: usize, found: usize },
+    /// Bytes that do not decode to a sketch.
+    #[error("corrupt sketch encoding: {0}")]
+    Corrupt(String),
+    /// The serialized sketch was written by a newer or unknown format version.
+    #[error("unsupported sketch format version {found} (this build reads version {supported})")]
+    UnsupportedVersion { found: u8, supported: u8 },
+}
+
+impl EngineError {
+    pub(crate) fn invalid(name: &'static str, value: impl ToString, allowed: &'static str) -> Self {
+        EngineError::InvalidParameter {
+            name,
+            value: value.to_string(),
+            allowed,
+        }
+    }
+}

@@ -1,0 +1,13 @@
+//! The ldpstream engine: local randomizers, mergeable count sketches, batch fold kernels,
+//! estimators and hypothesis tests. It performs no I/O; connectors feed it Arrow arrays and
+//! take its [`record::TestRecord`]s away.
+
+pub mod error;
+pub mod evaluate;
+pub mod fold;
+pub mod mechanism;
+pub mod record;
+pub mod sketch;
+pub mod stats;
+
+pub use error::EngineError;

@@ -1,0 +1,71 @@
+use std::collections::BTreeMap;
+
+/// Why a report was not folded. The order is part of the sketch serialization: append new
+/// reasons at the end, never reorder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RejectReason {
+    /// A category index outside `[0, d)`.
+    OutOfDomain,
+    /// A null in the report column.
+    Null,
+}
+
+impl RejectReason {
+    pub const ALL: [RejectReason; 2] = [RejectReason::OutOfDomain, RejectReason::Null];
+    pub const COUNT: usize = Self::ALL.len();
+
+    /// The name used in output records and metric labels.
+    pub fn name(self) -> &'static str {
+        match self {
+            RejectReason::OutOfDomain => "out_of_domain",
+            RejectReason::Null => "null",
+        }
+    }
+}
+
+/// Counts of reports that were seen but not folded, by reason.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Rejections {
+    counts: [u64; RejectReason::COUNT],
+}
+
+impl Rejections {
+    pub fn add(&mut self, reason: RejectReason, count: u64) {
+        self.counts[reason as usize] += count;
+    }
+
+    pub fn get(&self, reason: RejectReason) -> u64 {
+        self.counts[reason as usize]
+    }
+
+    pub fn total(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+
+    pub fn merge(&mut self, other: &Rejections) {
+        for (a, b) in self.counts.iter_mut().zip(other.counts) {
+            *a += b;
+        }
+    }
+
+    /// Every reason with its count, zeros included, so that consumers see a stable shape.
+    pub fn to_map(&self) -> BTreeMap<String, u64> {
+        RejectReason::ALL
+            .iter()
+            .map(|r| (r.name().to_string(), self.get(*r)))
+            .collect()
+    }
+
+    pub(crate) fn as_slice(&self) -> &[u64] {
+        &self.counts
+    }
+
+    pub(crate) fn from_slice(values: &[u64]) -> Option<Self> {
+        if values.len() > RejectReason::COUNT {
+            return None;
+        }
+        let mut r = Rejections::default();
+        r.counts[..values.len()].copy_from_slice(values);
+        Some(r)
+    }
+}
