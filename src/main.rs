@@ -5,11 +5,14 @@ use std::process::ExitCode;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
+use ldpstream_config::MechanismConfig;
 use ldpstream_config::{Config, ConfigError};
 use ldpstream_connectors::batch::run_batch;
 use ldpstream_connectors::jsonl::write_records;
 use ldpstream_connectors::simulate::{simulate_to_parquet, SimulateSpec};
-use ldpstream_engine::mechanism::Grr;
+use ldpstream_engine::audit::audit;
+use ldpstream_engine::mechanism::Mechanism;
+use rand::SeedableRng;
 use tracing::info;
 
 #[derive(Parser)]
@@ -29,24 +32,147 @@ enum Command {
     Simulate(SimulateArgs),
     /// Fold Parquet files into sketches and run the configured tests; one JSON line per result.
     Batch(BatchArgs),
+    /// Sample a randomizer and bound its privacy loss from below, next to the claimed ε.
+    Audit(AuditArgs),
 }
 
 #[derive(Clone, Copy, ValueEnum)]
 enum MechanismKind {
     /// Generalized randomized response.
     Grr,
+    /// Bit flipping (unary encoding).
+    Bitflip,
+    /// One-hot plus Gaussian noise (--rho).
+    Gauss,
+    /// One-hot plus Laplace noise.
+    Laplace,
+    /// Hadamard response.
+    Hadamard,
+    /// Seeded random ±1 cohorts (--cohorts, --cohort-seed).
+    Cohort,
+    /// A column-stochastic channel (--matrix).
+    Matrix,
+    /// No randomization (curator model).
+    Raw,
+}
+
+/// The mechanism flags shared by `simulate` and `audit`.
+#[derive(clap::Args)]
+struct MechanismArgs {
+    #[arg(long, value_enum)]
+    mechanism: MechanismKind,
+    /// Local privacy parameter ε (> 0); not used by gauss, matrix or raw.
+    #[arg(long)]
+    epsilon: Option<f64>,
+    /// zCDP parameter ρ (> 0) of gauss.
+    #[arg(long)]
+    rho: Option<f64>,
+    /// Number of categories d (>= 2); matrix takes it from --matrix.
+    #[arg(long)]
+    domain: Option<u32>,
+    /// Number of cohorts of the cohort mechanism (>= domain).
+    #[arg(long, default_value_t = 64)]
+    cohorts: u32,
+    /// Public seed of the cohort family.
+    #[arg(long, default_value_t = 0)]
+    cohort_seed: u64,
+    /// The channel of the matrix mechanism: rows (signals) separated by ';', entries
+    /// (one per type) by ','. Every column sums to 1.
+    #[arg(long)]
+    matrix: Option<String>,
+}
+
+impl MechanismArgs {
+    fn config(&self) -> Result<MechanismConfig> {
+        let epsilon = || {
+            self.epsilon
+                .ok_or_else(|| usage("--epsilon is required for this mechanism"))
+        };
+        let domain = || {
+            self.domain
+                .ok_or_else(|| usage("--domain is required for this mechanism"))
+        };
+        let config = match self.mechanism {
+            MechanismKind::Grr => MechanismConfig::Grr {
+                epsilon: epsilon()?,
+                domain: domain()?,
+            },
+            MechanismKind::Bitflip => MechanismConfig::Bitflip {
+                epsilon: epsilon()?,
+                domain: domain()?,
+            },
+            MechanismKind::Laplace => MechanismConfig::Laplace {
+                epsilon: epsilon()?,
+                domain: domain()?,
+            },
+            MechanismKind::Hadamard => MechanismConfig::Hadamard {
+                epsilon: epsilon()?,
+                domain: domain()?,
+            },
+            MechanismKind::Gauss => MechanismConfig::Gauss {
+                rho: self
+                    .rho
+                    .ok_or_else(|| usage("--rho is required for gauss"))?,
+                domain: domain()?,
+            },
+            MechanismKind::Cohort => MechanismConfig::Cohort {
+                epsilon: epsilon()?,
+                domain: domain()?,
+                cohorts: self.cohorts,
+                seed: self.cohort_seed,
+            },
+            MechanismKind::Raw => MechanismConfig::Raw { domain: domain()? },
+            MechanismKind::Matrix => {
+                let text = self
+                    .matrix
+                    .as_deref()
+                    .ok_or_else(|| usage("--matrix is required for matrix"))?;
+                MechanismConfig::Matrix {
+                    matrix: parse_matrix(text)?,
+                }
+            }
+        };
+        config
+            .validate("--mechanism")
+            .map_err(|e| usage(e.to_string()))?;
+        Ok(config)
+    }
+
+    fn build(&self) -> Result<Mechanism> {
+        Mechanism::from_config(&self.config()?).map_err(|e| usage(e.to_string()))
+    }
+}
+
+fn parse_matrix(text: &str) -> Result<Vec<Vec<f64>>> {
+    text.split(';')
+        .map(|row| {
+            row.split(',')
+                .map(|v| {
+                    v.trim()
+                        .parse::<f64>()
+                        .map_err(|_| usage(format!("--matrix: {v:?} is not a number")))
+                })
+                .collect()
+        })
+        .collect()
+}
+
+#[derive(clap::Args)]
+struct AuditArgs {
+    #[command(flatten)]
+    mechanism: MechanismArgs,
+    /// Reports sampled per input value.
+    #[arg(long, default_value_t = 1_000_000)]
+    samples: u64,
+    /// Seed of the sampling RNG; drawn from the OS when omitted.
+    #[arg(long)]
+    seed: Option<u64>,
 }
 
 #[derive(clap::Args)]
 struct SimulateArgs {
-    #[arg(long, value_enum)]
-    mechanism: MechanismKind,
-    /// Local privacy parameter ε (> 0).
-    #[arg(long)]
-    epsilon: f64,
-    /// Number of categories d (>= 2).
-    #[arg(long)]
-    domain: u32,
+    #[command(flatten)]
+    mechanism: MechanismArgs,
     /// Distribution of the true categories: "uniform" or d comma-separated probabilities.
     #[arg(long, default_value = "uniform")]
     p: String,
@@ -149,12 +275,8 @@ fn parse_groups(text: &str) -> Result<Vec<(String, u64)>> {
 }
 
 fn simulate(args: SimulateArgs) -> Result<()> {
-    let mechanism = match args.mechanism {
-        MechanismKind::Grr => {
-            Grr::new(args.epsilon, args.domain).map_err(|e| usage(e.to_string()))?
-        }
-    };
-    let p = parse_distribution(&args.p, args.domain)?;
+    let mechanism = args.mechanism.build()?;
+    let p = parse_distribution(&args.p, mechanism.domain() as u32)?;
     let groups = args.groups.as_deref().map(parse_groups).transpose()?;
     let n = match (&groups, args.n) {
         (Some(g), Some(n)) if g.iter().map(|(_, k)| k).sum::<u64>() != n => {
@@ -232,6 +354,40 @@ fn batch(args: BatchArgs) -> Result<()> {
     Ok(())
 }
 
+fn run_audit(args: AuditArgs) -> Result<()> {
+    let mechanism = args.mechanism.build()?;
+    if args.samples == 0 {
+        return Err(usage("--samples must be at least 1"));
+    }
+    let seed = args.seed.unwrap_or_else(rand_seed);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let report = audit(&mechanism, args.samples, &mut rng)?;
+    let claimed = match (report.claimed_epsilon, mechanism.privacy().rho) {
+        (Some(e), _) => format!("ε = {e}"),
+        (None, Some(rho)) => format!("ρ = {rho} (zCDP; no pure ε)"),
+        (None, None) => "none (raw reports are not locally private)".to_string(),
+    };
+    println!("mechanism:                 {}", mechanism.kind());
+    println!("claimed privacy:           {claimed}");
+    println!("exact worst-case loss:     {:.6}", report.exact_loss);
+    println!(
+        "empirical ε lower bound:   {:.6}  (95% Clopper–Pearson, {} samples per input, seed {seed})",
+        report.empirical_lower_bound, report.samples_per_input
+    );
+    let (s, x, y) = report.worst;
+    println!("attained at:               output {s}, inputs {x} vs {y}");
+    if let Some(e) = report.claimed_epsilon {
+        if report.empirical_lower_bound > e {
+            println!("VIOLATION: the sampled randomizer leaks more than its claimed ε");
+            return Err(anyhow!(
+                "privacy audit failed: lower bound {} > claimed ε {e}",
+                report.empirical_lower_bound
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn exit_code(error: &anyhow::Error) -> u8 {
     let user_error = error
         .chain()
@@ -255,6 +411,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Simulate(args) => simulate(args),
         Command::Batch(args) => batch(args),
+        Command::Audit(args) => run_audit(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

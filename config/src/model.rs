@@ -43,18 +43,53 @@ pub enum SourceConfig {
 pub enum MechanismConfig {
     /// Generalized randomized response over `domain` categories.
     Grr { epsilon: f64, domain: u32 },
+    /// Unary encoding with each bit flipped independently (ε/2 per bit).
+    Bitflip { epsilon: f64, domain: u32 },
+    /// One-hot plus N(0, 1/ρ) noise per coordinate (ρ-zCDP).
+    Gauss { rho: f64, domain: u32 },
+    /// One-hot plus Lap(2/ε) noise per coordinate (ε-LDP).
+    Laplace { epsilon: f64, domain: u32 },
+    /// Hadamard response (Bassily et al. 2017): randomized response on H[row, x].
+    Hadamard { epsilon: f64, domain: u32 },
+    /// Seeded random ±1 mappings, one per cohort (Sheffet §4).
+    Cohort {
+        epsilon: f64,
+        domain: u32,
+        cohorts: u32,
+        #[serde(default)]
+        seed: u64,
+    },
+    /// Any column-stochastic channel: `matrix[s][x] = P(signal s | type x)`.
+    Matrix { matrix: Vec<Vec<f64>> },
+    /// No local randomizer: a trusted curator sees the true category.
+    Raw { domain: u32 },
 }
 
 impl MechanismConfig {
     pub fn kind(&self) -> &'static str {
         match self {
             MechanismConfig::Grr { .. } => "grr",
+            MechanismConfig::Bitflip { .. } => "bitflip",
+            MechanismConfig::Gauss { .. } => "gauss",
+            MechanismConfig::Laplace { .. } => "laplace",
+            MechanismConfig::Hadamard { .. } => "hadamard",
+            MechanismConfig::Cohort { .. } => "cohort",
+            MechanismConfig::Matrix { .. } => "matrix",
+            MechanismConfig::Raw { .. } => "raw",
         }
     }
 
+    /// The number of true categories d.
     pub fn domain(&self) -> u32 {
         match self {
-            MechanismConfig::Grr { domain, .. } => *domain,
+            MechanismConfig::Grr { domain, .. }
+            | MechanismConfig::Bitflip { domain, .. }
+            | MechanismConfig::Gauss { domain, .. }
+            | MechanismConfig::Laplace { domain, .. }
+            | MechanismConfig::Hadamard { domain, .. }
+            | MechanismConfig::Cohort { domain, .. }
+            | MechanismConfig::Raw { domain } => *domain,
+            MechanismConfig::Matrix { matrix } => matrix.first().map_or(0, |row| row.len() as u32),
         }
     }
 }
@@ -66,6 +101,12 @@ pub struct ColumnsConfig {
     /// The privatized report column.
     #[serde(default = "default_report_column")]
     pub report: String,
+    /// The public row index of a Hadamard report.
+    #[serde(default = "default_row_column")]
+    pub row: String,
+    /// The cohort index of a cohort report.
+    #[serde(default = "default_cohort_column")]
+    pub cohort: String,
     /// Utf8 columns whose values split the stream into independently tested groups.
     #[serde(default)]
     pub group_by: Vec<String>,
@@ -75,6 +116,8 @@ impl Default for ColumnsConfig {
     fn default() -> Self {
         ColumnsConfig {
             report: default_report_column(),
+            row: default_row_column(),
+            cohort: default_cohort_column(),
             group_by: Vec::new(),
         }
     }
@@ -82,6 +125,14 @@ impl Default for ColumnsConfig {
 
 fn default_report_column() -> String {
     "report".to_string()
+}
+
+fn default_row_column() -> String {
+    "row".to_string()
+}
+
+fn default_cohort_column() -> String {
+    "cohort".to_string()
 }
 
 /// One hypothesis test on a stream.
@@ -103,6 +154,23 @@ pub struct TestConfig {
     /// Which reports a result covers.
     #[serde(default)]
     pub window: WindowConfig,
+    /// Asymptotic p-value only, or a Monte Carlo p-value beside it.
+    #[serde(default)]
+    pub calibration: Calibration,
+    /// Simulated null sketches for Monte Carlo calibration (and for LocalNoiseGOF on
+    /// laplace, whose critical value is always simulated). Must exceed 1/alpha.
+    #[serde(default = "default_mc_samples")]
+    pub mc_samples: u32,
+    /// Seed of the Monte Carlo null simulation, so results are reproducible.
+    #[serde(default)]
+    pub seed: u64,
+    /// The distance parameter of SheffetTV: accept iff d_TV(estimate, p0) <= distance/2.
+    #[serde(default)]
+    pub distance: Option<f64>,
+}
+
+fn default_mc_samples() -> u32 {
+    999
 }
 
 fn default_alpha() -> f64 {
@@ -122,14 +190,62 @@ pub enum TestKind {
 pub enum TestMethod {
     /// Gaboardi–Rogers' chi-square test on GenRR counts (seed 002, Alg. 3).
     LocalExpGOF,
+    /// Gaboardi–Rogers' projected chi-square test on bit-flip counts (seed 002, eq. 7).
+    LocalBitFlipGOF,
+    /// Gaboardi–Rogers' projected test on noisy one-hot sums (seed 002, Alg. 1).
+    LocalNoiseGOF,
+    /// Sheffet's chi-square statistic P(θ) for the non-symmetric mechanism (seed 000 §4.2).
+    SheffetChi2,
+    /// Sheffet's total-variation accept/reject rule (seed 000, Thm 11).
+    SheffetTV,
+    /// Pearson's chi-square on the signal counts of a channel, against `G p0`
+    /// (Sheffet Thm 3 / Cor. 5, the test LocalExpGOF is a special case of).
+    ChannelGOF,
+    /// Pearson's classical chi-square on raw counts (curator model; not private by itself).
+    PearsonGOF,
 }
 
 impl TestMethod {
     pub fn name(&self) -> &'static str {
         match self {
             TestMethod::LocalExpGOF => "LocalExpGOF",
+            TestMethod::LocalBitFlipGOF => "LocalBitFlipGOF",
+            TestMethod::LocalNoiseGOF => "LocalNoiseGOF",
+            TestMethod::SheffetChi2 => "SheffetChi2",
+            TestMethod::SheffetTV => "SheffetTV",
+            TestMethod::ChannelGOF => "ChannelGOF",
+            TestMethod::PearsonGOF => "PearsonGOF",
         }
     }
+
+    /// The methods that apply to a test kind on a mechanism; the first is the default.
+    pub fn applicable(kind: TestKind, mechanism: &MechanismConfig) -> &'static [TestMethod] {
+        use TestMethod::*;
+        match (kind, mechanism) {
+            (TestKind::Gof, MechanismConfig::Grr { .. }) => &[LocalExpGOF, ChannelGOF],
+            (TestKind::Gof, MechanismConfig::Bitflip { .. }) => &[LocalBitFlipGOF],
+            (TestKind::Gof, MechanismConfig::Gauss { .. } | MechanismConfig::Laplace { .. }) => {
+                &[LocalNoiseGOF]
+            }
+            (TestKind::Gof, MechanismConfig::Hadamard { .. } | MechanismConfig::Cohort { .. }) => {
+                &[SheffetChi2, SheffetTV]
+            }
+            (TestKind::Gof, MechanismConfig::Matrix { .. }) => &[ChannelGOF],
+            (TestKind::Gof, MechanismConfig::Raw { .. }) => &[PearsonGOF],
+        }
+    }
+}
+
+/// How a test's p-value is computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Calibration {
+    /// The test's asymptotic null law (χ² for most tests).
+    #[default]
+    Asymptotic,
+    /// Also simulate `mc_samples` null sketches from the mechanism's law and report the
+    /// Monte Carlo p-value `(1 + #{T_b >= T})/(m + 1)` beside the asymptotic one.
+    MonteCarlo,
 }
 
 /// The window a test result covers.

@@ -1,7 +1,7 @@
 use std::collections::HashSet;
 
 use crate::error::ConfigError;
-use crate::model::{Config, MechanismConfig, TestKind, TestMethod};
+use crate::model::{Calibration, Config, MechanismConfig, TestKind, TestMethod};
 use crate::null::NullSpec;
 
 /// How far a null distribution's sum may be from 1.
@@ -83,8 +83,48 @@ impl Config {
                     ));
                 }
                 validate_null(&format!("{tat}.null"), &test.null, d)?;
-                if let Some(method) = test.method {
-                    check_method_applies(&tat, method, test.kind, &stream.mechanism)?;
+                let method = match test.method {
+                    Some(method) => {
+                        check_method_applies(&tat, method, test.kind, &stream.mechanism)?;
+                        method
+                    }
+                    None => TestMethod::applicable(test.kind, &stream.mechanism)[0],
+                };
+                let needs_mc = test.calibration == Calibration::MonteCarlo
+                    || matches!(stream.mechanism, MechanismConfig::Laplace { .. });
+                if needs_mc && f64::from(test.mc_samples) * test.alpha <= 1.0 {
+                    return Err(ConfigError::invalid(
+                        format!("{tat}.mc_samples"),
+                        test.mc_samples,
+                        format!(
+                            "more than 1/alpha = {} simulated null samples",
+                            1.0 / test.alpha
+                        ),
+                    ));
+                }
+                match (method, test.distance) {
+                    (TestMethod::SheffetTV, None) => {
+                        return Err(ConfigError::invalid(
+                            format!("{tat}.distance"),
+                            "(missing)",
+                            "SheffetTV needs a distance parameter in (0, 2]",
+                        ))
+                    }
+                    (TestMethod::SheffetTV, Some(x)) if !(x > 0.0 && x <= 2.0) => {
+                        return Err(ConfigError::invalid(
+                            format!("{tat}.distance"),
+                            x,
+                            "a total-variation distance parameter in (0, 2]",
+                        ))
+                    }
+                    (TestMethod::SheffetTV, Some(_)) | (_, None) => {}
+                    (_, Some(x)) => {
+                        return Err(ConfigError::invalid(
+                            format!("{tat}.distance"),
+                            x,
+                            "only SheffetTV takes a distance",
+                        ))
+                    }
                 }
             }
         }
@@ -92,23 +132,110 @@ impl Config {
     }
 }
 
+/// Largest domain any mechanism accepts: sketches are dense tables of this size.
+pub const MAX_DOMAIN: u32 = 1 << 24;
+/// Largest cohort count.
+pub const MAX_COHORTS: u32 = 1 << 20;
+/// How far a channel column's sum may be from 1.
+pub const CHANNEL_SUM_TOLERANCE: f64 = 1e-9;
+
+fn positive(key: String, value: f64) -> Result<(), ConfigError> {
+    if value.is_finite() && value > 0.0 {
+        Ok(())
+    } else {
+        Err(ConfigError::invalid(key, value, "a finite number > 0"))
+    }
+}
+
+impl MechanismConfig {
+    /// Checks the mechanism's parameters; errors name keys under `prefix` (e.g.
+    /// `stream[0].mechanism`, or `--matrix` on the command line).
+    pub fn validate(&self, prefix: &str) -> Result<(), ConfigError> {
+        validate_mechanism_at(prefix, self)
+    }
+}
+
 fn validate_mechanism(at: &str, mechanism: &MechanismConfig) -> Result<(), ConfigError> {
+    validate_mechanism_at(&format!("{at}.mechanism"), mechanism)
+}
+
+fn validate_mechanism_at(m: &str, mechanism: &MechanismConfig) -> Result<(), ConfigError> {
+    let m = m.to_string();
     match mechanism {
-        MechanismConfig::Grr { epsilon, domain } => {
-            if !(epsilon.is_finite() && *epsilon > 0.0) {
-                return Err(ConfigError::invalid(
-                    format!("{at}.mechanism.epsilon"),
-                    epsilon,
-                    "a finite number > 0",
-                ));
-            }
-            if *domain < 2 {
-                return Err(ConfigError::invalid(
-                    format!("{at}.mechanism.domain"),
-                    domain,
-                    "an integer >= 2",
-                ));
-            }
+        MechanismConfig::Grr { epsilon, .. }
+        | MechanismConfig::Bitflip { epsilon, .. }
+        | MechanismConfig::Laplace { epsilon, .. }
+        | MechanismConfig::Hadamard { epsilon, .. }
+        | MechanismConfig::Cohort { epsilon, .. } => positive(format!("{m}.epsilon"), *epsilon)?,
+        MechanismConfig::Gauss { rho, .. } => positive(format!("{m}.rho"), *rho)?,
+        MechanismConfig::Matrix { matrix } => validate_channel(&m, matrix)?,
+        MechanismConfig::Raw { .. } => {}
+    }
+    if let MechanismConfig::Cohort {
+        cohorts, domain, ..
+    } = mechanism
+    {
+        if !(*domain..=MAX_COHORTS).contains(cohorts) {
+            return Err(ConfigError::invalid(
+                format!("{m}.cohorts"),
+                cohorts,
+                format!("an integer from the domain ({domain}) to {MAX_COHORTS}, so the family identifies the distribution"),
+            ));
+        }
+    }
+    if !matches!(mechanism, MechanismConfig::Matrix { .. }) {
+        let domain = mechanism.domain();
+        if !(2..=MAX_DOMAIN).contains(&domain) {
+            return Err(ConfigError::invalid(
+                format!("{m}.domain"),
+                domain,
+                format!("an integer from 2 to {MAX_DOMAIN}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A channel must be a rectangular, column-stochastic |S|×d matrix with d ≥ 2.
+fn validate_channel(m: &str, matrix: &[Vec<f64>]) -> Result<(), ConfigError> {
+    let key = format!("{m}.matrix");
+    let d = matrix.first().map_or(0, Vec::len);
+    if matrix.is_empty() || d < 2 {
+        return Err(ConfigError::invalid(
+            key,
+            format!("a {}x{d} matrix", matrix.len()),
+            "at least one signal row and at least 2 type columns (matrix[s][x] = P(s | x))",
+        ));
+    }
+    if let Some((s, row)) = matrix.iter().enumerate().find(|(_, r)| r.len() != d) {
+        return Err(ConfigError::invalid(
+            format!("{key}[{s}]"),
+            format!("a row of {} entries", row.len()),
+            format!("every row has {d} entries, like row 0"),
+        ));
+    }
+    for x in 0..d {
+        if let Some((s, v)) = matrix
+            .iter()
+            .enumerate()
+            .map(|(s, r)| (s, r[x]))
+            .find(|(_, v)| !(v.is_finite() && *v >= 0.0))
+        {
+            return Err(ConfigError::invalid(
+                format!("{key}[{s}][{x}]"),
+                v,
+                format!("column {x}: every entry is a probability (finite, >= 0)"),
+            ));
+        }
+        let sum: f64 = matrix.iter().map(|r| r[x]).sum();
+        if (sum - 1.0).abs() > CHANNEL_SUM_TOLERANCE {
+            return Err(ConfigError::invalid(
+                key,
+                format!("column {x} summing to {sum}"),
+                format!(
+                    "every column sums to 1 within {CHANNEL_SUM_TOLERANCE:e} (column-stochastic)"
+                ),
+            ));
         }
     }
     Ok(())
@@ -153,27 +280,20 @@ fn check_method_applies(
     kind: TestKind,
     mechanism: &MechanismConfig,
 ) -> Result<(), ConfigError> {
-    let ok = matches!(
-        (method, kind, mechanism),
-        (
-            TestMethod::LocalExpGOF,
-            TestKind::Gof,
-            MechanismConfig::Grr { .. }
-        )
-    );
-    if ok {
-        Ok(())
-    } else {
-        Err(ConfigError::invalid(
-            format!("{at}.method"),
-            method.name(),
-            format!(
-                "a method for a {:?} test on a {} stream (LocalExpGOF for gof on grr)",
-                kind,
-                mechanism.kind()
-            ),
-        ))
+    let allowed = TestMethod::applicable(kind, mechanism);
+    if allowed.contains(&method) {
+        return Ok(());
     }
+    let names: Vec<&str> = allowed.iter().map(TestMethod::name).collect();
+    Err(ConfigError::invalid(
+        format!("{at}.method"),
+        method.name(),
+        format!(
+            "one of {} for a {kind:?} test on a {} stream",
+            names.join(", "),
+            mechanism.kind()
+        ),
+    ))
 }
 
 #[cfg(test)]
@@ -230,6 +350,7 @@ window = { kind = "global" }
     fn rejects_small_domain() {
         let e = err(&GOOD.replace("domain = 4", "domain = 1"));
         assert!(e.contains("mechanism.domain = 1"), "{e}");
+        assert!(e.contains("from 2 to"), "{e}");
     }
 
     #[test]
@@ -290,5 +411,94 @@ window = { kind = "global" }
             Err(ConfigError::Parse { origin, .. }) => assert_eq!(origin, "bad.toml"),
             other => panic!("unexpected {other:?}"),
         }
+    }
+}
+
+#[cfg(test)]
+mod mechanism_tests {
+    use crate::Config;
+
+    fn stream(mechanism: &str, test: &str) -> String {
+        format!(
+            "[[stream]]\nname = \"s\"\nsource = {{ kind = \"parquet\", paths = [\"x\"] }}\nmechanism = {mechanism}\n[[stream.test]]\nname = \"t\"\nkind = \"gof\"\nnull = \"uniform\"\n{test}\n"
+        )
+    }
+
+    fn err(mechanism: &str, test: &str) -> String {
+        match Config::from_toml_str(&stream(mechanism, test), "t") {
+            Ok(_) => panic!("should be rejected: {mechanism} {test}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn every_mechanism_parses() {
+        for m in [
+            "{ kind = \"grr\", epsilon = 1.0, domain = 3 }",
+            "{ kind = \"bitflip\", epsilon = 1.0, domain = 3 }",
+            "{ kind = \"gauss\", rho = 0.5, domain = 3 }",
+            "{ kind = \"laplace\", epsilon = 1.0, domain = 3 }",
+            "{ kind = \"hadamard\", epsilon = 1.0, domain = 3 }",
+            "{ kind = \"cohort\", epsilon = 1.0, domain = 3, cohorts = 16, seed = 4 }",
+            "{ kind = \"matrix\", matrix = [[0.5, 0.25, 0.25], [0.5, 0.75, 0.75]] }",
+            "{ kind = \"raw\", domain = 3 }",
+        ] {
+            Config::from_toml_str(&stream(m, ""), "t").unwrap_or_else(|e| panic!("{m}: {e}"));
+        }
+    }
+
+    #[test]
+    fn bad_channels_name_the_column() {
+        let e = err(
+            "{ kind = \"matrix\", matrix = [[0.5, 0.2], [0.5, 0.7]] }",
+            "",
+        );
+        assert!(e.contains("column 1 summing to 0.8999"), "{e}");
+        let e = err(
+            "{ kind = \"matrix\", matrix = [[1.5, 0.5], [-0.5, 0.5]] }",
+            "",
+        );
+        assert!(
+            e.contains("matrix[1][0] = -0.5") && e.contains("column 0"),
+            "{e}"
+        );
+        let e = err("{ kind = \"matrix\", matrix = [[0.5, 0.5], [0.5]] }", "");
+        assert!(e.contains("matrix[1]"), "{e}");
+    }
+
+    #[test]
+    fn method_must_fit_mechanism() {
+        let e = err(
+            "{ kind = \"bitflip\", epsilon = 1.0, domain = 3 }",
+            "method = \"LocalExpGOF\"",
+        );
+        assert!(
+            e.contains("one of LocalBitFlipGOF") && e.contains("bitflip"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn tv_needs_a_distance_and_mc_needs_samples() {
+        let h = "{ kind = \"hadamard\", epsilon = 1.0, domain = 3 }";
+        let e = err(h, "method = \"SheffetTV\"");
+        assert!(e.contains("distance = (missing)"), "{e}");
+        let e = err(h, "method = \"SheffetTV\"\ndistance = 3.0");
+        assert!(e.contains("distance = 3"), "{e}");
+        let e = err(h, "calibration = \"monte_carlo\"\nmc_samples = 10");
+        assert!(
+            e.contains("mc_samples = 10") && e.contains("1/alpha = 20"),
+            "{e}"
+        );
+        let e = err(
+            "{ kind = \"laplace\", epsilon = 1.0, domain = 3 }",
+            "mc_samples = 19",
+        );
+        assert!(e.contains("mc_samples = 19"), "{e}");
+        let e = err(
+            "{ kind = \"cohort\", epsilon = 1.0, domain = 3, cohorts = 0 }",
+            "",
+        );
+        assert!(e.contains("cohorts = 0"), "{e}");
     }
 }

@@ -2,8 +2,9 @@
 
 use std::path::PathBuf;
 
-use ldpstream_config::{Config, SourceConfig, StreamConfig};
+use ldpstream_config::{Config, MechanismConfig, SourceConfig, StreamConfig};
 use ldpstream_engine::evaluate::{evaluate, Scope};
+use ldpstream_engine::mechanism::Mechanism;
 use ldpstream_engine::record::TestRecord;
 use tracing::{info, warn};
 
@@ -22,26 +23,35 @@ pub fn run_batch(config: &Config, inputs: &[String]) -> Result<Vec<TestRecord>, 
             (SourceConfig::Parquet { paths }, true) => paths.clone(),
         };
         let files = resolve_inputs(&patterns)?;
-        let sketches = fold_stream(stream, &files)?;
-        records.extend(evaluate_stream(stream, &sketches)?);
+        let mechanism = Mechanism::from_config(&stream.mechanism)?;
+        let sketches = fold_stream(stream, &mechanism, &files)?;
+        records.extend(evaluate_stream(stream, &mechanism, &sketches)?);
     }
     Ok(records)
 }
 
-fn layout(stream: &StreamConfig) -> ReportLayout {
+/// The columns a stream's reports use, from its config.
+pub fn layout(stream: &StreamConfig, mechanism: &Mechanism) -> ReportLayout {
+    let index = match stream.mechanism {
+        MechanismConfig::Hadamard { .. } => Some(stream.columns.row.clone()),
+        MechanismConfig::Cohort { .. } => Some(stream.columns.cohort.clone()),
+        _ => None,
+    };
     ReportLayout {
+        mechanism: mechanism.clone(),
         report: stream.columns.report.clone(),
+        index,
         group_by: stream.columns.group_by.clone(),
-        domain: stream.mechanism.domain() as usize,
     }
 }
 
 /// Checks and folds a stream's files into per-group sketches.
 pub fn fold_stream(
     stream: &StreamConfig,
+    mechanism: &Mechanism,
     files: &[PathBuf],
 ) -> Result<GroupedSketches, ConnectorError> {
-    let layout = layout(stream);
+    let layout = layout(stream, mechanism);
     let inputs = inspect(files, &layout)?;
     let total: u64 = inputs.iter().flat_map(|f| &f.row_group_rows).sum();
     info!(stream = %stream.name, files = inputs.len(), rows = total, "folding");
@@ -64,6 +74,7 @@ pub fn fold_stream(
 /// One record per (test, group) of a stream's global window.
 pub fn evaluate_stream(
     stream: &StreamConfig,
+    mechanism: &Mechanism,
     sketches: &GroupedSketches,
 ) -> Result<Vec<TestRecord>, ConnectorError> {
     if stream.tests.is_empty() {
@@ -85,7 +96,7 @@ pub fn evaluate_stream(
                 group,
                 ..Scope::default()
             };
-            records.push(evaluate(stream, test, scope, sketch)?);
+            records.push(evaluate(stream, test, mechanism, scope, sketch)?);
         }
     }
     Ok(records)

@@ -6,10 +6,13 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use arrow::array::{Array, ArrayRef, StringArray, UInt32Array};
+use arrow::compute::take;
 use arrow::datatypes::{DataType, Schema};
+use arrow::record_batch::RecordBatch;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use ldpstream_engine::fold::{fold_categories, fold_categories_grouped};
-use ldpstream_engine::sketch::CountSketch;
+use ldpstream_engine::fold::{fold_batch, report_schema};
+use ldpstream_engine::mechanism::Mechanism;
+use ldpstream_engine::sketch::Sketch;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ProjectionMask;
 use rayon::prelude::*;
@@ -21,12 +24,22 @@ use crate::grouping::{group_rows, GroupKey};
 /// batch of a few columns stays in L2.
 pub const BATCH_ROWS: usize = 64 * 1024;
 
-/// Which columns of a file a stream reads, and how large its category domain is.
+/// Which columns of a file a stream reads, and the mechanism that decodes them.
 #[derive(Debug, Clone)]
 pub struct ReportLayout {
+    pub mechanism: Mechanism,
     pub report: String,
+    /// The row (Hadamard) or cohort column, for mechanisms that have one.
+    pub index: Option<String>,
     pub group_by: Vec<String>,
-    pub domain: usize,
+}
+
+impl ReportLayout {
+    fn columns(&self) -> impl Iterator<Item = &String> {
+        std::iter::once(&self.report)
+            .chain(self.index.as_ref())
+            .chain(&self.group_by)
+    }
 }
 
 /// One Parquet file with its row-group sizes, checked against a layout.
@@ -37,7 +50,7 @@ pub struct InputFile {
 }
 
 /// Per-group sketches; the key is empty when the stream is not grouped.
-pub type GroupedSketches = BTreeMap<GroupKey, CountSketch>;
+pub type GroupedSketches = BTreeMap<GroupKey, Sketch>;
 
 /// Expands paths and glob patterns into a sorted, de-duplicated file list. A pattern that
 /// matches nothing, or a path that does not exist, is an error naming it.
@@ -139,9 +152,14 @@ pub fn inspect(paths: &[PathBuf], layout: &ReportLayout) -> Result<Vec<InputFile
         .map(|path| {
             let builder = open(path)?;
             let schema = builder.schema();
-            check_column(path, schema, &layout.report, "UInt32", |t| {
-                *t == DataType::UInt32
+            let expected = report_schema(&layout.mechanism);
+            let d = layout.mechanism.domain();
+            check_column(path, schema, &layout.report, &expected.report_type, |t| {
+                (expected.accepts_report)(t, d)
             })?;
+            if let Some(index) = &layout.index {
+                check_column(path, schema, index, "UInt32", |t| *t == DataType::UInt32)?;
+            }
             for g in &layout.group_by {
                 check_column(path, schema, g, "Utf8", is_string)?;
             }
@@ -213,18 +231,16 @@ fn fold_row_group(
     layout: &ReportLayout,
 ) -> Result<GroupedSketches, ConnectorError> {
     let shown = || path.display().to_string();
+    let arrow_err = |source| ConnectorError::Arrow {
+        path: shown(),
+        source,
+    };
     let builder = open(path)?;
     let arrow_schema = builder.schema().clone();
-    let mut roots = Vec::with_capacity(1 + layout.group_by.len());
-    for column in std::iter::once(&layout.report).chain(&layout.group_by) {
-        let index = arrow_schema
-            .index_of(column)
-            .map_err(|source| ConnectorError::Arrow {
-                path: shown(),
-                source,
-            })?;
-        roots.push(index);
-    }
+    let roots = layout
+        .columns()
+        .map(|c| arrow_schema.index_of(c).map_err(arrow_err))
+        .collect::<Result<Vec<_>, _>>()?;
     let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
     let reader = builder
         .with_projection(mask)
@@ -237,83 +253,115 @@ fn fold_row_group(
         })?;
 
     let mut out = GroupedSketches::new();
-    let mut ungrouped = CountSketch::new(layout.domain);
-    let mut scratch: Vec<CountSketch> = Vec::new();
     for batch in reader {
-        let batch = batch.map_err(|source| ConnectorError::Arrow {
-            path: shown(),
-            source,
-        })?;
-        let report = column_as::<UInt32Array>(&batch, &layout.report, path, "UInt32")?;
-        if layout.group_by.is_empty() {
-            fold_categories(report, &mut ungrouped);
-            continue;
-        }
-        let mut owned: Vec<ArrayRef> = Vec::with_capacity(layout.group_by.len());
-        for g in &layout.group_by {
-            let column = batch
-                .column_by_name(g)
-                .ok_or_else(|| ConnectorError::MissingColumn {
-                    path: shown(),
-                    column: g.clone(),
-                    expected: "Utf8".into(),
-                    available: String::new(),
-                })?;
-            let utf8 = arrow::compute::cast(column, &DataType::Utf8).map_err(|source| {
-                ConnectorError::Arrow {
-                    path: shown(),
-                    source,
-                }
-            })?;
-            owned.push(utf8);
-        }
-        let strings: Vec<&StringArray> = owned
-            .iter()
-            .map(|a| a.as_any().downcast_ref::<StringArray>())
-            .collect::<Option<_>>()
-            .ok_or_else(|| {
-                ConnectorError::Invalid(format!("{}: group column cast to Utf8 failed", shown()))
-            })?;
-        let groups = group_rows(&strings, batch.num_rows());
-        scratch.clear();
-        scratch.resize(groups.keys.len(), CountSketch::new(layout.domain));
-        fold_categories_grouped(report, &groups.ids, &mut scratch);
-        for (key, sketch) in groups.keys.into_iter().zip(scratch.drain(..)) {
-            match out.get_mut(&key) {
-                Some(existing) => existing.merge(&sketch)?,
-                None => {
-                    out.insert(key, sketch);
-                }
-            }
-        }
+        let batch = batch.map_err(arrow_err)?;
+        fold_record_batch(&batch, layout, path, &mut out)?;
     }
-    if layout.group_by.is_empty() {
-        out.insert(Vec::new(), ungrouped);
+    if layout.group_by.is_empty() && out.is_empty() {
+        out.insert(Vec::new(), layout.mechanism.new_sketch());
     }
     Ok(out)
 }
 
-fn column_as<'a, T: 'static>(
-    batch: &'a arrow::record_batch::RecordBatch,
-    name: &str,
+/// Folds one decoded batch into `out`. Grouped batches are permuted once so that each
+/// group's rows are contiguous, then every group's slice goes through the same batch kernel
+/// as an ungrouped stream: one kernel call per group and batch, never one per row.
+pub fn fold_record_batch(
+    batch: &RecordBatch,
+    layout: &ReportLayout,
     path: &Path,
-    expected: &str,
-) -> Result<&'a T, ConnectorError> {
-    let column = batch
+    out: &mut GroupedSketches,
+) -> Result<(), ConnectorError> {
+    let shown = || path.display().to_string();
+    let arrow_err = |source| ConnectorError::Arrow {
+        path: shown(),
+        source,
+    };
+    let report = column(batch, &layout.report, path)?;
+    let index = layout
+        .index
+        .as_ref()
+        .map(|c| column(batch, c, path))
+        .transpose()?;
+    let fold = |sketch: &mut Sketch, report: &dyn Array, index: Option<&dyn Array>| {
+        fold_batch(&layout.mechanism, sketch, report, index).map_err(|e| match e {
+            ldpstream_engine::EngineError::WrongArrayType { expected, found } => {
+                ConnectorError::WrongType {
+                    path: shown(),
+                    column: layout.report.clone(),
+                    expected,
+                    found,
+                }
+            }
+            other => ConnectorError::Engine(other),
+        })
+    };
+    if layout.group_by.is_empty() {
+        let sketch = out
+            .entry(Vec::new())
+            .or_insert_with(|| layout.mechanism.new_sketch());
+        return fold(sketch, report.as_ref(), index.as_deref());
+    }
+    let mut owned: Vec<ArrayRef> = Vec::with_capacity(layout.group_by.len());
+    for g in &layout.group_by {
+        let utf8 = arrow::compute::cast(column(batch, g, path)?.as_ref(), &DataType::Utf8)
+            .map_err(arrow_err)?;
+        owned.push(utf8);
+    }
+    let strings: Vec<&StringArray> = owned
+        .iter()
+        .map(|a| a.as_any().downcast_ref::<StringArray>())
+        .collect::<Option<_>>()
+        .ok_or_else(|| {
+            ConnectorError::Invalid(format!("{}: group column cast to Utf8 failed", shown()))
+        })?;
+    let groups = group_rows(&strings, batch.num_rows());
+    // Counting sort of row indices by group id.
+    let mut starts = vec![0u32; groups.keys.len() + 1];
+    for &g in &groups.ids {
+        starts[g as usize + 1] += 1;
+    }
+    for k in 1..starts.len() {
+        starts[k] += starts[k - 1];
+    }
+    let mut cursor = starts.clone();
+    let mut order = vec![0u32; groups.ids.len()];
+    for (row, &g) in groups.ids.iter().enumerate() {
+        order[cursor[g as usize] as usize] = row as u32;
+        cursor[g as usize] += 1;
+    }
+    let order = UInt32Array::from(order);
+    let report = take(report.as_ref(), &order, None).map_err(arrow_err)?;
+    let index = index
+        .map(|a| take(a.as_ref(), &order, None))
+        .transpose()
+        .map_err(arrow_err)?;
+    for (g, key) in groups.keys.into_iter().enumerate() {
+        let (from, to) = (starts[g] as usize, starts[g + 1] as usize);
+        let report_slice = report.slice(from, to - from);
+        let index_slice = index.as_ref().map(|a| a.slice(from, to - from));
+        let sketch = out
+            .entry(key)
+            .or_insert_with(|| layout.mechanism.new_sketch());
+        fold(sketch, report_slice.as_ref(), index_slice.as_deref())?;
+    }
+    Ok(())
+}
+
+fn column(batch: &RecordBatch, name: &str, path: &Path) -> Result<ArrayRef, ConnectorError> {
+    batch
         .column_by_name(name)
+        .cloned()
         .ok_or_else(|| ConnectorError::MissingColumn {
             path: path.display().to_string(),
             column: name.to_string(),
-            expected: expected.to_string(),
-            available: String::new(),
-        })?;
-    column
-        .as_any()
-        .downcast_ref::<T>()
-        .ok_or_else(|| ConnectorError::WrongType {
-            path: path.display().to_string(),
-            column: name.to_string(),
-            expected: expected.to_string(),
-            found: column.data_type().to_string(),
+            expected: "a column the schema check found".into(),
+            available: batch
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| f.name().clone())
+                .collect::<Vec<_>>()
+                .join(", "),
         })
 }

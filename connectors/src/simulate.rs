@@ -7,10 +7,13 @@
 use std::fs::File;
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, StringArray, TimestampMillisecondArray, UInt32Array};
+use arrow::array::{
+    ArrayRef, FixedSizeBinaryArray, FixedSizeListArray, Float64Array, Int8Array, StringArray,
+    TimestampMillisecondArray, UInt32Array,
+};
 use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use arrow::record_batch::RecordBatch;
-use ldpstream_engine::mechanism::Grr;
+use ldpstream_engine::mechanism::Mechanism;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
@@ -30,7 +33,7 @@ pub const ROW_GROUP_ROWS: usize = 1 << 20;
 /// What to simulate.
 #[derive(Debug, Clone)]
 pub struct SimulateSpec {
-    pub mechanism: Grr,
+    pub mechanism: Mechanism,
     /// Distribution of the true categories (length = domain, sums to 1).
     pub p: Vec<f64>,
     /// `(label, rows)` per group, in file order; a single unlabeled group when `None`.
@@ -50,7 +53,33 @@ impl SimulateSpec {
     }
 
     fn schema(&self) -> Arc<Schema> {
-        let mut fields = vec![Field::new("report", DataType::UInt32, false)];
+        let d = self.mechanism.domain();
+        let mut fields = match &self.mechanism {
+            Mechanism::Grr(_) | Mechanism::Channel(_) | Mechanism::Raw { .. } => {
+                vec![Field::new("report", DataType::UInt32, false)]
+            }
+            Mechanism::BitFlip(m) => vec![Field::new(
+                "report",
+                DataType::FixedSizeBinary(m.report_bytes() as i32),
+                false,
+            )],
+            Mechanism::Noise(_) => vec![Field::new(
+                "report",
+                DataType::FixedSizeList(
+                    Arc::new(Field::new("item", DataType::Float64, false)),
+                    d as i32,
+                ),
+                false,
+            )],
+            Mechanism::Hadamard(_) => vec![
+                Field::new("row", DataType::UInt32, false),
+                Field::new("report", DataType::Int8, false),
+            ],
+            Mechanism::Cohort(_) => vec![
+                Field::new("cohort", DataType::UInt32, false),
+                Field::new("report", DataType::Int8, false),
+            ],
+        };
         if self.groups.is_some() {
             fields.push(Field::new("group", DataType::Utf8, false));
         }
@@ -75,7 +104,7 @@ fn chunk_seed(seed: u64, chunk: u64) -> u64 {
 
 /// Writes the simulated reports to `out`; returns the number of rows written.
 pub fn simulate_to_parquet(spec: &SimulateSpec, out: &str) -> Result<u64, ConnectorError> {
-    if spec.p.len() != spec.mechanism.domain() as usize {
+    if spec.p.len() != spec.mechanism.domain() {
         return Err(ConnectorError::Invalid(format!(
             "distribution has {} entries but the domain is {}",
             spec.p.len(),
@@ -132,13 +161,10 @@ fn chunk_batch(
     let first = chunk * CHUNK_ROWS;
     let last = (first + CHUNK_ROWS).min(total);
     let mut rng = StdRng::seed_from_u64(chunk_seed(spec.seed, chunk));
-    let reports: Vec<u32> = (first..last)
-        .map(|_| {
-            let x = sampler.sample(&mut rng) as u32;
-            spec.mechanism.randomize_with(x, &mut rng)
-        })
-        .collect::<Result<_, _>>()?;
-    let mut columns: Vec<ArrayRef> = vec![Arc::new(UInt32Array::from(reports))];
+    let truth: Vec<u32> = (first..last)
+        .map(|_| sampler.sample(&mut rng) as u32)
+        .collect();
+    let mut columns = privatize(&spec.mechanism, &truth, &mut rng)?;
     if let Some(groups) = &spec.groups {
         let mut labels = Vec::with_capacity((last - first) as usize);
         let mut group_end = 0u64;
@@ -167,5 +193,84 @@ fn chunk_batch(
     RecordBatch::try_new(schema, columns).map_err(|source| ConnectorError::Arrow {
         path: "simulated batch".into(),
         source,
+    })
+}
+
+/// The report columns for true values `xs`, privatized by the real client-side randomizer.
+pub fn privatize(
+    mechanism: &Mechanism,
+    xs: &[u32],
+    rng: &mut StdRng,
+) -> Result<Vec<ArrayRef>, ConnectorError> {
+    let bad_field = |e: arrow::error::ArrowError| ConnectorError::Arrow {
+        path: "simulated batch".into(),
+        source: e,
+    };
+    Ok(match mechanism {
+        Mechanism::Grr(m) => {
+            let r = xs
+                .iter()
+                .map(|&x| m.randomize_with(x, rng))
+                .collect::<Result<Vec<_>, _>>()?;
+            vec![Arc::new(UInt32Array::from(r))]
+        }
+        Mechanism::Channel(m) => {
+            let r = xs
+                .iter()
+                .map(|&x| m.randomize_with(x, rng))
+                .collect::<Result<Vec<_>, _>>()?;
+            vec![Arc::new(UInt32Array::from(r))]
+        }
+        Mechanism::Raw { .. } => vec![Arc::new(UInt32Array::from(xs.to_vec()))],
+        Mechanism::BitFlip(m) => {
+            let w = m.report_bytes();
+            let mut bytes = Vec::with_capacity(xs.len() * w);
+            for &x in xs {
+                bytes.extend(m.randomize_with(x, rng)?);
+            }
+            let array =
+                FixedSizeBinaryArray::try_new(w as i32, bytes.into(), None).map_err(bad_field)?;
+            vec![Arc::new(array)]
+        }
+        Mechanism::Noise(m) => {
+            let d = m.domain() as usize;
+            let mut values = Vec::with_capacity(xs.len() * d);
+            for &x in xs {
+                values.extend(m.randomize_with(x, rng)?);
+            }
+            let field = Arc::new(Field::new("item", DataType::Float64, false));
+            let array = FixedSizeListArray::try_new(
+                field,
+                d as i32,
+                Arc::new(Float64Array::from(values)),
+                None,
+            )
+            .map_err(bad_field)?;
+            vec![Arc::new(array)]
+        }
+        Mechanism::Hadamard(m) => {
+            let (rows, signs): (Vec<u32>, Vec<i8>) = xs
+                .iter()
+                .map(|&x| m.randomize_with(x, rng))
+                .collect::<Result<Vec<_>, _>>()?
+                .into_iter()
+                .unzip();
+            vec![
+                Arc::new(UInt32Array::from(rows)),
+                Arc::new(Int8Array::from(signs)),
+            ]
+        }
+        Mechanism::Cohort(m) => {
+            let (cohorts, signs): (Vec<u32>, Vec<i8>) = xs
+                .iter()
+                .map(|&x| m.randomize_with(x, rng))
+                .collect::<Result<Vec<_>, _>>()?
+                .into_iter()
+                .unzip();
+            vec![
+                Arc::new(UInt32Array::from(cohorts)),
+                Arc::new(Int8Array::from(signs)),
+            ]
+        }
     })
 }

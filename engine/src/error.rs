@@ -16,6 +16,9 @@ pub enum EngineError {
     /// Sketches with different shapes cannot be merged.
     #[error("cannot merge a sketch of {found} categories into one of {expected}")]
     ShapeMismatch { expected: usize, found: usize },
+    /// A report column of an Arrow type the mechanism cannot fold.
+    #[error("report column has Arrow type {found}, expected {expected}")]
+    WrongArrayType { expected: String, found: String },
     /// Bytes that do not decode to a sketch.
     #[error("corrupt sketch encoding: {0}")]
     Corrupt(String),
@@ -25,6 +28,22 @@ pub enum EngineError {
 }
 
 impl EngineError {
+    /// Appends the underlying library's message to an invalid-parameter error.
+    pub(crate) fn with_detail(self, detail: impl std::fmt::Display) -> Self {
+        match self {
+            EngineError::InvalidParameter {
+                name,
+                value,
+                allowed,
+            } => EngineError::InvalidParameter {
+                name,
+                value: format!("{value} ({detail})"),
+                allowed,
+            },
+            other => other,
+        }
+    }
+
     pub(crate) fn invalid(name: &'static str, value: impl ToString, allowed: &'static str) -> Self {
         EngineError::InvalidParameter {
             name,

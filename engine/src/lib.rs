@@ -2,10 +2,12 @@
 //! estimators and hypothesis tests. It performs no I/O; connectors feed it Arrow arrays and
 //! take its [`record::TestRecord`]s away.
 
+pub mod audit;
 pub mod error;
 pub mod evaluate;
 pub mod fold;
 pub mod mechanism;
+pub mod mle;
 pub mod record;
 pub mod sketch;
 pub mod stats;

@@ -2,6 +2,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::mechanism::Privacy;
+
 /// One test result: one JSON line per (stream, test, window, group). Fields are only ever
 /// added, never renamed, so downstream parsers keep working.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -21,14 +23,29 @@ pub struct TestRecord {
     pub n: u64,
     /// Null when the test could not run (see `inconclusive_reason`).
     pub statistic: Option<f64>,
-    pub df: u32,
+    /// χ² degrees of freedom; null for decision rules without a χ² law (SheffetTV).
+    pub df: Option<u32>,
     pub p_value: Option<f64>,
     pub reject: bool,
     pub alpha: f64,
-    /// Debiased frequency estimate, one entry per category.
+    /// Debiased (unbiased) frequency estimate, one entry per category.
     pub estimate: Vec<f64>,
     /// Standard error of each entry of `estimate`.
     pub std_error: Vec<f64>,
+    /// Maximum-likelihood estimate over the simplex.
+    pub mle: Vec<f64>,
+    pub mle_converged: bool,
+    pub mle_iterations: u32,
+    /// The local privacy each report had.
+    pub privacy: Privacy,
+    /// `"asymptotic"` or `"monte_carlo"`.
+    pub calibration: String,
+    /// Monte Carlo p-value from simulated null sketches, when computed.
+    pub mc_p_value: Option<f64>,
+    /// Monte Carlo critical value (reject iff statistic exceeds it), when computed.
+    pub critical_value: Option<f64>,
+    /// SheffetTV: total-variation distance between the estimate and the null.
+    pub tv_distance: Option<f64>,
     /// Reports seen but not folded, by reason.
     pub rejected_reports: BTreeMap<String, u64>,
     /// True when the data cannot support a decision; `reject` is then false by fiat, not

@@ -1,6 +1,340 @@
-//! Batch fold kernels: one call per Arrow array, a tight loop per kernel, no per-row
+//! Batch fold kernels: one call per Arrow batch, a tight loop per kernel, no per-row
 //! dispatch or allocation (ARCHITECTURE.md rule 2).
 
+mod bits;
 mod categories;
+mod signed;
+mod sums;
 
-pub use categories::{count_categories, fold_categories, fold_categories_grouped};
+pub use bits::fold_bits;
+pub use categories::{count_categories, fold_categories};
+pub use signed::fold_signed;
+pub use sums::fold_sums;
+
+use arrow::array::{Array, FixedSizeBinaryArray, FixedSizeListArray, Int8Array, UInt32Array};
+use arrow::datatypes::DataType;
+
+use crate::error::EngineError;
+use crate::mechanism::Mechanism;
+use crate::sketch::{RejectReason, Sketch};
+
+/// Which extra column a mechanism's reports carry beside `report`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IndexColumn {
+    /// The public Hadamard row (`columns.row`).
+    Row,
+    /// The cohort (`columns.cohort`).
+    Cohort,
+}
+
+/// The Arrow columns a mechanism's reports arrive in.
+#[derive(Debug, Clone)]
+pub struct ReportSchema {
+    /// Human-readable type of the report column, for error messages.
+    pub report_type: String,
+    pub accepts_report: fn(&DataType, usize) -> bool,
+    pub index: Option<IndexColumn>,
+}
+
+fn is_u32(t: &DataType, _: usize) -> bool {
+    *t == DataType::UInt32
+}
+
+fn is_i8(t: &DataType, _: usize) -> bool {
+    *t == DataType::Int8
+}
+
+fn is_fixed_binary(t: &DataType, _: usize) -> bool {
+    matches!(t, DataType::FixedSizeBinary(_))
+}
+
+fn is_float_list(t: &DataType, _: usize) -> bool {
+    match t {
+        DataType::FixedSizeList(f, _) => {
+            matches!(f.data_type(), DataType::Float32 | DataType::Float64)
+        }
+        _ => false,
+    }
+}
+
+/// The columns `mechanism`'s reports use. Width mismatches (a FixedSizeBinary of the
+/// wrong width, a list of the wrong length) are accepted here and rejected per report as
+/// `bad_size`, so that one bad producer does not stop the stream.
+pub fn report_schema(mechanism: &Mechanism) -> ReportSchema {
+    let d = mechanism.domain();
+    match mechanism {
+        Mechanism::Grr(_) | Mechanism::Channel(_) | Mechanism::Raw { .. } => ReportSchema {
+            report_type: "UInt32".into(),
+            accepts_report: is_u32,
+            index: None,
+        },
+        Mechanism::BitFlip(m) => ReportSchema {
+            report_type: format!("FixedSizeBinary({})", m.report_bytes()),
+            accepts_report: is_fixed_binary,
+            index: None,
+        },
+        Mechanism::Noise(_) => ReportSchema {
+            report_type: format!("FixedSizeList(Float32 or Float64, {d})"),
+            accepts_report: is_float_list,
+            index: None,
+        },
+        Mechanism::Hadamard(_) => ReportSchema {
+            report_type: "Int8".into(),
+            accepts_report: is_i8,
+            index: Some(IndexColumn::Row),
+        },
+        Mechanism::Cohort(_) => ReportSchema {
+            report_type: "Int8".into(),
+            accepts_report: is_i8,
+            index: Some(IndexColumn::Cohort),
+        },
+    }
+}
+
+fn downcast<'a, T: 'static>(array: &'a dyn Array, expected: &str) -> Result<&'a T, EngineError> {
+    array
+        .as_any()
+        .downcast_ref::<T>()
+        .ok_or_else(|| EngineError::WrongArrayType {
+            expected: expected.to_string(),
+            found: array.data_type().to_string(),
+        })
+}
+
+/// Folds one batch of reports into `sketch`. `index` is the row or cohort column for
+/// Hadamard and cohort reports, and ignored otherwise.
+pub fn fold_batch(
+    mechanism: &Mechanism,
+    sketch: &mut Sketch,
+    report: &dyn Array,
+    index: Option<&dyn Array>,
+) -> Result<(), EngineError> {
+    match (mechanism, &mut *sketch) {
+        (Mechanism::Grr(_) | Mechanism::Channel(_) | Mechanism::Raw { .. }, Sketch::Counts(s)) => {
+            fold_categories(downcast::<UInt32Array>(report, "UInt32")?, s);
+        }
+        (Mechanism::BitFlip(_), Sketch::Bits(s)) => {
+            fold_bits(
+                downcast::<FixedSizeBinaryArray>(report, "FixedSizeBinary")?,
+                s,
+            );
+        }
+        (Mechanism::Noise(_), Sketch::Sums(s)) => {
+            fold_sums(downcast::<FixedSizeListArray>(report, "FixedSizeList")?, s);
+        }
+        (Mechanism::Hadamard(_) | Mechanism::Cohort(_), Sketch::Signed(s)) => {
+            let reason = if matches!(mechanism, Mechanism::Hadamard(_)) {
+                RejectReason::RowOutOfRange
+            } else {
+                RejectReason::CohortOutOfRange
+            };
+            let index = index.ok_or_else(|| EngineError::WrongArrayType {
+                expected: "a UInt32 row or cohort column".into(),
+                found: "none".into(),
+            })?;
+            fold_signed(
+                downcast::<UInt32Array>(index, "UInt32")?,
+                downcast::<Int8Array>(report, "Int8")?,
+                s,
+                reason,
+            );
+        }
+        (m, s) => return Err(m.sketch_mismatch(s)),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::{
+        ArrayRef, FixedSizeBinaryArray, FixedSizeListArray, Float64Array, Int8Array, UInt32Array,
+    };
+    use arrow::datatypes::{DataType, Field};
+    use ldpstream_config::MechanismConfig;
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// One report of any mechanism, valid or not, as generated for the property tests.
+    #[derive(Debug, Clone)]
+    struct Row {
+        a: u32,
+        b: i8,
+        bytes: [u8; 2],
+        noise: [f64; 3],
+        null: bool,
+    }
+
+    fn row() -> impl Strategy<Value = Row> {
+        (
+            0u32..12,
+            prop_oneof![Just(1i8), Just(-1i8), Just(0i8), Just(5i8)],
+            any::<[u8; 2]>(),
+            prop_oneof![
+                4 => proptest::array::uniform3(-5.0f64..5.0),
+                1 => Just([f64::NAN, 0.0, 1.0]),
+                1 => Just([1e12, 0.0, 1.0]),
+            ],
+            proptest::bool::weighted(0.05),
+        )
+            .prop_map(|(a, b, bytes, noise, null)| Row {
+                a,
+                b,
+                bytes,
+                noise,
+                null,
+            })
+    }
+
+    fn mechanisms() -> Vec<Mechanism> {
+        [
+            MechanismConfig::Grr {
+                epsilon: 1.0,
+                domain: 10,
+            },
+            MechanismConfig::Bitflip {
+                epsilon: 1.0,
+                domain: 10,
+            },
+            MechanismConfig::Gauss {
+                rho: 1.0,
+                domain: 3,
+            },
+            MechanismConfig::Hadamard {
+                epsilon: 1.0,
+                domain: 6,
+            },
+            MechanismConfig::Cohort {
+                epsilon: 1.0,
+                domain: 6,
+                cohorts: 10,
+                seed: 3,
+            },
+        ]
+        .iter()
+        .map(|c| Mechanism::from_config(c).unwrap())
+        .collect()
+    }
+
+    /// Builds the Arrow columns of `rows` for `mechanism`.
+    fn arrays(mechanism: &Mechanism, rows: &[Row]) -> (ArrayRef, Option<ArrayRef>) {
+        let a = || {
+            UInt32Array::from(
+                rows.iter()
+                    .map(|r| (!r.null).then_some(r.a))
+                    .collect::<Vec<_>>(),
+            )
+        };
+        match mechanism {
+            Mechanism::BitFlip(_) => {
+                let values: Vec<Option<&[u8]>> = rows
+                    .iter()
+                    .map(|r| (!r.null).then_some(&r.bytes[..]))
+                    .collect();
+                let array =
+                    FixedSizeBinaryArray::try_from_sparse_iter_with_size(values.into_iter(), 2)
+                        .unwrap();
+                (Arc::new(array), None)
+            }
+            Mechanism::Noise(_) => {
+                let flat: Vec<f64> = rows.iter().flat_map(|r| r.noise).collect();
+                let nulls: Vec<bool> = rows.iter().map(|r| !r.null).collect();
+                let field = Arc::new(Field::new("item", DataType::Float64, false));
+                let array = FixedSizeListArray::new(
+                    field,
+                    3,
+                    Arc::new(Float64Array::from(flat)),
+                    Some(nulls.into()),
+                );
+                (Arc::new(array), None)
+            }
+            Mechanism::Hadamard(_) | Mechanism::Cohort(_) => {
+                let b = Int8Array::from(rows.iter().map(|r| r.b).collect::<Vec<_>>());
+                (Arc::new(b), Some(Arc::new(a()) as ArrayRef))
+            }
+            _ => (Arc::new(a()), None),
+        }
+    }
+
+    fn fold_all(mechanism: &Mechanism, rows: &[Row]) -> Sketch {
+        let mut sketch = mechanism.new_sketch();
+        let (report, index) = arrays(mechanism, rows);
+        fold_batch(mechanism, &mut sketch, report.as_ref(), index.as_deref()).unwrap();
+        sketch
+    }
+
+    proptest! {
+        /// For every sketch: folding any split of a batch into shards and merging them in
+        /// any order equals one pass, and survives a serialization round trip.
+        #[test]
+        fn merge_equivalence(
+            rows in proptest::collection::vec(row(), 0..300),
+            cuts in proptest::collection::vec(0usize..300, 0..6),
+            reverse in any::<bool>(),
+        ) {
+            for mechanism in mechanisms() {
+                let expected = fold_all(&mechanism, &rows);
+                prop_assert_eq!(
+                    expected.n() + expected.rejected().total(),
+                    rows.len() as u64,
+                    "every report is folded or rejected"
+                );
+                let mut bounds: Vec<usize> = cuts.iter().map(|&c| c.min(rows.len())).collect();
+                bounds.push(0);
+                bounds.push(rows.len());
+                bounds.sort_unstable();
+                let mut shards: Vec<Sketch> =
+                    bounds.windows(2).map(|w| fold_all(&mechanism, &rows[w[0]..w[1]])).collect();
+                if reverse {
+                    shards.reverse();
+                }
+                let mut merged = mechanism.new_sketch();
+                for s in &shards {
+                    merged.merge(s).unwrap();
+                }
+                prop_assert_eq!(&merged, &expected);
+                prop_assert_eq!(Sketch::from_bytes(&merged.to_bytes()).unwrap(), expected);
+            }
+        }
+    }
+
+    #[test]
+    fn rejects_bad_reports_by_reason() {
+        let ms = mechanisms();
+        // Bit flip with d = 10: byte 1 may only use its two low bits.
+        let bytes = FixedSizeBinaryArray::try_from_iter(
+            vec![vec![1u8, 0], vec![0, 4], vec![0, 2]].into_iter(),
+        )
+        .unwrap();
+        let mut s = ms[1].new_sketch();
+        fold_batch(&ms[1], &mut s, &bytes, None).unwrap();
+        assert_eq!(s.n(), 2);
+        assert_eq!(s.rejected().get(RejectReason::PaddingBitsSet), 1);
+        let Sketch::Bits(b) = &s else { unreachable!() };
+        assert_eq!(b.bit_counts(), &[1, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+        // Wrong width.
+        let wide = FixedSizeBinaryArray::try_from_iter(vec![vec![1u8, 0, 0]].into_iter()).unwrap();
+        let mut s = ms[1].new_sketch();
+        fold_batch(&ms[1], &mut s, &wide, None).unwrap();
+        assert_eq!(s.rejected().get(RejectReason::BadSize), 1);
+        // Hadamard: K = 8 rows.
+        let rows = UInt32Array::from(vec![0, 7, 8, 3]);
+        let signs = Int8Array::from(vec![1, -1, 1, 0]);
+        let mut s = ms[3].new_sketch();
+        fold_batch(&ms[3], &mut s, &signs, Some(&rows)).unwrap();
+        assert_eq!(s.n(), 2);
+        assert_eq!(s.rejected().get(RejectReason::RowOutOfRange), 1);
+        assert_eq!(s.rejected().get(RejectReason::NotPlusMinusOne), 1);
+        // Cohort: 10 cohorts.
+        let cohorts = UInt32Array::from(vec![9, 10]);
+        let signs = Int8Array::from(vec![1, 1]);
+        let mut s = ms[4].new_sketch();
+        fold_batch(&ms[4], &mut s, &signs, Some(&cohorts)).unwrap();
+        assert_eq!(s.rejected().get(RejectReason::CohortOutOfRange), 1);
+        // Wrong array type is an error, not a silent zero.
+        let mut s = ms[0].new_sketch();
+        assert!(fold_batch(&ms[0], &mut s, &Int8Array::from(vec![1]), None).is_err());
+    }
+}

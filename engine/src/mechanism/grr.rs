@@ -50,28 +50,13 @@ impl Grr {
 
     /// Privatizes `x` with a caller-supplied generator (seeded only for simulation).
     pub fn randomize_with<R: Rng + ?Sized>(&self, x: u32, rng: &mut R) -> Result<u32, EngineError> {
-        if x >= self.domain {
-            return Err(EngineError::InputOutOfDomain {
-                value: u64::from(x),
-                domain: u64::from(self.domain),
-            });
-        }
-        Ok(self.randomize_unchecked(x, rng))
-    }
-
-    /// The randomizer proper; `x < domain` is the caller's promise.
-    #[inline]
-    pub(crate) fn randomize_unchecked<R: Rng + ?Sized>(&self, x: u32, rng: &mut R) -> u32 {
+        super::check_input(x, self.domain)?;
         if rng.random::<f64>() < self.keep {
-            x
+            Ok(x)
         } else {
             // A uniform draw over the d-1 other categories: skip over x.
             let y = rng.random_range(0..self.domain - 1);
-            if y >= x {
-                y + 1
-            } else {
-                y
-            }
+            Ok(if y >= x { y + 1 } else { y })
         }
     }
 
@@ -95,25 +80,13 @@ impl Grr {
     /// `sqrt(q(1-q)/(nγ²))` with `q = counts/n`. Empty for `n = 0`: there is nothing to
     /// estimate from.
     pub fn estimate(&self, counts: &[u64], n: u64) -> Estimate {
-        if n == 0 {
-            return Estimate {
-                estimate: Vec::new(),
-                std_error: Vec::new(),
-            };
-        }
         let (rho, gamma) = (self.rho(), self.gamma());
-        let nf = n as f64;
-        let (estimate, std_error) = counts
-            .iter()
-            .map(|&c| {
-                let q = c as f64 / nf;
-                ((q - rho) / gamma, (q * (1.0 - q) / nf).sqrt() / gamma)
-            })
-            .unzip();
-        Estimate {
-            estimate,
-            std_error,
-        }
+        Estimate::from_frequencies(
+            counts,
+            n,
+            |q| (q - rho) / gamma,
+            |q, nf| (q * (1.0 - q) / nf).sqrt() / gamma,
+        )
     }
 }
 

@@ -4,14 +4,36 @@ use std::collections::BTreeMap;
 /// reasons at the end, never reorder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum RejectReason {
-    /// A category index outside `[0, d)`.
+    /// A category or signal index outside the mechanism's range.
     OutOfDomain,
-    /// A null in the report column.
+    /// A null in a report column.
     Null,
+    /// A bit-flip report whose byte width is not ⌈d/8⌉, or a noise vector whose length
+    /// is not d.
+    BadSize,
+    /// A bit-flip report with a bit set beyond position d−1.
+    PaddingBitsSet,
+    /// A Hadamard row index ≥ K.
+    RowOutOfRange,
+    /// A ±1 signal that is neither +1 nor −1.
+    NotPlusMinusOne,
+    /// A noise coordinate that is NaN, infinite or beyond ±2³¹.
+    NonFinite,
+    /// A cohort index ≥ the number of cohorts.
+    CohortOutOfRange,
 }
 
 impl RejectReason {
-    pub const ALL: [RejectReason; 2] = [RejectReason::OutOfDomain, RejectReason::Null];
+    pub const ALL: [RejectReason; 8] = [
+        RejectReason::OutOfDomain,
+        RejectReason::Null,
+        RejectReason::BadSize,
+        RejectReason::PaddingBitsSet,
+        RejectReason::RowOutOfRange,
+        RejectReason::NotPlusMinusOne,
+        RejectReason::NonFinite,
+        RejectReason::CohortOutOfRange,
+    ];
     pub const COUNT: usize = Self::ALL.len();
 
     /// The name used in output records and metric labels.
@@ -19,6 +41,12 @@ impl RejectReason {
         match self {
             RejectReason::OutOfDomain => "out_of_domain",
             RejectReason::Null => "null",
+            RejectReason::BadSize => "bad_size",
+            RejectReason::PaddingBitsSet => "padding_bits_set",
+            RejectReason::RowOutOfRange => "row_out_of_range",
+            RejectReason::NotPlusMinusOne => "not_plus_minus_one",
+            RejectReason::NonFinite => "non_finite",
+            RejectReason::CohortOutOfRange => "cohort_out_of_range",
         }
     }
 }

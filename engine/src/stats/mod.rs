@@ -1,16 +1,42 @@
 //! Hypothesis tests on sketch snapshots. Every p-value comes from a survival function,
-//! never `1 - cdf`, so that tiny p-values keep their precision.
+//! never `1 − cdf`, so that tiny p-values keep their precision.
 
+mod bitflip_gof;
 mod chi2;
+mod gof;
 mod local_exp_gof;
+mod monte_carlo;
+mod noise_gof;
+mod pearson;
+mod rank_one;
+mod sheffet;
 
+pub use bitflip_gof::local_bitflip_gof;
 pub use chi2::chi2_sf;
+pub use gof::{gof_statistic, run_gof, GofParams, GofResult};
 pub use local_exp_gof::local_exp_gof;
+pub use monte_carlo::{monte_carlo_p_value, sample_multinomial, sample_null_sketch};
+pub use noise_gof::noise_statistic;
+pub use pearson::pearson_gof;
+pub use rank_one::{center, quad_form_inverse};
+pub use sheffet::{cohort_chi2_statistic, sheffet_chi2_statistic, tv_distance};
 
-/// A test's statistic, its χ² degrees of freedom and p-value.
+/// A statistic with its asymptotic law, when it has one.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct TestOutcome {
+pub struct Decision {
     pub statistic: f64,
-    pub df: u32,
-    pub p_value: f64,
+    /// Degrees of freedom of the χ² null law; None for decision rules without one.
+    pub df: Option<u32>,
+    /// Asymptotic p-value; None for decision rules without one.
+    pub p_value: Option<f64>,
+}
+
+impl Decision {
+    pub fn chi2(statistic: f64, df: u32, p_value: f64) -> Self {
+        Decision {
+            statistic,
+            df: Some(df),
+            p_value: Some(p_value),
+        }
+    }
 }

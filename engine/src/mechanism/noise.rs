@@ -1,0 +1,114 @@
+use rand::Rng;
+use rand_distr::{Distribution, StandardNormal};
+
+use super::Estimate;
+use crate::error::EngineError;
+
+/// Which noise the devices add to the one-hot vector.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum NoiseKind {
+    /// N(0, 1/ρ) per coordinate: ρ-zCDP (L2 sensitivity √2).
+    Gauss { rho: f64 },
+    /// Lap(2/ε) per coordinate: ε-LDP (L1 sensitivity 2).
+    Laplace { epsilon: f64 },
+}
+
+/// Local noise addition (seed 002 §5.1): report `e_x + Z`, Z i.i.d. per coordinate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Noise {
+    kind: NoiseKind,
+    domain: u32,
+}
+
+impl Noise {
+    pub fn new(kind: NoiseKind, domain: u32) -> Result<Self, EngineError> {
+        match kind {
+            NoiseKind::Gauss { rho } => {
+                if !(rho.is_finite() && rho > 0.0) {
+                    return Err(EngineError::invalid("rho", rho, "a finite number > 0"));
+                }
+            }
+            NoiseKind::Laplace { epsilon } => super::check_epsilon(epsilon)?,
+        }
+        super::check_domain(domain)?;
+        Ok(Noise { kind, domain })
+    }
+
+    pub fn kind(&self) -> NoiseKind {
+        self.kind
+    }
+
+    pub fn domain(&self) -> u32 {
+        self.domain
+    }
+
+    /// Noise variance per coordinate per report: `1/ρ` or `8/ε²` (= 2·(2/ε)²).
+    pub fn variance(&self) -> f64 {
+        match self.kind {
+            NoiseKind::Gauss { rho } => 1.0 / rho,
+            NoiseKind::Laplace { epsilon } => 8.0 / (epsilon * epsilon),
+        }
+    }
+
+    /// Privatizes `x` with the thread's CSPRNG.
+    pub fn randomize(&self, x: u32) -> Result<Vec<f64>, EngineError> {
+        self.randomize_with(x, &mut rand::rng())
+    }
+
+    /// Privatizes `x` with a caller-supplied generator (seeded only for simulation).
+    pub fn randomize_with<R: Rng + ?Sized>(
+        &self,
+        x: u32,
+        rng: &mut R,
+    ) -> Result<Vec<f64>, EngineError> {
+        super::check_input(x, self.domain)?;
+        let mut out = vec![0.0; self.domain as usize];
+        self.randomize_into(x, rng, &mut out);
+        Ok(out)
+    }
+
+    pub(crate) fn randomize_into<R: Rng + ?Sized>(&self, x: u32, rng: &mut R, out: &mut [f64]) {
+        for z in out.iter_mut() {
+            *z = self.sample_noise(rng);
+        }
+        out[x as usize] += 1.0;
+    }
+
+    /// One draw of the per-coordinate noise.
+    pub fn sample_noise<R: Rng + ?Sized>(&self, rng: &mut R) -> f64 {
+        match self.kind {
+            NoiseKind::Gauss { rho } => {
+                let z: f64 = StandardNormal.sample(rng);
+                z / rho.sqrt()
+            }
+            NoiseKind::Laplace { epsilon } => {
+                // Inverse CDF of Lap(b) from a uniform on (−½, ½); `random` never returns
+                // exactly 1, so the logarithm stays finite.
+                let b = 2.0 / epsilon;
+                let u: f64 = rng.random::<f64>() - 0.5;
+                -b * u.signum() * (1.0 - 2.0 * u.abs()).ln()
+            }
+        }
+    }
+
+    /// `p̂ = Ĥ/n`, with standard error `sqrt((p(1−p) + σ²)/n)` (p clipped into [0, 1]).
+    pub fn estimate(&self, sums: &[f64], n: u64) -> Estimate {
+        if n == 0 {
+            return Estimate::default();
+        }
+        let nf = n as f64;
+        let var = self.variance();
+        let (estimate, std_error) = sums
+            .iter()
+            .map(|&s| {
+                let p = s / nf;
+                let pc = p.clamp(0.0, 1.0);
+                (p, ((pc * (1.0 - pc) + var) / nf).sqrt())
+            })
+            .unzip();
+        Estimate {
+            estimate,
+            std_error,
+        }
+    }
+}

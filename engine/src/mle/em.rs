@@ -1,0 +1,57 @@
+use super::{Mle, MLE_MAX_ITERATIONS, MLE_TOLERANCE};
+
+/// A column-stochastic channel `G` (signals × types), given by its products so that
+/// structured channels (GenRR's `ρ11ᵀ + γI`, Hadamard's fast transform) cost less than a
+/// dense matrix.
+pub trait EmOperator {
+    /// Number of types d.
+    fn types(&self) -> usize;
+    /// `G p`: the signal law under type law `p`.
+    fn forward(&self, p: &[f64]) -> Vec<f64>;
+    /// `Gᵀ w`.
+    fn adjoint(&self, w: &[f64]) -> Vec<f64>;
+}
+
+/// Expectation–maximisation for the multinomial likelihood `Π_s (G p)_s^{counts_s}` over the
+/// simplex: `p ← p ⊙ Gᵀ(counts / (n G p))`. Each step keeps p in the simplex and never
+/// lowers the likelihood; the Frank–Wolfe gap `max_x r_x − 1` (with `r = Gᵀ(counts/(nGp))`)
+/// bounds the remaining per-report log-likelihood and is the stopping rule.
+pub fn em(op: &impl EmOperator, counts: &[f64]) -> Mle {
+    let d = op.types();
+    let n: f64 = counts.iter().sum();
+    let mut p = vec![1.0 / d as f64; d];
+    if n <= 0.0 {
+        return Mle {
+            p,
+            iterations: 0,
+            converged: false,
+        };
+    }
+    for iteration in 1..=MLE_MAX_ITERATIONS {
+        let q = op.forward(&p);
+        let w: Vec<f64> = counts
+            .iter()
+            .zip(&q)
+            .map(|(&c, &qs)| if c > 0.0 { c / (n * qs) } else { 0.0 })
+            .collect();
+        let r = op.adjoint(&w);
+        let gap = r.iter().cloned().fold(f64::NEG_INFINITY, f64::max) - 1.0;
+        if gap < MLE_TOLERANCE {
+            return Mle {
+                p,
+                iterations: iteration - 1,
+                converged: true,
+            };
+        }
+        for (px, rx) in p.iter_mut().zip(&r) {
+            *px *= rx;
+        }
+        let total: f64 = p.iter().sum();
+        p.iter_mut().for_each(|px| *px /= total);
+    }
+    Mle {
+        p,
+        iterations: MLE_MAX_ITERATIONS,
+        converged: false,
+    }
+}

@@ -1,0 +1,25 @@
+//! Maximum-likelihood estimates over the probability simplex (Sheffet Thms 1 and 9,
+//! Cor. 2). Each is solved to a stated tolerance and reports its iterations and whether it
+//! converged.
+
+mod em;
+mod simplex;
+
+pub use em::{em, EmOperator};
+pub use simplex::{bitflip_composite_mle, project_to_simplex};
+
+use serde::{Deserialize, Serialize};
+
+/// Stop when the Frank–Wolfe gap `max_x r_x − 1` of the per-report log-likelihood is below
+/// this (it bounds how far the likelihood is from its maximum).
+pub const MLE_TOLERANCE: f64 = 1e-13;
+/// Iteration cap; a result that hits it says `converged: false`.
+pub const MLE_MAX_ITERATIONS: u32 = 200_000;
+
+/// A maximum-likelihood estimate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Mle {
+    pub p: Vec<f64>,
+    pub iterations: u32,
+    pub converged: bool,
+}

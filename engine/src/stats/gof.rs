@@ -1,0 +1,161 @@
+//! Identity (goodness-of-fit) tests: picks the statistic for the mechanism and method, and
+//! calibrates it asymptotically or by Monte Carlo.
+
+use ldpstream_config::{Calibration, TestMethod};
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+
+use super::bitflip_gof::local_bitflip_gof;
+use super::monte_carlo::{monte_carlo_p_value, sample_null_sketch};
+use super::sheffet::{cohort_chi2_statistic, sheffet_chi2_statistic, tv_distance};
+use super::{chi2_sf, local_exp_gof, noise_statistic, pearson_gof, Decision};
+use crate::error::EngineError;
+use crate::mechanism::{Mechanism, NoiseKind};
+use crate::sketch::Sketch;
+
+/// What a GOF test needs beyond the sketch.
+#[derive(Debug, Clone, Copy)]
+pub struct GofParams<'a> {
+    pub method: TestMethod,
+    pub p0: &'a [f64],
+    pub alpha: f64,
+    pub calibration: Calibration,
+    pub mc_samples: u32,
+    pub seed: u64,
+    /// SheffetTV's distance parameter.
+    pub distance: Option<f64>,
+}
+
+/// The outcome of a GOF test.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GofResult {
+    pub statistic: f64,
+    pub df: Option<u32>,
+    /// The p-value the decision uses: asymptotic, or Monte Carlo where the test has no
+    /// usable asymptotic law (LocalNoiseGOF on Laplace noise). None for SheffetTV.
+    pub p_value: Option<f64>,
+    pub reject: bool,
+    /// The Monte Carlo p-value, when one was computed.
+    pub mc_p_value: Option<f64>,
+    /// The Monte Carlo critical value τ (reject iff statistic > τ), when computed.
+    pub critical_value: Option<f64>,
+    /// SheffetTV: d_TV between the debiased estimate and p0.
+    pub tv_distance: Option<f64>,
+}
+
+fn mismatch(method: TestMethod, mechanism: &Mechanism) -> EngineError {
+    EngineError::InvalidParameter {
+        name: "method",
+        value: format!("{} on a {} stream", method.name(), mechanism.kind()),
+        allowed: "a method that applies to the stream's mechanism",
+    }
+}
+
+/// The test statistic and its asymptotic law, without any simulation.
+pub fn gof_statistic(
+    mechanism: &Mechanism,
+    method: TestMethod,
+    sketch: &Sketch,
+    p0: &[f64],
+) -> Result<Decision, EngineError> {
+    let d = p0.len() as u32;
+    Ok(match (method, mechanism, sketch) {
+        (TestMethod::LocalExpGOF, Mechanism::Grr(m), Sketch::Counts(s)) => {
+            local_exp_gof(m, s.counts(), p0)
+        }
+        (TestMethod::ChannelGOF, Mechanism::Grr(m), Sketch::Counts(s)) => {
+            pearson_gof(s.counts(), &m.report_law(p0))
+        }
+        (TestMethod::ChannelGOF, Mechanism::Channel(m), Sketch::Counts(s)) => {
+            pearson_gof(s.counts(), &m.signal_law(p0))
+        }
+        (TestMethod::PearsonGOF, Mechanism::Raw { .. }, Sketch::Counts(s)) => {
+            pearson_gof(s.counts(), p0)
+        }
+        (TestMethod::LocalBitFlipGOF, Mechanism::BitFlip(m), Sketch::Bits(s)) => {
+            local_bitflip_gof(m, s.bit_counts(), s.n(), p0)
+        }
+        (TestMethod::LocalNoiseGOF, Mechanism::Noise(m), Sketch::Sums(s)) => {
+            let t = noise_statistic(&s.sums_f64(), s.n(), p0, m.variance());
+            let df = d.saturating_sub(1);
+            Decision::chi2(t, df, chi2_sf(df, t))
+        }
+        (TestMethod::SheffetChi2, Mechanism::Hadamard(m), Sketch::Signed(s)) => {
+            let t = sheffet_chi2_statistic(&m.theta(&s.signed(), s.n()), s.n(), m.eta(), p0);
+            Decision::chi2(t, d, chi2_sf(d, t))
+        }
+        (TestMethod::SheffetChi2, Mechanism::Cohort(m), Sketch::Signed(s)) => {
+            let theta = m.theta(&s.signed(), s.n());
+            let t =
+                cohort_chi2_statistic(&theta, s.n(), m.eta(), m.gram(), p0).ok_or_else(|| {
+                    EngineError::InvalidParameter {
+                        name: "null",
+                        value: "p0".into(),
+                        allowed: "a null whose cohort covariance is positive definite",
+                    }
+                })?;
+            Decision::chi2(t, d, chi2_sf(d, t))
+        }
+        (
+            TestMethod::SheffetTV,
+            Mechanism::Hadamard(_) | Mechanism::Cohort(_),
+            Sketch::Signed(_),
+        ) => {
+            let estimate = mechanism.estimate(sketch)?.estimate;
+            Decision {
+                statistic: tv_distance(&estimate, p0),
+                df: None,
+                p_value: None,
+            }
+        }
+        _ => return Err(mismatch(method, mechanism)),
+    })
+}
+
+/// Runs a GOF test on a snapshot (`sketch.n() > 0`).
+pub fn run_gof(
+    mechanism: &Mechanism,
+    sketch: &Sketch,
+    params: &GofParams,
+) -> Result<GofResult, EngineError> {
+    let asymptotic = gof_statistic(mechanism, params.method, sketch, params.p0)?;
+    let statistic = asymptotic.statistic;
+    let laplace =
+        matches!(mechanism, Mechanism::Noise(m) if matches!(m.kind(), NoiseKind::Laplace { .. }));
+    let simulate = params.calibration == Calibration::MonteCarlo || laplace;
+    let (mc_p_value, critical_value) = if simulate && params.method != TestMethod::SheffetTV {
+        let mut rng = StdRng::seed_from_u64(params.seed);
+        let mut simulated = Vec::with_capacity(params.mc_samples as usize);
+        for _ in 0..params.mc_samples {
+            let null = sample_null_sketch(mechanism, sketch, params.p0, &mut rng)?;
+            simulated.push(gof_statistic(mechanism, params.method, &null, params.p0)?.statistic);
+        }
+        let (p, tau) = monte_carlo_p_value(statistic, &mut simulated, params.alpha);
+        (Some(p), Some(tau))
+    } else {
+        (None, None)
+    };
+    let (p_value, reject) = match (params.method, laplace) {
+        (TestMethod::SheffetTV, _) => {
+            let half = params.distance.unwrap_or(f64::INFINITY) / 2.0;
+            (None, statistic > half)
+        }
+        (_, true) => (
+            mc_p_value,
+            critical_value.is_some_and(|tau| statistic > tau),
+        ),
+        _ => (
+            asymptotic.p_value,
+            asymptotic.p_value.is_some_and(|p| p < params.alpha),
+        ),
+    };
+    Ok(GofResult {
+        statistic,
+        df: asymptotic.df,
+        p_value,
+        reject,
+        mc_p_value,
+        critical_value,
+        tv_distance: (params.method == TestMethod::SheffetTV).then_some(statistic),
+    })
+}

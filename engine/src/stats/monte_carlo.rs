@@ -1,0 +1,162 @@
+//! Finite-sample calibration (STATISTICS.md §6): the null law of any statistic is simulated
+//! from the sketch's own law, without generating events.
+
+use rand::Rng;
+use rand_distr::{Binomial, Distribution, Gamma, Normal};
+
+use crate::error::EngineError;
+use crate::mechanism::{Mechanism, NoiseKind};
+use crate::sketch::{BitSketch, CountSketch, SignedSketch, Sketch, SumSketch};
+
+fn binomial<R: Rng + ?Sized>(rng: &mut R, n: u64, p: f64) -> Result<u64, EngineError> {
+    if n == 0 || p <= 0.0 {
+        return Ok(0);
+    }
+    if p >= 1.0 {
+        return Ok(n);
+    }
+    Binomial::new(n, p).map(|b| b.sample(rng)).map_err(|e| {
+        EngineError::invalid("binomial probability", p, "a probability").with_detail(e)
+    })
+}
+
+/// `Multinomial(n, probs)` by sequential conditional binomials: O(d) draws.
+pub fn sample_multinomial<R: Rng + ?Sized>(
+    rng: &mut R,
+    n: u64,
+    probs: &[f64],
+) -> Result<Vec<u64>, EngineError> {
+    let mut left = n;
+    let mut mass_left = 1.0;
+    let mut out = Vec::with_capacity(probs.len());
+    for (j, &p) in probs.iter().enumerate() {
+        if j + 1 == probs.len() {
+            out.push(left);
+            break;
+        }
+        let q = if mass_left > 0.0 {
+            (p / mass_left).clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
+        let k = binomial(rng, left, q)?;
+        out.push(k);
+        left -= k;
+        mass_left -= p;
+    }
+    Ok(out)
+}
+
+/// One sketch drawn from the mechanism's law under `p0`, with the observed sketch's `n`
+/// (and, for ±1 families, its per-row report counts, which are ancillary).
+pub fn sample_null_sketch<R: Rng + ?Sized>(
+    mechanism: &Mechanism,
+    observed: &Sketch,
+    p0: &[f64],
+    rng: &mut R,
+) -> Result<Sketch, EngineError> {
+    let n = observed.n();
+    Ok(match (mechanism, observed) {
+        (Mechanism::Grr(m), Sketch::Counts(_)) => Sketch::Counts(CountSketch::from_counts(
+            sample_multinomial(rng, n, &m.report_law(p0))?,
+        )),
+        (Mechanism::Channel(m), Sketch::Counts(_)) => Sketch::Counts(CountSketch::from_counts(
+            sample_multinomial(rng, n, &m.signal_law(p0))?,
+        )),
+        (Mechanism::Raw { .. }, Sketch::Counts(_)) => {
+            Sketch::Counts(CountSketch::from_counts(sample_multinomial(rng, n, p0)?))
+        }
+        (Mechanism::BitFlip(m), Sketch::Bits(_)) => {
+            let truth = sample_multinomial(rng, n, p0)?;
+            let keep = m.keep_probability();
+            let bits = truth
+                .iter()
+                .map(|&nj| Ok(binomial(rng, nj, keep)? + binomial(rng, n - nj, 1.0 - keep)?))
+                .collect::<Result<Vec<u64>, EngineError>>()?;
+            Sketch::Bits(BitSketch::from_counts(bits, n)?)
+        }
+        (Mechanism::Noise(m), Sketch::Sums(_)) => {
+            let truth = sample_multinomial(rng, n, p0)?;
+            let nf = n as f64;
+            let noise = |rng: &mut R| -> Result<f64, EngineError> {
+                match m.kind() {
+                    NoiseKind::Gauss { rho } => Normal::new(0.0, (nf / rho).sqrt())
+                        .map(|d| d.sample(rng))
+                        .map_err(|e| {
+                            EngineError::invalid("rho", rho, "a positive number").with_detail(e)
+                        }),
+                    // A sum of n Lap(b) is the difference of two Gamma(n, b) sums of
+                    // exponentials: exact, O(1) per coordinate.
+                    NoiseKind::Laplace { epsilon } => {
+                        if n == 0 {
+                            return Ok(0.0);
+                        }
+                        let g = Gamma::new(nf, 2.0 / epsilon).map_err(|e| {
+                            EngineError::invalid("epsilon", epsilon, "a positive number")
+                                .with_detail(e)
+                        })?;
+                        Ok(g.sample(rng) - g.sample(rng))
+                    }
+                }
+            };
+            let sums = truth
+                .iter()
+                .map(|&nj| Ok(nj as f64 + noise(rng)?))
+                .collect::<Result<Vec<f64>, EngineError>>()?;
+            Sketch::Sums(SumSketch::from_sums_f64(&sums, n))
+        }
+        (Mechanism::Hadamard(_) | Mechanism::Cohort(_), Sketch::Signed(s)) => {
+            let row_mean = sign_row_means(mechanism, p0);
+            let (mut plus, mut minus) = (Vec::new(), Vec::new());
+            for (j, (&pj, &mj)) in s.plus().iter().zip(s.minus()).enumerate() {
+                let total = pj + mj;
+                let eta = match mechanism {
+                    Mechanism::Hadamard(h) => h.eta(),
+                    Mechanism::Cohort(c) => c.eta(),
+                    _ => 0.0,
+                };
+                let k = binomial(rng, total, 0.5 + eta * row_mean[j])?;
+                plus.push(k);
+                minus.push(total - k);
+            }
+            Sketch::Signed(SignedSketch::from_tables(plus, minus)?)
+        }
+        _ => return Err(mechanism.sketch_mismatch(observed)),
+    })
+}
+
+/// `(F p0)_j` for each public row j: the mean of the true sign in row j under p0.
+fn sign_row_means(mechanism: &Mechanism, p0: &[f64]) -> Vec<f64> {
+    match mechanism {
+        Mechanism::Hadamard(h) => {
+            let mut v = p0.to_vec();
+            v.resize(h.rows() as usize, 0.0);
+            crate::mechanism::fwht(&mut v);
+            v
+        }
+        Mechanism::Cohort(c) => (0..c.cohorts())
+            .map(|ci| {
+                p0.iter()
+                    .enumerate()
+                    .map(|(x, p)| p * f64::from(c.sign(ci, x as u32)))
+                    .sum()
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// `(1 + #{T_b ≥ T})/(m + 1)`, and the critical value τ, the ⌈(m+1)(1−α)⌉-th smallest
+/// simulated statistic (reject iff T > τ).
+pub fn monte_carlo_p_value(observed: f64, simulated: &mut [f64], alpha: f64) -> (f64, f64) {
+    let m = simulated.len();
+    let exceed = simulated.iter().filter(|&&t| t >= observed).count();
+    let p = (1 + exceed) as f64 / (m + 1) as f64;
+    simulated.sort_by(|a, b| a.total_cmp(b));
+    let rank = (((m + 1) as f64) * (1.0 - alpha)).ceil() as usize;
+    let tau = simulated
+        .get(rank.saturating_sub(1).min(m.saturating_sub(1)))
+        .copied()
+        .unwrap_or(f64::INFINITY);
+    (p, tau)
+}
