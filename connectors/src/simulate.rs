@@ -7,13 +7,10 @@
 use std::fs::File;
 use std::sync::Arc;
 
-use arrow::array::{
-    ArrayRef, FixedSizeBinaryArray, FixedSizeListArray, Float64Array, Int8Array, StringArray,
-    TimestampMillisecondArray, UInt32Array,
-};
+use arrow::array::{StringArray, TimestampMillisecondArray};
 use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use arrow::record_batch::RecordBatch;
-use ldpstream_engine::mechanism::Mechanism;
+use ldpstream_engine::mechanism::{privatize_batch, Mechanism};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
@@ -164,7 +161,7 @@ fn chunk_batch(
     let truth: Vec<u32> = (first..last)
         .map(|_| sampler.sample(&mut rng) as u32)
         .collect();
-    let mut columns = privatize(&spec.mechanism, &truth, &mut rng)?;
+    let mut columns = privatize_batch(&spec.mechanism, &truth, &mut rng)?;
     if let Some(groups) = &spec.groups {
         let mut labels = Vec::with_capacity((last - first) as usize);
         let mut group_end = 0u64;
@@ -193,84 +190,5 @@ fn chunk_batch(
     RecordBatch::try_new(schema, columns).map_err(|source| ConnectorError::Arrow {
         path: "simulated batch".into(),
         source,
-    })
-}
-
-/// The report columns for true values `xs`, privatized by the real client-side randomizer.
-pub fn privatize(
-    mechanism: &Mechanism,
-    xs: &[u32],
-    rng: &mut StdRng,
-) -> Result<Vec<ArrayRef>, ConnectorError> {
-    let bad_field = |e: arrow::error::ArrowError| ConnectorError::Arrow {
-        path: "simulated batch".into(),
-        source: e,
-    };
-    Ok(match mechanism {
-        Mechanism::Grr(m) => {
-            let r = xs
-                .iter()
-                .map(|&x| m.randomize_with(x, rng))
-                .collect::<Result<Vec<_>, _>>()?;
-            vec![Arc::new(UInt32Array::from(r))]
-        }
-        Mechanism::Channel(m) => {
-            let r = xs
-                .iter()
-                .map(|&x| m.randomize_with(x, rng))
-                .collect::<Result<Vec<_>, _>>()?;
-            vec![Arc::new(UInt32Array::from(r))]
-        }
-        Mechanism::Raw { .. } => vec![Arc::new(UInt32Array::from(xs.to_vec()))],
-        Mechanism::BitFlip(m) => {
-            let w = m.report_bytes();
-            let mut bytes = Vec::with_capacity(xs.len() * w);
-            for &x in xs {
-                bytes.extend(m.randomize_with(x, rng)?);
-            }
-            let array =
-                FixedSizeBinaryArray::try_new(w as i32, bytes.into(), None).map_err(bad_field)?;
-            vec![Arc::new(array)]
-        }
-        Mechanism::Noise(m) => {
-            let d = m.domain() as usize;
-            let mut values = Vec::with_capacity(xs.len() * d);
-            for &x in xs {
-                values.extend(m.randomize_with(x, rng)?);
-            }
-            let field = Arc::new(Field::new("item", DataType::Float64, false));
-            let array = FixedSizeListArray::try_new(
-                field,
-                d as i32,
-                Arc::new(Float64Array::from(values)),
-                None,
-            )
-            .map_err(bad_field)?;
-            vec![Arc::new(array)]
-        }
-        Mechanism::Hadamard(m) => {
-            let (rows, signs): (Vec<u32>, Vec<i8>) = xs
-                .iter()
-                .map(|&x| m.randomize_with(x, rng))
-                .collect::<Result<Vec<_>, _>>()?
-                .into_iter()
-                .unzip();
-            vec![
-                Arc::new(UInt32Array::from(rows)),
-                Arc::new(Int8Array::from(signs)),
-            ]
-        }
-        Mechanism::Cohort(m) => {
-            let (cohorts, signs): (Vec<u32>, Vec<i8>) = xs
-                .iter()
-                .map(|&x| m.randomize_with(x, rng))
-                .collect::<Result<Vec<_>, _>>()?
-                .into_iter()
-                .unzip();
-            vec![
-                Arc::new(UInt32Array::from(cohorts)),
-                Arc::new(Int8Array::from(signs)),
-            ]
-        }
     })
 }

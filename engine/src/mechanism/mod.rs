@@ -6,6 +6,7 @@
 //! caller that needs reproducible simulation passes its own seeded generator to the
 //! `randomize_with` methods; never do that for real users' data.
 
+mod batch;
 mod bitflip;
 mod channel;
 mod cohort;
@@ -14,6 +15,7 @@ mod hadamard;
 mod likelihood;
 mod noise;
 
+pub use batch::privatize_batch;
 pub use bitflip::BitFlip;
 pub use channel::Channel;
 pub use cohort::Cohort;

@@ -1,0 +1,91 @@
+//! Privatizing a whole batch of true values into Arrow report columns.
+
+use std::sync::Arc;
+
+use arrow::array::{
+    ArrayRef, FixedSizeBinaryArray, FixedSizeListArray, Float64Array, Int8Array, UInt32Array,
+};
+use arrow::datatypes::{DataType, Field};
+use rand::Rng;
+
+use super::Mechanism;
+use crate::error::EngineError;
+
+/// The report columns (in the canonical schema's order: index column first for Hadamard
+/// and cohort) for true values `xs`, privatized by the real client-side randomizers. The
+/// simulator and the tests use it; `rng` is seeded only there.
+pub fn privatize_batch<R: Rng + ?Sized>(
+    mechanism: &Mechanism,
+    xs: &[u32],
+    rng: &mut R,
+) -> Result<Vec<ArrayRef>, EngineError> {
+    let bad_field =
+        |e: arrow::error::ArrowError| EngineError::Corrupt(format!("building report arrays: {e}"));
+    Ok(match mechanism {
+        Mechanism::Grr(m) => {
+            let r = xs
+                .iter()
+                .map(|&x| m.randomize_with(x, rng))
+                .collect::<Result<Vec<_>, _>>()?;
+            vec![Arc::new(UInt32Array::from(r))]
+        }
+        Mechanism::Channel(m) => {
+            let r = xs
+                .iter()
+                .map(|&x| m.randomize_with(x, rng))
+                .collect::<Result<Vec<_>, _>>()?;
+            vec![Arc::new(UInt32Array::from(r))]
+        }
+        Mechanism::Raw { .. } => vec![Arc::new(UInt32Array::from(xs.to_vec()))],
+        Mechanism::BitFlip(m) => {
+            let w = m.report_bytes();
+            let mut bytes = Vec::with_capacity(xs.len() * w);
+            for &x in xs {
+                bytes.extend(m.randomize_with(x, rng)?);
+            }
+            let array =
+                FixedSizeBinaryArray::try_new(w as i32, bytes.into(), None).map_err(bad_field)?;
+            vec![Arc::new(array)]
+        }
+        Mechanism::Noise(m) => {
+            let d = m.domain() as usize;
+            let mut values = Vec::with_capacity(xs.len() * d);
+            for &x in xs {
+                values.extend(m.randomize_with(x, rng)?);
+            }
+            let field = Arc::new(Field::new("item", DataType::Float64, false));
+            let array = FixedSizeListArray::try_new(
+                field,
+                d as i32,
+                Arc::new(Float64Array::from(values)),
+                None,
+            )
+            .map_err(bad_field)?;
+            vec![Arc::new(array)]
+        }
+        Mechanism::Hadamard(m) => {
+            let (rows, signs): (Vec<u32>, Vec<i8>) = xs
+                .iter()
+                .map(|&x| m.randomize_with(x, rng))
+                .collect::<Result<Vec<_>, _>>()?
+                .into_iter()
+                .unzip();
+            vec![
+                Arc::new(UInt32Array::from(rows)),
+                Arc::new(Int8Array::from(signs)),
+            ]
+        }
+        Mechanism::Cohort(m) => {
+            let (cohorts, signs): (Vec<u32>, Vec<i8>) = xs
+                .iter()
+                .map(|&x| m.randomize_with(x, rng))
+                .collect::<Result<Vec<_>, _>>()?
+                .into_iter()
+                .unzip();
+            vec![
+                Arc::new(UInt32Array::from(cohorts)),
+                Arc::new(Int8Array::from(signs)),
+            ]
+        }
+    })
+}

@@ -1,0 +1,268 @@
+//! Every mechanism end to end through the binary: `simulate` 10⁶ reports from a known p,
+//! `batch` them, and check that each debiased estimate lies within 4 standard errors of p
+//! and that each reported standard error agrees with the mechanism's formula at the true p
+//! within 5%.
+
+use std::path::Path;
+use std::process::Command;
+
+use ldpstream_config::MechanismConfig;
+use ldpstream_engine::mechanism::Mechanism;
+use nalgebra::{DMatrix, DVector};
+use serde_json::Value;
+
+const N: u64 = 1_000_000;
+const P: [f64; 4] = [0.4, 0.3, 0.2, 0.1];
+
+fn run(dir: &Path, name: &str, sim_args: &[&str], mechanism_toml: &str) -> Value {
+    let bin = env!("CARGO_BIN_EXE_ldpstream");
+    let file = dir.join(format!("{name}.parquet"));
+    let p = P
+        .iter()
+        .map(|x| x.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let n = N.to_string();
+    let mut args = vec![
+        "simulate",
+        "--p",
+        &p,
+        "--n",
+        &n,
+        "--seed",
+        "17",
+        "--out",
+        file.to_str().unwrap(),
+    ];
+    args.extend_from_slice(sim_args);
+    let o = Command::new(bin).args(&args).output().unwrap();
+    assert!(
+        o.status.success(),
+        "{name}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let config = dir.join(format!("{name}.toml"));
+    std::fs::write(
+        &config,
+        format!(
+            "[[stream]]\nname = \"{name}\"\nsource = {{ kind = \"parquet\", paths = [\"{}\"] }}\nmechanism = {mechanism_toml}\n[[stream.test]]\nname = \"gof\"\nkind = \"gof\"\nnull = [0.4, 0.3, 0.2, 0.1]\n",
+            file.display()
+        ),
+    )
+    .unwrap();
+    let o = Command::new(bin)
+        .args(["batch", "--config", config.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{name}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+fn check(name: &str, record: &Value, formula_se: &[f64]) {
+    assert_eq!(record["n"], N, "{name}");
+    assert_eq!(record["mle_converged"], true, "{name}: {record}");
+    for j in 0..P.len() {
+        let est = record["estimate"][j].as_f64().unwrap();
+        let se = record["std_error"][j].as_f64().unwrap();
+        assert!(
+            (est - P[j]).abs() < 4.0 * se,
+            "{name}[{j}]: estimate {est}, se {se}"
+        );
+        let ratio = se / formula_se[j];
+        assert!(
+            (0.95..=1.05).contains(&ratio),
+            "{name}[{j}]: se {se} vs formula {}",
+            formula_se[j]
+        );
+        let mle = record["mle"][j].as_f64().unwrap();
+        assert!((mle - P[j]).abs() < 5.0 * se, "{name}[{j}]: mle {mle}");
+    }
+    // A true null: a 10⁻⁴-level rejection here would mean a broken test, not bad luck.
+    if let Some(p) = record["p_value"].as_f64() {
+        assert!(p > 1e-4, "{name}: p-value {p} under the null");
+    }
+}
+
+fn nf() -> f64 {
+    N as f64
+}
+
+#[test]
+fn every_mechanism_estimates_within_four_standard_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let e = 1f64.exp();
+    let h = 0.5f64.exp();
+
+    let r = run(
+        dir,
+        "grr",
+        &["--mechanism", "grr", "--epsilon", "1", "--domain", "4"],
+        "{ kind = \"grr\", epsilon = 1.0, domain = 4 }",
+    );
+    let (rho, gamma) = (1.0 / (3.0 + e), (e - 1.0) / (3.0 + e));
+    check(
+        "grr",
+        &r,
+        &P.map(|p| {
+            let q = rho + gamma * p;
+            (q * (1.0 - q) / nf()).sqrt() / gamma
+        }),
+    );
+    assert_eq!(r["privacy"]["epsilon"], 1.0);
+
+    let r = run(
+        dir,
+        "bitflip",
+        &["--mechanism", "bitflip", "--epsilon", "1", "--domain", "4"],
+        "{ kind = \"bitflip\", epsilon = 1.0, domain = 4 }",
+    );
+    let (alpha, flip) = ((h - 1.0) / (h + 1.0), 1.0 / (h + 1.0));
+    check(
+        "bitflip",
+        &r,
+        &P.map(|p| {
+            let q = alpha * p + flip;
+            (q * (1.0 - q) / nf()).sqrt() / alpha
+        }),
+    );
+
+    let r = run(
+        dir,
+        "gauss",
+        &["--mechanism", "gauss", "--rho", "0.5", "--domain", "4"],
+        "{ kind = \"gauss\", rho = 0.5, domain = 4 }",
+    );
+    check(
+        "gauss",
+        &r,
+        &P.map(|p| ((p * (1.0 - p) + 2.0) / nf()).sqrt()),
+    );
+    assert_eq!(r["privacy"]["rho"], 0.5);
+
+    let r = run(
+        dir,
+        "laplace",
+        &["--mechanism", "laplace", "--epsilon", "1", "--domain", "4"],
+        "{ kind = \"laplace\", epsilon = 1.0, domain = 4 }",
+    );
+    check(
+        "laplace",
+        &r,
+        &P.map(|p| ((p * (1.0 - p) + 8.0) / nf()).sqrt()),
+    );
+    assert_eq!(r["calibration"], "monte_carlo");
+
+    let eta = (e - 1.0) / (2.0 * (e + 1.0));
+    let r = run(
+        dir,
+        "hadamard",
+        &["--mechanism", "hadamard", "--epsilon", "1", "--domain", "4"],
+        "{ kind = \"hadamard\", epsilon = 1.0, domain = 4 }",
+    );
+    check(
+        "hadamard",
+        &r,
+        &P.map(|p| ((1.0 - 4.0 * eta * eta * p * p) / nf()).sqrt() / (2.0 * eta)),
+    );
+
+    let cohort_config = MechanismConfig::Cohort {
+        epsilon: 1.0,
+        domain: 4,
+        cohorts: 32,
+        seed: 3,
+    };
+    let r = run(
+        dir,
+        "cohort",
+        &[
+            "--mechanism",
+            "cohort",
+            "--epsilon",
+            "1",
+            "--domain",
+            "4",
+            "--cohorts",
+            "32",
+            "--cohort-seed",
+            "3",
+        ],
+        "{ kind = \"cohort\", epsilon = 1.0, domain = 4, cohorts = 32, seed = 3 }",
+    );
+    // Cov(p̂) = (A⁻¹ − 4η² ppᵀ)/(4η² n), A = FᵀF/C built here from the public family.
+    let Mechanism::Cohort(c) = Mechanism::from_config(&cohort_config).unwrap() else {
+        unreachable!()
+    };
+    let f = DMatrix::from_fn(32, 4, |ci, x| f64::from(c.sign(ci as u32, x as u32)));
+    let a_inv = (f.transpose() * &f / 32.0).try_inverse().unwrap();
+    let se: Vec<f64> = (0..4)
+        .map(|x| ((a_inv[(x, x)] - 4.0 * eta * eta * P[x] * P[x]) / nf()).sqrt() / (2.0 * eta))
+        .collect();
+    check("cohort", &r, &se);
+
+    let g = DMatrix::from_row_slice(
+        4,
+        4,
+        &[
+            0.5, 0.2, 0.2, 0.1, 0.2, 0.5, 0.2, 0.1, 0.2, 0.2, 0.5, 0.1, 0.1, 0.1, 0.1, 0.7,
+        ],
+    );
+    let r = run(
+        dir,
+        "matrix",
+        &["--mechanism", "matrix", "--matrix", "0.5,0.2,0.2,0.1;0.2,0.5,0.2,0.1;0.2,0.2,0.5,0.1;0.1,0.1,0.1,0.7"],
+        "{ kind = \"matrix\", matrix = [[0.5, 0.2, 0.2, 0.1], [0.2, 0.5, 0.2, 0.1], [0.2, 0.2, 0.5, 0.1], [0.1, 0.1, 0.1, 0.7]] }",
+    );
+    // Cov(p̂) = G⁻¹ (Diag(q) − qqᵀ) G⁻ᵀ / n with q = G p.
+    let q = &g * DVector::from_column_slice(&P);
+    let g_inv = g.clone().try_inverse().unwrap();
+    let cov = &g_inv * (DMatrix::from_diagonal(&q) - &q * q.transpose()) * g_inv.transpose() / nf();
+    check(
+        "matrix",
+        &r,
+        &(0..4).map(|x| cov[(x, x)].sqrt()).collect::<Vec<_>>(),
+    );
+
+    let r = run(
+        dir,
+        "raw",
+        &["--mechanism", "raw", "--domain", "4"],
+        "{ kind = \"raw\", domain = 4 }",
+    );
+    check("raw", &r, &P.map(|p| (p * (1.0 - p) / nf()).sqrt()));
+    assert!(r["privacy"].get("epsilon").is_none());
+}
+
+#[test]
+fn audit_command_reports_a_bound_below_the_claim() {
+    let o = Command::new(env!("CARGO_BIN_EXE_ldpstream"))
+        .args([
+            "audit",
+            "--mechanism",
+            "bitflip",
+            "--epsilon",
+            "1",
+            "--domain",
+            "3",
+            "--samples",
+            "200000",
+            "--seed",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("claimed privacy:           ε = 1"), "{out}");
+    let bound: f64 = out
+        .lines()
+        .find(|l| l.starts_with("empirical ε lower bound:"))
+        .and_then(|l| l.split_whitespace().nth(4))
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    assert!(bound > 0.8 && bound <= 1.0, "{out}");
+}
