@@ -6,6 +6,7 @@ pub mod error;
 pub mod evaluate;
 pub mod fold;
 pub mod mechanism;
+pub mod plan;
 pub mod record;
 pub mod sketch;
 pub mod stats;
