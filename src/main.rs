@@ -12,6 +12,7 @@ use ldpstream_connectors::jsonl::write_records;
 use ldpstream_connectors::simulate::{simulate_to_parquet, SimulateSpec};
 use ldpstream_engine::audit::audit;
 use ldpstream_engine::mechanism::Mechanism;
+use ldpstream_engine::plan::{self, Alternative, Hypotheses, PlanMechanism};
 use rand::SeedableRng;
 use tracing::info;
 
@@ -34,6 +35,8 @@ enum Command {
     Batch(BatchArgs),
     /// Sample a randomizer and bound its privacy loss from below, next to the claimed ε.
     Audit(AuditArgs),
+    /// Compare the mechanisms' identity tests: power at n, or the n for a target power.
+    Plan(PlanArgs),
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -212,6 +215,36 @@ struct BatchArgs {
     threads: Option<usize>,
 }
 
+#[derive(clap::Args)]
+struct PlanArgs {
+    /// Number of categories d (>= 2).
+    #[arg(long)]
+    domain: u32,
+    /// Local privacy parameter ε (> 0). Gaussian noise is planned at ρ = ε²/2.
+    // Negative numbers parse as values so that our own range message explains them.
+    #[arg(long, allow_negative_numbers = true)]
+    epsilon: f64,
+    /// Level of the tests.
+    #[arg(long, default_value_t = 0.05, allow_negative_numbers = true)]
+    alpha: f64,
+    /// The null p0: "uniform" or d comma-separated probabilities, all > 0.
+    #[arg(long, default_value = "uniform")]
+    null: String,
+    /// The alternative p1: d comma-separated probabilities, or "paninski:DIST" for
+    /// p1_j = p0_j (1 ± DIST) in alternating signs.
+    #[arg(long)]
+    alternative: String,
+    /// Report the power of each mechanism at this many reports.
+    #[arg(long, conflicts_with = "power", required_unless_present = "power")]
+    n: Option<u64>,
+    /// Report the reports each mechanism needs to reach this power (in (alpha, 1)).
+    #[arg(long, allow_negative_numbers = true)]
+    power: Option<f64>,
+    /// Also write power-versus-n curves of all mechanisms to this SVG file.
+    #[arg(long)]
+    plot: Option<std::path::PathBuf>,
+}
+
 /// A mistake in the command line that clap's own checks cannot see; exits with code 2.
 #[derive(Debug)]
 struct UsageError(String);
@@ -228,7 +261,8 @@ fn usage(message: impl Into<String>) -> anyhow::Error {
     anyhow!(UsageError(message.into()))
 }
 
-fn parse_distribution(text: &str, d: u32) -> Result<Vec<f64>> {
+/// `"uniform"` or `d` comma-separated probabilities; `flag` names the option in messages.
+fn parse_distribution(text: &str, d: u32, flag: &str) -> Result<Vec<f64>> {
     if text == "uniform" {
         return Ok(vec![1.0 / f64::from(d); d as usize]);
     }
@@ -237,23 +271,23 @@ fn parse_distribution(text: &str, d: u32) -> Result<Vec<f64>> {
         .map(|s| {
             s.trim()
                 .parse::<f64>()
-                .map_err(|_| usage(format!("--p: {s:?} is not a number")))
+                .map_err(|_| usage(format!("{flag}: {s:?} is not a number")))
         })
         .collect::<Result<_>>()?;
     if p.len() != d as usize {
         return Err(usage(format!(
-            "--p has {} entries; --domain is {d}",
+            "{flag} has {} entries; --domain is {d}",
             p.len()
         )));
     }
     if let Some(x) = p.iter().find(|x| !(x.is_finite() && **x >= 0.0)) {
         return Err(usage(format!(
-            "--p entry {x} is not a probability (finite, >= 0)"
+            "{flag} entry {x} is not a probability (finite, >= 0)"
         )));
     }
     let sum: f64 = p.iter().sum();
     if (sum - 1.0).abs() > 1e-9 {
-        return Err(usage(format!("--p sums to {sum}; it must sum to 1")));
+        return Err(usage(format!("{flag} sums to {sum}; it must sum to 1")));
     }
     Ok(p)
 }
@@ -276,7 +310,7 @@ fn parse_groups(text: &str) -> Result<Vec<(String, u64)>> {
 
 fn simulate(args: SimulateArgs) -> Result<()> {
     let mechanism = args.mechanism.build()?;
-    let p = parse_distribution(&args.p, mechanism.domain() as u32)?;
+    let p = parse_distribution(&args.p, mechanism.domain() as u32, "--p")?;
     let groups = args.groups.as_deref().map(parse_groups).transpose()?;
     let n = match (&groups, args.n) {
         (Some(g), Some(n)) if g.iter().map(|(_, k)| k).sum::<u64>() != n => {
@@ -388,6 +422,216 @@ fn run_audit(args: AuditArgs) -> Result<()> {
     Ok(())
 }
 
+/// Domains beyond this would make the planner allocate gigabytes for one probability vector.
+const MAX_PLAN_DOMAIN: u32 = 1 << 24;
+
+/// What the planner found for one mechanism.
+struct PlanRow {
+    mechanism: PlanMechanism,
+    df: u32,
+    /// λ at the given n, or at the required n.
+    lambda: Option<f64>,
+    /// Power at the given n (a `--n` plan).
+    power: Option<f64>,
+    /// Reports needed for the target (a `--power` plan); the reason when unreachable.
+    required: Option<std::result::Result<u64, String>>,
+}
+
+fn format_number(x: f64) -> String {
+    if x != 0.0 && !(1e-3..1e6).contains(&x.abs()) {
+        format!("{x:.4e}")
+    } else {
+        format!("{x:.4}")
+    }
+}
+
+fn plan_command(args: PlanArgs) -> Result<()> {
+    let d = args.domain;
+    if !(2..=MAX_PLAN_DOMAIN).contains(&d) {
+        return Err(usage(format!(
+            "--domain {d} must be between 2 and {MAX_PLAN_DOMAIN}"
+        )));
+    }
+    if !(args.epsilon.is_finite() && args.epsilon > 0.0) {
+        return Err(usage(format!(
+            "--epsilon {} must be a finite number > 0",
+            args.epsilon
+        )));
+    }
+    if !(args.alpha > 0.0 && args.alpha < 1.0) {
+        return Err(usage(format!("--alpha {} must be in (0, 1)", args.alpha)));
+    }
+    if let Some(target) = args.power {
+        if !(target > args.alpha && target < 1.0) {
+            return Err(usage(format!(
+                "--power {target} must be above --alpha {} and below 1",
+                args.alpha
+            )));
+        }
+    }
+    if args.n == Some(0) {
+        return Err(usage("--n 0: give at least 1 report"));
+    }
+    let p0 = parse_distribution(&args.null, d, "--null")?;
+    if let Some(x) = p0.iter().find(|x| **x <= 0.0) {
+        return Err(usage(format!(
+            "--null entry {x} must be > 0: every test divides by the null's cells"
+        )));
+    }
+    let bad_alternative = |e: ldpstream_engine::EngineError| {
+        usage(format!("--alternative {:?}: {e}", args.alternative))
+    };
+    let h: Hypotheses = args
+        .alternative
+        .parse::<Alternative>()
+        .and_then(|alt| alt.against(&p0))
+        .map_err(bad_alternative)?;
+
+    // The flags were checked above, so what the planner still refuses is the combination
+    // (e.g. a near point-mass null at a large ε): a usage error too.
+    let degenerate = |e: ldpstream_engine::EngineError| {
+        usage(format!(
+            "--null {:?} with --epsilon {}: {e}",
+            args.null, args.epsilon
+        ))
+    };
+    let mechanisms = PlanMechanism::all(args.epsilon);
+    let rows = mechanisms
+        .iter()
+        .map(|&m| -> Result<PlanRow> {
+            let df = m.df(h.domain());
+            let row = match (args.n, args.power) {
+                (Some(n), _) => PlanRow {
+                    mechanism: m,
+                    df,
+                    lambda: Some(plan::noncentrality(m, &h, n).map_err(degenerate)?),
+                    power: Some(plan::power(m, &h, args.alpha, n).map_err(degenerate)?),
+                    required: None,
+                },
+                (None, Some(target)) => match plan::required_n(m, &h, args.alpha, target) {
+                    Ok(n) => PlanRow {
+                        mechanism: m,
+                        df,
+                        lambda: Some(plan::noncentrality(m, &h, n).map_err(degenerate)?),
+                        power: None,
+                        required: Some(Ok(n)),
+                    },
+                    Err(e @ ldpstream_engine::EngineError::PowerUnreachable { .. }) => PlanRow {
+                        mechanism: m,
+                        df,
+                        lambda: None,
+                        power: None,
+                        required: Some(Err(e.to_string())),
+                    },
+                    Err(e) => return Err(degenerate(e)),
+                },
+                (None, None) => return Err(usage("give --n or --power")),
+            };
+            Ok(row)
+        })
+        .collect::<Result<Vec<_>>>()?;
+
+    print_plan(&args, &h, &rows);
+
+    if let Some(path) = &args.plot {
+        let svg =
+            plan::power_svg(&mechanisms, &h, args.alpha, args.power, args.n).map_err(degenerate)?;
+        std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("wrote power curves to {}", path.display());
+    }
+    Ok(())
+}
+
+fn print_plan(args: &PlanArgs, h: &Hypotheses, rows: &[PlanRow]) {
+    println!(
+        "plan: d = {}, ε = {}, α = {}, null = {}, alternative = {} (TV distance {:.4})",
+        h.domain(),
+        args.epsilon,
+        args.alpha,
+        args.null,
+        args.alternative,
+        h.tv_distance()
+    );
+    let (lambda_head, last_head) = match (args.n, args.power) {
+        (Some(n), _) => (format!("λ at n = {n}"), format!("power at n = {n}")),
+        (None, target) => (
+            "λ at that n".to_string(),
+            format!("n for power {}", target.unwrap_or(f64::NAN)),
+        ),
+    };
+    println!();
+    println!(
+        "{:<16} {:<16} {:>5} {:>18} {:>20}",
+        "mechanism", "test", "ν", lambda_head, last_head
+    );
+    for row in rows {
+        let lambda = row.lambda.map_or("-".to_string(), format_number);
+        let last = match (&row.power, &row.required) {
+            (Some(p), _) => format!("{p:.4}"),
+            (None, Some(Ok(n))) => n.to_string(),
+            (None, Some(Err(_))) => "never".to_string(),
+            (None, None) => "-".to_string(),
+        };
+        println!(
+            "{:<16} {:<16} {:>5} {:>18} {:>20}",
+            row.mechanism.name(),
+            row.mechanism.test_name(),
+            row.df,
+            lambda,
+            last
+        );
+    }
+    println!();
+    for row in rows {
+        if let Some(Err(reason)) = &row.required {
+            println!("note: {reason}");
+        }
+    }
+    let rho = args.epsilon * args.epsilon / 2.0;
+    println!(
+        "note: Gaussian noise is planned at ρ = ε²/2 = {rho} (ρ-zCDP, which ε-LDP implies; \
+         it is not ε-LDP itself)"
+    );
+
+    // Higher power, or fewer reports, is better; blind (λ = 0) or unreachable is worst.
+    let score = |row: &PlanRow| match (&row.power, &row.required) {
+        (Some(_), _) if row.lambda == Some(0.0) => f64::INFINITY,
+        (Some(p), _) => -p,
+        (None, Some(Ok(n))) => *n as f64,
+        _ => f64::INFINITY,
+    };
+    let best_of = |rows: &mut dyn Iterator<Item = &PlanRow>| {
+        rows.filter(|r| score(r).is_finite())
+            .min_by(|a, b| score(a).total_cmp(&score(b)))
+            .map(|r| r.mechanism)
+    };
+    let describe = |m: PlanMechanism| {
+        let row = rows.iter().find(|r| r.mechanism == m);
+        let detail = match row.map(|r| (&r.power, &r.required)) {
+            Some((Some(p), _)) => format!("highest power, {p:.4}"),
+            Some((None, Some(Ok(n)))) => format!("fewest reports, {n}"),
+            _ => String::new(),
+        };
+        format!("{} ({}; {detail})", m.name(), m.test_name())
+    };
+    match best_of(&mut rows.iter()) {
+        None => println!("best: none of the mechanisms can detect this alternative"),
+        Some(best) => {
+            println!("best: {}", describe(best));
+            if matches!(best, PlanMechanism::Gauss { .. }) {
+                let ldp = best_of(
+                    &mut rows
+                        .iter()
+                        .filter(|r| !matches!(r.mechanism, PlanMechanism::Gauss { .. })),
+                );
+                if let Some(ldp) = ldp {
+                    println!("best ε-LDP mechanism: {}", describe(ldp));
+                }
+            }
+        }
+    }
+}
+
 fn exit_code(error: &anyhow::Error) -> u8 {
     let user_error = error
         .chain()
@@ -412,6 +656,7 @@ fn main() -> ExitCode {
         Command::Simulate(args) => simulate(args),
         Command::Batch(args) => batch(args),
         Command::Audit(args) => run_audit(args),
+        Command::Plan(args) => plan_command(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -25,6 +25,23 @@ pub enum EngineError {
     /// The serialized sketch was written by a newer or unknown format version.
     #[error("unsupported sketch format version {found} (this build reads version {supported})")]
     UnsupportedVersion { found: u8, supported: u8 },
+    /// A probability vector or similar input whose length is not the domain size.
+    #[error("{name} has {found} entries; the domain has {expected}")]
+    WrongLength {
+        name: &'static str,
+        expected: usize,
+        found: usize,
+    },
+    /// The planner cannot find a sample size that reaches the requested power.
+    #[error("{mechanism} never reaches power {target}: {reason}")]
+    PowerUnreachable {
+        mechanism: &'static str,
+        target: f64,
+        reason: &'static str,
+    },
+    /// The plotting backend failed while rendering a chart into memory.
+    #[error("cannot render the plot: {0}")]
+    Plot(String),
 }
 
 impl EngineError {

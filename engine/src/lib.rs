@@ -8,6 +8,7 @@ pub mod evaluate;
 pub mod fold;
 pub mod mechanism;
 pub mod mle;
+pub mod plan;
 pub mod record;
 pub mod sketch;
 pub mod stats;

@@ -1,0 +1,304 @@
+//! The noncentrality each mechanism's identity test has under an alternative.
+//!
+//! Under `p1 = p0 + Δ/√n` every test statistic of STATISTICS.md §3 tends to a noncentral
+//! `χ²_ν(λ)`. Writing `Δ = √n (p1 − p0)` for a fixed alternative makes λ linear in n, so
+//! each mechanism reduces to a per-report noncentrality times n.
+
+use crate::error::EngineError;
+
+use super::alternative::Hypotheses;
+
+/// A mechanism and the identity test run on its reports, with its privacy parameter.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum PlanMechanism {
+    /// Generalized randomized response, tested by LocalExpGOF (seed 002 Alg. 3).
+    Grr { epsilon: f64 },
+    /// Bit flip (unary encoding), tested by LocalBitFlipGOF (seed 002 eq. 7).
+    BitFlip { epsilon: f64 },
+    /// Gaussian noise on the one-hot vector, tested by LocalNoiseGOF (seed 002 Alg. 1).
+    /// `rho` is a zero-concentrated DP parameter, not an ε.
+    Gauss { rho: f64 },
+    /// The non-symmetric Hadamard mechanism, tested by Sheffet's χ² (seed 000 §4.2).
+    Hadamard { epsilon: f64 },
+}
+
+impl PlanMechanism {
+    /// The four mechanisms at one ε. Gaussian noise gets `ρ = ε²/2`, the zCDP level that
+    /// ε-DP implies: a weaker guarantee than ε-LDP, so its power flatters it.
+    pub fn all(epsilon: f64) -> [PlanMechanism; 4] {
+        [
+            PlanMechanism::Grr { epsilon },
+            PlanMechanism::BitFlip { epsilon },
+            PlanMechanism::Gauss {
+                rho: epsilon * epsilon / 2.0,
+            },
+            PlanMechanism::Hadamard { epsilon },
+        ]
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            PlanMechanism::Grr { .. } => "GenRR",
+            PlanMechanism::BitFlip { .. } => "bit flip",
+            PlanMechanism::Gauss { .. } => "Gaussian noise",
+            PlanMechanism::Hadamard { .. } => "Hadamard",
+        }
+    }
+
+    pub fn test_name(&self) -> &'static str {
+        match self {
+            PlanMechanism::Grr { .. } => "LocalExpGOF",
+            PlanMechanism::BitFlip { .. } => "LocalBitFlipGOF",
+            PlanMechanism::Gauss { .. } => "LocalNoiseGOF",
+            PlanMechanism::Hadamard { .. } => "Sheffet chi2",
+        }
+    }
+
+    /// Degrees of freedom ν of the test on a domain of `d` categories: `d − 1`, except
+    /// Sheffet's statistic, which does not project out the all-ones direction.
+    pub fn df(&self, d: usize) -> u32 {
+        let d = u32::try_from(d).unwrap_or(u32::MAX);
+        match self {
+            PlanMechanism::Hadamard { .. } => d,
+            _ => d.saturating_sub(1),
+        }
+    }
+
+    fn check(&self) -> Result<(), EngineError> {
+        let (name, value) = match *self {
+            PlanMechanism::Gauss { rho } => ("rho", rho),
+            PlanMechanism::Grr { epsilon }
+            | PlanMechanism::BitFlip { epsilon }
+            | PlanMechanism::Hadamard { epsilon } => ("epsilon", epsilon),
+        };
+        if value.is_finite() && value > 0.0 {
+            Ok(())
+        } else {
+            Err(EngineError::invalid(name, value, "a finite number > 0"))
+        }
+    }
+
+    /// λ per report: the noncentrality at n = 1.
+    pub(crate) fn unit_noncentrality(&self, h: &Hypotheses) -> Result<f64, EngineError> {
+        self.check()?;
+        let (p0, p1) = (h.p0(), h.p1());
+        let delta: Vec<f64> = p1.iter().zip(p0).map(|(a, b)| a - b).collect();
+        // Every formula is written in e^{−ε} or tanh so that a large ε saturates (GenRR
+        // and bit flip become Pearson's χ² on the raw counts) instead of overflowing.
+        let lambda = match *self {
+            PlanMechanism::Grr { epsilon } => {
+                let t = (-epsilon).exp();
+                let d = p0.len() as f64;
+                let norm = 1.0 + (d - 1.0) * t;
+                let gamma = -(-epsilon).exp_m1() / norm;
+                let chi2: f64 = delta
+                    .iter()
+                    .zip(p0)
+                    .map(|(dj, &pj)| dj * dj / ((pj + (1.0 - pj) * t) / norm))
+                    .sum();
+                gamma * gamma * chi2
+            }
+            PlanMechanism::BitFlip { epsilon } => {
+                // α_ε = tanh(ε/4) and b = e^{ε/2}/(e^{ε/2}+1)² = 1/(4 cosh²(ε/4)).
+                let a = (epsilon / 4.0).tanh();
+                let cosh = (epsilon / 4.0).cosh();
+                let b = 1.0 / (4.0 * cosh * cosh);
+                // Σ(p0) = Diag(α² p0 + b) − α² p0 p0ᵀ (STATISTICS.md §1.2).
+                a * a * quad_form_inverse(p0, a * a, b, &delta)
+            }
+            PlanMechanism::Gauss { rho } => quad_form_inverse(p0, 1.0, 1.0 / rho, &delta),
+            PlanMechanism::Hadamard { epsilon } => {
+                // 2η = tanh(ε/2).
+                let two_eta = (epsilon / 2.0).tanh();
+                delta
+                    .iter()
+                    .zip(p0)
+                    .map(|(dj, &pj)| {
+                        let shifted = two_eta * dj;
+                        shifted * shifted / ((1.0 - two_eta * pj) * (1.0 + two_eta * pj))
+                    })
+                    .sum()
+            }
+        };
+        if !lambda.is_finite() {
+            return Err(EngineError::invalid(
+                "noncentrality",
+                lambda,
+                "a finite number; the null is too close to a point mass for this epsilon",
+            ));
+        }
+        Ok(lambda)
+    }
+}
+
+/// The noncentrality λ of `mechanism`'s identity test after `n` reports, when the data
+/// follow `h.p1()` and the test's null is `h.p0()`:
+///
+/// * GenRR: `n γ² Σ_j (p1_j − p0_j)² / p̌0_j`, `γ = (e^ε−1)/(e^ε+d−1)`,
+///   `p̌0 = (e^ε p0 + 1 − p0)/(e^ε+d−1)`;
+/// * bit flip: `n α_ε² Δᵀ Σ(p0)⁻¹ Δ`, `Δ = p1 − p0`, `Σ(p) = α_ε²(Diag(p) − ppᵀ) + bI`;
+/// * Gaussian noise: `n Δᵀ (Diag(p0) − p0p0ᵀ + I/ρ)⁻¹ Δ`;
+/// * Hadamard: `n Σ_x 4η² (p1 − p0)² / (1 − 4η² p0²)`, `η = (e^ε−1)/(2(e^ε+1))`, because
+///   `E θ = 2η p1` and Sheffet's statistic weights `(θ − 2η p0)` by `1/(1 − 4η² p0²)`.
+///
+/// Both matrix inverses are diagonal plus rank one and are applied in O(d).
+pub fn noncentrality(mechanism: PlanMechanism, h: &Hypotheses, n: u64) -> Result<f64, EngineError> {
+    Ok(n as f64 * mechanism.unit_noncentrality(h)?)
+}
+
+/// `vᵀ (Diag(c p + s) − c ppᵀ)⁻¹ v`; see [`solve_sigma`].
+fn quad_form_inverse(p: &[f64], c: f64, s: f64, v: &[f64]) -> f64 {
+    solve_sigma(p, c, s, v)
+        .iter()
+        .zip(v)
+        .map(|(x, y)| x * y)
+        .sum()
+}
+
+/// `(D − c ppᵀ)⁻¹ v` with `D = Diag(c p + s)`, `c > 0`, `s ≥ 0`, for a distribution `p`
+/// (all entries > 0, `Σ p = 1`) and `Σ v = 0`, in O(d).
+///
+/// Sherman–Morrison gives `D⁻¹v + c D⁻¹p (pᵀD⁻¹v) / (1 − c pᵀD⁻¹p)`. Since `c p_j = D_j − s`,
+/// `Σ p = 1` and `Σ v = 0`, both `pᵀD⁻¹v = −(s/c) Σ v_j/D_j` and
+/// `1 − c pᵀD⁻¹p = s Σ p_j/D_j`, so
+/// `(D − c ppᵀ)⁻¹ v = D⁻¹(v − k p)` with `k = (Σ_j v_j/D_j) / (Σ_j p_j/D_j)`.
+/// The textbook form subtracts two nearly equal numbers when `s ≪ c` (bit flip at large ε)
+/// and divides 0 by 0 at `s = 0`; this one has neither, and at `s = 0` returns the
+/// solution `Δ/(cp) + const·1` that the test's projection Π makes equivalent.
+fn solve_sigma(p: &[f64], c: f64, s: f64, v: &[f64]) -> Vec<f64> {
+    let diag: Vec<f64> = p.iter().map(|&pj| c * pj + s).collect();
+    let v_over_d: f64 = v.iter().zip(&diag).map(|(vj, dj)| vj / dj).sum();
+    let p_over_d: f64 = p.iter().zip(&diag).map(|(pj, dj)| pj / dj).sum();
+    let k = v_over_d / p_over_d;
+    v.iter()
+        .zip(p)
+        .zip(&diag)
+        .map(|((vj, pj), dj)| (vj - k * pj) / dj)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nalgebra::{DMatrix, DVector};
+    use rand::{Rng, SeedableRng};
+
+    fn assert_rel(found: f64, expected: f64, rel: f64, what: &str) {
+        assert!(
+            (found - expected).abs() <= rel * expected.abs(),
+            "{what}: found {found:e}, expected {expected:e}"
+        );
+    }
+
+    /// d = 5, ε = 0.8, n = 1234, p0 = [.3,.25,.2,.15,.1], p1 = [.25,.3,.15,.2,.1];
+    /// numpy, with D = p1 - p0, E = exp(eps), dense solves throughout:
+    ///   grr:   g = (E-1)/(E+d-1); q0 = (E*p0+1-p0)/(E+d-1); n*g**2*sum(D**2/q0)
+    ///   bit:   a = (exp(eps/2)-1)/(exp(eps/2)+1); b = exp(eps/2)/(exp(eps/2)+1)**2
+    ///          S = a**2*(diag(p0)-outer(p0,p0)) + b*eye(d); n*a**2*D@solve(S, D)
+    ///   gauss: rho = eps**2/2; M = diag(p0)-outer(p0,p0)+eye(d)/rho; n*D@solve(M, D)
+    ///   hadamard: eta = (E-1)/(2*(E+1)); n*sum(4*eta**2*D**2/(1-4*eta**2*p0**2))
+    #[test]
+    fn noncentrality_matches_numpy() {
+        let h = Hypotheses::new(
+            vec![0.3, 0.25, 0.2, 0.15, 0.1],
+            vec![0.25, 0.3, 0.15, 0.2, 0.1],
+        )
+        .unwrap();
+        let expected = [
+            2.3403770788557674,
+            1.9313150471053144,
+            3.687175300064434,
+            1.7953725399228264,
+        ];
+        for (m, want) in PlanMechanism::all(0.8).into_iter().zip(expected) {
+            assert_rel(noncentrality(m, &h, 1234).unwrap(), want, 1e-9, m.name());
+        }
+    }
+
+    #[test]
+    fn degrees_of_freedom() {
+        let [grr, bit, gauss, had] = PlanMechanism::all(1.0);
+        assert_eq!((grr.df(7), bit.df(7), gauss.df(7), had.df(7)), (6, 6, 6, 7));
+    }
+
+    #[test]
+    fn rejects_bad_privacy_parameters() {
+        let h = Hypotheses::new(vec![0.5, 0.5], vec![0.6, 0.4]).unwrap();
+        for m in [
+            PlanMechanism::Grr { epsilon: 0.0 },
+            PlanMechanism::BitFlip { epsilon: f64::NAN },
+            PlanMechanism::Gauss { rho: -1.0 },
+            PlanMechanism::Hadamard {
+                epsilon: f64::INFINITY,
+            },
+        ] {
+            assert!(noncentrality(m, &h, 10).is_err(), "{m:?}");
+        }
+    }
+
+    /// The O(d) solve against nalgebra's dense LU on the two matrices the planner uses.
+    #[test]
+    fn sherman_morrison_matches_dense_inverse() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(64);
+        for d in (2..=64).step_by(3) {
+            let raw: Vec<f64> = (0..d).map(|_| rng.random_range(0.01..1.0)).collect();
+            let total: f64 = raw.iter().sum();
+            let p: Vec<f64> = raw.iter().map(|x| x / total).collect();
+            // A difference of two distributions sums to 0.
+            let raw: Vec<f64> = (0..d).map(|_| rng.random_range(-1.0..1.0)).collect();
+            let mean = raw.iter().sum::<f64>() / d as f64;
+            let v: Vec<f64> = raw.iter().map(|x| x - mean).collect();
+            let eps: f64 = rng.random_range(0.1..4.0);
+            let (a, cosh) = ((eps / 4.0).tanh(), (eps / 4.0).cosh());
+            // (c, s): bit flip's Σ(p) and the Gaussian M with ρ = ε²/2.
+            for (c, s) in [(a * a, 1.0 / (4.0 * cosh * cosh)), (1.0, 2.0 / (eps * eps))] {
+                let pv = DVector::from_column_slice(&p);
+                let diag = DVector::from_iterator(d, p.iter().map(|&pj| c * pj + s));
+                let dense = DMatrix::from_diagonal(&diag) - c * &pv * pv.transpose();
+                let want = dense
+                    .lu()
+                    .solve(&DVector::from_column_slice(&v))
+                    .expect("positive definite");
+                let found = solve_sigma(&p, c, s, &v);
+                let scale = want.amax();
+                for (x, y) in found.iter().zip(want.iter()) {
+                    assert!(
+                        (x - y).abs() <= 1e-10 * scale,
+                        "d = {d}, c = {c}: {x} vs {y}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Large ε saturates instead of overflowing: GenRR and bit flip tend to Pearson's
+    /// `Σ Δ²/p0`, Hadamard to `Σ Δ²/(1 − p0²)`.
+    #[test]
+    fn large_epsilon_saturates() {
+        let h = Hypotheses::new(vec![0.4, 0.3, 0.2, 0.1], vec![0.35, 0.3, 0.2, 0.15]).unwrap();
+        let pearson: f64 = h
+            .p1()
+            .iter()
+            .zip(h.p0())
+            .map(|(a, b)| (a - b) * (a - b) / b)
+            .sum();
+        for eps in [200.0, 1000.0, f64::MAX] {
+            let [grr, bit, _, had] = PlanMechanism::all(eps);
+            assert_rel(noncentrality(grr, &h, 1).unwrap(), pearson, 1e-12, "GenRR");
+            assert_rel(
+                noncentrality(bit, &h, 1).unwrap(),
+                pearson,
+                1e-12,
+                "bit flip",
+            );
+            assert!(noncentrality(had, &h, 1).unwrap().is_finite());
+        }
+        let gauss = PlanMechanism::Gauss { rho: 1e300 };
+        assert_rel(
+            noncentrality(gauss, &h, 1).unwrap(),
+            pearson,
+            1e-12,
+            "Gauss",
+        );
+    }
+}
