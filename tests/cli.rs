@@ -316,3 +316,119 @@ fn usage_errors_exit_2() {
     let o = ldpstream(&["frobnicate"]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+#[test]
+fn monte_carlo_calibration_through_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("r.parquet");
+    let o = ldpstream(&[
+        "simulate",
+        "--mechanism",
+        "grr",
+        "--epsilon",
+        "1",
+        "--domain",
+        "4",
+        "--n",
+        "3000",
+        "--seed",
+        "4",
+        "--out",
+        file.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let cfg = config(dir.path(), 4, "");
+    let text = std::fs::read_to_string(&cfg).unwrap()
+        + "calibration = \"monte_carlo\"\nmc_samples = 499\nseed = 3\n";
+    std::fs::write(&cfg, text).unwrap();
+    let out = dir.path().join("o.jsonl");
+    let o = ldpstream(&[
+        "batch",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r = &records(&out)[0];
+    assert_eq!(r["calibration"], "monte_carlo");
+    let mc = r["mc_p_value"].as_f64().unwrap();
+    let asymptotic = r["p_value"].as_f64().unwrap();
+    // An MC p-value is a multiple of 1/(m+1) and, at n = 3000, close to the asymptotic one.
+    assert!((mc * 500.0 - (mc * 500.0).round()).abs() < 1e-9, "{r}");
+    assert!((mc - asymptotic).abs() < 0.1, "{r}");
+}
+
+#[test]
+fn plan_prints_every_mechanism_and_draws_the_curves() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("power.svg");
+    let o = ldpstream(&[
+        "plan",
+        "--domain",
+        "16",
+        "--epsilon",
+        "1",
+        "--alternative",
+        "paninski:0.2",
+        "--n",
+        "20000",
+        "--plot",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    for name in ["LocalExpGOF", "LocalBitFlipGOF", "LocalNoiseGOF", "best"] {
+        assert!(out.contains(name), "{out}");
+    }
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        text.starts_with("<svg") && text.contains("LocalBitFlipGOF"),
+        "{}",
+        &text[..200.min(text.len())]
+    );
+
+    let o = ldpstream(&[
+        "plan",
+        "--domain",
+        "16",
+        "--epsilon",
+        "1",
+        "--alternative",
+        "paninski:0.2",
+        "--power",
+        "0.8",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("n for power"),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+
+    let o = ldpstream(&[
+        "plan",
+        "--domain",
+        "1",
+        "--epsilon",
+        "1",
+        "--alternative",
+        "paninski:0.2",
+        "--n",
+        "10",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--domain"), "{}", stderr(&o));
+    let o = ldpstream(&[
+        "plan",
+        "--domain",
+        "4",
+        "--epsilon",
+        "-1",
+        "--alternative",
+        "paninski:0.2",
+        "--n",
+        "10",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}

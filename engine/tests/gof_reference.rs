@@ -351,4 +351,31 @@ fn mle_matches_scipy() {
         &mle.p,
         &[0.3331752511475875, 0.29214056049976295, 0.3746841883526495],
     );
+    // Bit flip, composite likelihood of independent bits: eps=1, n=1000,
+    // minimize(-sum(H*log(c+a*p)+(n-H)*log(1-c-a*p))) with c=1/(h+1), a=(h-1)/(h+1)
+    let bf = mech(MechanismConfig::Bitflip {
+        epsilon: 1.0,
+        domain: 4,
+    });
+    let mle = bf
+        .mle(&Sketch::Bits(
+            BitSketch::from_counts(vec![420, 380, 300, 250], 1000).unwrap(),
+        ))
+        .unwrap();
+    assert!(mle.converged, "{mle:?}");
+    close(
+        &mle.p,
+        &[
+            0.5574904664934442,
+            0.39342809559845443,
+            0.04908143790763532,
+            0.0,
+        ],
+    );
+    let mle = bf
+        .mle(&Sketch::Bits(
+            BitSketch::from_counts(vec![500, 420, 250, 190], 1000).unwrap(),
+        ))
+        .unwrap();
+    close(&mle.p, &[0.6633195301170118, 0.33668046995901363, 0.0, 0.0]);
 }

@@ -216,11 +216,60 @@ mod tests {
                 let x = cumulative.iter().position(|&c| u < c).unwrap_or(d - 1) as u32;
                 counts[grr.randomize_with(x, &mut rng).unwrap() as usize] += 1;
             }
-            if local_exp_gof(&grr, &counts, &p0).p_value < alpha {
+            if local_exp_gof(&grr, &counts, &p0)
+                .p_value
+                .is_some_and(|p| p < alpha)
+            {
                 rejections += 1;
             }
         }
         let rate = f64::from(rejections) / f64::from(runs);
+        eprintln!("LocalExpGOF power: empirical {rate}, predicted {predicted}");
+        assert!(
+            (rate - predicted).abs() <= 0.04,
+            "empirical power {rate}, predicted {predicted}"
+        );
+    }
+
+    /// The same check for LocalBitFlipGOF: d = 8, ε = 1, a Paninski alternative with
+    /// predicted power near 0.5, 2000 seeded datasets through the real randomizer.
+    #[test]
+    fn bitflip_power_prediction_matches_monte_carlo() {
+        let (d, eps, n, alpha, runs) = (8usize, 1.0, 7000u64, 0.05, 2000u32);
+        let p0 = vec![1.0 / d as f64; d];
+        let h = Alternative::Paninski { distance: 0.2 }
+            .against(&p0)
+            .unwrap();
+        let predicted = power(PlanMechanism::BitFlip { epsilon: eps }, &h, alpha, n).unwrap();
+        assert!((0.35..0.65).contains(&predicted), "predicted {predicted}");
+        let m = crate::mechanism::BitFlip::new(eps, d as u32).unwrap();
+        let cumulative: Vec<f64> = h
+            .p1()
+            .iter()
+            .scan(0.0, |acc, p| {
+                *acc += p;
+                Some(*acc)
+            })
+            .collect();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(4000);
+        let mut rejections = 0u32;
+        for _ in 0..runs {
+            let mut bits = vec![0u64; d];
+            for _ in 0..n {
+                let u: f64 = rng.random();
+                let x = cumulative.iter().position(|&c| u < c).unwrap_or(d - 1) as u32;
+                let report = m.randomize_with(x, &mut rng).unwrap();
+                for (j, b) in bits.iter_mut().enumerate() {
+                    *b += u64::from(report[j / 8] >> (j % 8) & 1);
+                }
+            }
+            let out = crate::stats::local_bitflip_gof(&m, &bits, n, &p0);
+            if out.p_value.is_some_and(|p| p < alpha) {
+                rejections += 1;
+            }
+        }
+        let rate = f64::from(rejections) / f64::from(runs);
+        eprintln!("LocalBitFlipGOF power: empirical {rate}, predicted {predicted}");
         assert!(
             (rate - predicted).abs() <= 0.04,
             "empirical power {rate}, predicted {predicted}"
