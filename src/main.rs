@@ -374,6 +374,22 @@ fn batch(args: BatchArgs) -> Result<()> {
     let records = run_batch(&config, &args.inputs)?;
     write_records(&args.output, &records)?;
     let rejected = records.iter().filter(|r| r.reject).count();
+    // Per (stream, test): how many groups stay significant after Benjamini–Hochberg.
+    let mut families: std::collections::BTreeMap<(&str, &str), (usize, usize)> = Default::default();
+    for r in &records {
+        let entry = families
+            .entry((r.stream.as_str(), r.test.as_str()))
+            .or_default();
+        entry.1 += 1;
+        if r.q_value.is_some_and(|q| q < r.alpha) {
+            entry.0 += 1;
+        }
+    }
+    for ((stream, test), (significant, groups)) in &families {
+        eprintln!(
+            "{stream}/{test}: {significant} of {groups} groups with q < alpha (Benjamini–Hochberg)"
+        );
+    }
     let where_to = if args.output == "-" {
         "stdout"
     } else {

@@ -432,3 +432,101 @@ fn plan_prints_every_mechanism_and_draws_the_curves() {
     ]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }
+
+/// Independence and two-sample tests through `batch` on per-group data: q-values across
+/// groups, n1/n2, and an inconclusive group with too few reports.
+#[test]
+fn independence_and_two_sample_per_group() {
+    let dir = tempfile::tempdir().unwrap();
+    // 2×2 joint domain; "a" and "b" from the same product law, "tiny" with 30 reports.
+    for (label, n, seed) in [
+        ("a", "40000", "1"),
+        ("b", "30000", "2"),
+        ("tiny", "30", "3"),
+    ] {
+        let file = dir.path().join(format!("{label}.parquet"));
+        let o = ldpstream(&[
+            "simulate",
+            "--mechanism",
+            "grr",
+            "--epsilon",
+            "2",
+            "--domain",
+            "4",
+            "--p",
+            "0.42,0.18,0.28,0.12",
+            "--groups",
+            &format!("{label}={n}"),
+            "--seed",
+            seed,
+            "--out",
+            file.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    let cfg = dir.path().join("c.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"
+[[stream]]
+name = "s"
+source = {{ kind = "parquet", paths = ["{}/*.parquet"] }}
+mechanism = {{ kind = "grr", epsilon = 2.0, domain = 4 }}
+columns = {{ group_by = ["group"] }}
+[[stream.test]]
+name = "ind"
+kind = "independence"
+rows = 2
+cols = 2
+[[stream.test]]
+name = "ab"
+kind = "two_sample"
+by = "group"
+a = "a"
+b = "b"
+"#,
+            dir.path().display()
+        ),
+    )
+    .unwrap();
+    let out = dir.path().join("o.jsonl");
+    let o = ldpstream(&[
+        "batch",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("s/ind: 0 of 3 groups with q < alpha"),
+        "{}",
+        stderr(&o)
+    );
+    let recs = records(&out);
+    let ind: Vec<&Value> = recs.iter().filter(|r| r["test"] == "ind").collect();
+    assert_eq!(ind.len(), 3);
+    for r in &ind {
+        assert_eq!(r["method"], "LocalExpIND");
+        assert_eq!(r["df"], 1);
+        assert!(r["q_value"].as_f64().unwrap() >= r["p_value"].as_f64().unwrap());
+    }
+    let tiny = ind.iter().find(|r| r["group"]["group"] == "tiny").unwrap();
+    assert_eq!(tiny["inconclusive"], true, "{tiny}");
+    assert_eq!(tiny["reject"], false);
+    assert!(
+        tiny["inconclusive_reason"]
+            .as_str()
+            .unwrap()
+            .contains("expected cell"),
+        "{tiny}"
+    );
+    let ab: Vec<&Value> = recs.iter().filter(|r| r["test"] == "ab").collect();
+    assert_eq!(ab.len(), 1, "{ab:?}");
+    assert_eq!(ab[0]["method"], "GenRRTwoSample");
+    assert_eq!(ab[0]["n1"], 40000);
+    assert_eq!(ab[0]["n2"], 30000);
+    assert_eq!(ab[0]["group"], Value::Null);
+    assert!(ab[0]["p_value"].as_f64().unwrap() > 0.001, "{}", ab[0]);
+}

@@ -146,8 +146,21 @@ pub struct TestConfig {
     /// The concrete test; defaults to the natural test for the stream's mechanism.
     #[serde(default)]
     pub method: Option<TestMethod>,
-    /// The null distribution over the `domain` categories.
-    pub null: NullSpec,
+    /// The null distribution over the `domain` categories (gof tests only).
+    #[serde(default)]
+    pub null: Option<NullSpec>,
+    /// Independence tests: the r×c table, flattened row-major (`domain = rows·cols`).
+    #[serde(default)]
+    pub rows: Option<u32>,
+    #[serde(default)]
+    pub cols: Option<u32>,
+    /// Two-sample tests: the Utf8 column that labels the samples, and its two values.
+    #[serde(default)]
+    pub by: Option<String>,
+    #[serde(default)]
+    pub a: Option<String>,
+    #[serde(default)]
+    pub b: Option<String>,
     /// Significance level, in (0, 1).
     #[serde(default = "default_alpha")]
     pub alpha: f64,
@@ -183,6 +196,10 @@ fn default_alpha() -> f64 {
 pub enum TestKind {
     /// Identity / goodness of fit: H0 is p = p0.
     Gof,
+    /// Independence of the row and column variables of an r×c table.
+    Independence,
+    /// Two samples (labelled by a column) come from the same distribution.
+    TwoSample,
 }
 
 /// Concrete tests, named as in STATISTICS.md.
@@ -203,6 +220,20 @@ pub enum TestMethod {
     ChannelGOF,
     /// Pearson's classical chi-square on raw counts (curator model; not private by itself).
     PearsonGOF,
+    /// Gaboardi–Rogers' independence test on GenRR counts (seed 002, eqs. 11–12).
+    LocalExpIND,
+    /// Gaboardi–Rogers' minimised projected statistic on bit-flip counts (eqs. 13–15).
+    LocalBitFlipIND,
+    /// Gaboardi–Rogers' minimised statistic on Gaussian-noise sums (eq. 10, Alg. 6).
+    LocalNoiseIND,
+    /// Sheffet's marginal-product TV rule (seed 000, Thm 12).
+    SheffetTVIndependence,
+    /// Sheffet's Q statistic, calibrated by a Monte Carlo null (its law is unknown).
+    SheffetQ,
+    /// Pearson's χ² on the 2×d table of privatized counts of two samples (seed 003).
+    GenRRTwoSample,
+    /// The projected two-sample statistic on bit-flip counts with a pooled estimate.
+    BitFlipTwoSample,
 }
 
 impl TestMethod {
@@ -215,6 +246,13 @@ impl TestMethod {
             TestMethod::SheffetTV => "SheffetTV",
             TestMethod::ChannelGOF => "ChannelGOF",
             TestMethod::PearsonGOF => "PearsonGOF",
+            TestMethod::LocalExpIND => "LocalExpIND",
+            TestMethod::LocalBitFlipIND => "LocalBitFlipIND",
+            TestMethod::LocalNoiseIND => "LocalNoiseIND",
+            TestMethod::SheffetTVIndependence => "SheffetTVIndependence",
+            TestMethod::SheffetQ => "SheffetQ",
+            TestMethod::GenRRTwoSample => "GenRRTwoSample",
+            TestMethod::BitFlipTwoSample => "BitFlipTwoSample",
         }
     }
 
@@ -232,6 +270,21 @@ impl TestMethod {
             }
             (TestKind::Gof, MechanismConfig::Matrix { .. }) => &[ChannelGOF],
             (TestKind::Gof, MechanismConfig::Raw { .. }) => &[PearsonGOF],
+            (TestKind::Independence, MechanismConfig::Grr { .. }) => &[LocalExpIND],
+            (TestKind::Independence, MechanismConfig::Bitflip { .. }) => &[LocalBitFlipIND],
+            (TestKind::Independence, MechanismConfig::Gauss { .. }) => &[LocalNoiseIND],
+            (
+                TestKind::Independence,
+                MechanismConfig::Hadamard { .. } | MechanismConfig::Cohort { .. },
+            ) => &[SheffetTVIndependence, SheffetQ],
+            (
+                TestKind::TwoSample,
+                MechanismConfig::Grr { .. }
+                | MechanismConfig::Matrix { .. }
+                | MechanismConfig::Raw { .. },
+            ) => &[GenRRTwoSample],
+            (TestKind::TwoSample, MechanismConfig::Bitflip { .. }) => &[BitFlipTwoSample],
+            _ => &[],
         }
     }
 }

@@ -82,15 +82,35 @@ impl Config {
                         "a number strictly between 0 and 1",
                     ));
                 }
-                validate_null(&format!("{tat}.null"), &test.null, d)?;
+                validate_kind_keys(&tat, test, d, &stream.columns.report)?;
                 let method = match test.method {
                     Some(method) => {
                         check_method_applies(&tat, method, test.kind, &stream.mechanism)?;
                         method
                     }
-                    None => TestMethod::applicable(test.kind, &stream.mechanism)[0],
+                    None => match TestMethod::applicable(test.kind, &stream.mechanism).first() {
+                        Some(m) => *m,
+                        None => {
+                            return Err(ConfigError::invalid(
+                                format!("{tat}.kind"),
+                                format!("{:?}", test.kind),
+                                format!(
+                                    "a test kind that a {} stream supports",
+                                    stream.mechanism.kind()
+                                ),
+                            ))
+                        }
+                    },
                 };
+                if test.calibration == Calibration::MonteCarlo && test.kind != TestKind::Gof {
+                    return Err(ConfigError::invalid(
+                        format!("{tat}.calibration"),
+                        "\"monte_carlo\"",
+                        "\"asymptotic\": Monte Carlo calibration is offered for gof tests (SheffetQ always simulates its null)",
+                    ));
+                }
                 let needs_mc = test.calibration == Calibration::MonteCarlo
+                    || method == TestMethod::SheffetQ
                     || matches!(stream.mechanism, MechanismConfig::Laplace { .. });
                 if needs_mc && f64::from(test.mc_samples) * test.alpha <= 1.0 {
                     return Err(ConfigError::invalid(
@@ -103,26 +123,29 @@ impl Config {
                     ));
                 }
                 match (method, test.distance) {
-                    (TestMethod::SheffetTV, None) => {
+                    (TestMethod::SheffetTV | TestMethod::SheffetTVIndependence, None) => {
                         return Err(ConfigError::invalid(
                             format!("{tat}.distance"),
                             "(missing)",
                             "SheffetTV needs a distance parameter in (0, 2]",
                         ))
                     }
-                    (TestMethod::SheffetTV, Some(x)) if !(x > 0.0 && x <= 2.0) => {
+                    (TestMethod::SheffetTV | TestMethod::SheffetTVIndependence, Some(x))
+                        if !(x > 0.0 && x <= 2.0) =>
+                    {
                         return Err(ConfigError::invalid(
                             format!("{tat}.distance"),
                             x,
                             "a total-variation distance parameter in (0, 2]",
                         ))
                     }
-                    (TestMethod::SheffetTV, Some(_)) | (_, None) => {}
+                    (TestMethod::SheffetTV | TestMethod::SheffetTVIndependence, Some(_))
+                    | (_, None) => {}
                     (_, Some(x)) => {
                         return Err(ConfigError::invalid(
                             format!("{tat}.distance"),
                             x,
-                            "only SheffetTV takes a distance",
+                            "only SheffetTV and SheffetTVIndependence take a distance",
                         ))
                     }
                 }
@@ -235,6 +258,100 @@ fn validate_channel(m: &str, matrix: &[Vec<f64>]) -> Result<(), ConfigError> {
                 format!(
                     "every column sums to 1 within {CHANNEL_SUM_TOLERANCE:e} (column-stochastic)"
                 ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The keys each test kind needs, and no others.
+fn validate_kind_keys(
+    at: &str,
+    test: &crate::TestConfig,
+    d: usize,
+    report: &str,
+) -> Result<(), ConfigError> {
+    let forbid = |key: &str, present: bool, kind: &str| {
+        if present {
+            Err(ConfigError::invalid(
+                format!("{at}.{key}"),
+                "(set)",
+                format!("only {kind} tests take `{key}`"),
+            ))
+        } else {
+            Ok(())
+        }
+    };
+    let require = |key: &str, present: bool, what: &str| {
+        if present {
+            Ok(())
+        } else {
+            Err(ConfigError::invalid(
+                format!("{at}.{key}"),
+                "(missing)",
+                what.to_string(),
+            ))
+        }
+    };
+    let is_gof = test.kind == TestKind::Gof;
+    let is_ind = test.kind == TestKind::Independence;
+    let is_two = test.kind == TestKind::TwoSample;
+    forbid("null", !is_gof && test.null.is_some(), "gof")?;
+    forbid("rows", !is_ind && test.rows.is_some(), "independence")?;
+    forbid("cols", !is_ind && test.cols.is_some(), "independence")?;
+    for (key, v) in [("by", &test.by), ("a", &test.a), ("b", &test.b)] {
+        forbid(key, !is_two && v.is_some(), "two_sample")?;
+    }
+    if is_gof {
+        require(
+            "null",
+            test.null.is_some(),
+            "\"uniform\" or a list of d probabilities",
+        )?;
+        if let Some(null) = &test.null {
+            validate_null(&format!("{at}.null"), null, d)?;
+        }
+    }
+    if is_ind {
+        let (Some(r), Some(c)) = (test.rows, test.cols) else {
+            return require("rows", false, "rows and cols of the r×c table");
+        };
+        if r < 2 || c < 2 || (r as usize) * (c as usize) != d {
+            return Err(ConfigError::invalid(
+                format!("{at}.rows"),
+                format!("{r} (cols = {c})"),
+                format!("rows >= 2 and cols >= 2 with rows × cols = the domain ({d})"),
+            ));
+        }
+    }
+    if is_two {
+        require(
+            "by",
+            test.by.is_some(),
+            "the Utf8 column that labels the two samples",
+        )?;
+        require(
+            "a",
+            test.a.is_some(),
+            "the value of `by` for the first sample",
+        )?;
+        require(
+            "b",
+            test.b.is_some(),
+            "the value of `by` for the second sample",
+        )?;
+        if test.a == test.b {
+            return Err(ConfigError::invalid(
+                format!("{at}.b"),
+                format!("{:?}", test.b.as_deref().unwrap_or_default()),
+                "a value different from `a`",
+            ));
+        }
+        if test.by.as_deref() == Some(report) {
+            return Err(ConfigError::invalid(
+                format!("{at}.by"),
+                format!("{report:?}"),
+                "a label column, not the report column",
             ));
         }
     }
@@ -500,5 +617,67 @@ mod mechanism_tests {
             "",
         );
         assert!(e.contains("cohorts = 0"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod kind_tests {
+    use crate::Config;
+
+    fn cfg(mechanism: &str, test: &str) -> Result<Config, String> {
+        Config::from_toml_str(
+            &format!("[[stream]]\nname = \"s\"\nsource = {{ kind = \"parquet\", paths = [\"x\"] }}\nmechanism = {mechanism}\n[[stream.test]]\nname = \"t\"\n{test}\n"),
+            "t",
+        )
+        .map_err(|e| e.to_string())
+    }
+
+    const GRR6: &str = "{ kind = \"grr\", epsilon = 1.0, domain = 6 }";
+
+    #[test]
+    fn independence_needs_a_table_matching_the_domain() {
+        cfg(GRR6, "kind = \"independence\"\nrows = 2\ncols = 3").unwrap();
+        let e = cfg(GRR6, "kind = \"independence\"\nrows = 2\ncols = 2").unwrap_err();
+        assert!(
+            e.contains("rows = 2 (cols = 2)") && e.contains("domain (6)"),
+            "{e}"
+        );
+        let e = cfg(GRR6, "kind = \"independence\"").unwrap_err();
+        assert!(e.contains("rows = (missing)"), "{e}");
+        let e = cfg(
+            GRR6,
+            "kind = \"independence\"\nrows = 2\ncols = 3\nnull = \"uniform\"",
+        )
+        .unwrap_err();
+        assert!(e.contains("only gof tests take `null`"), "{e}");
+    }
+
+    #[test]
+    fn two_sample_needs_by_a_and_distinct_b() {
+        cfg(
+            GRR6,
+            "kind = \"two_sample\"\nby = \"g\"\na = \"x\"\nb = \"y\"",
+        )
+        .unwrap();
+        let e = cfg(GRR6, "kind = \"two_sample\"\nby = \"g\"\na = \"x\"").unwrap_err();
+        assert!(e.contains(".b = (missing)"), "{e}");
+        let e = cfg(
+            GRR6,
+            "kind = \"two_sample\"\nby = \"g\"\na = \"x\"\nb = \"x\"",
+        )
+        .unwrap_err();
+        assert!(e.contains("different from `a`"), "{e}");
+        let e = cfg(
+            "{ kind = \"gauss\", rho = 1.0, domain = 4 }",
+            "kind = \"two_sample\"\nby = \"g\"\na = \"x\"\nb = \"y\"",
+        )
+        .unwrap_err();
+        assert!(e.contains("kind") && e.contains("gauss"), "{e}");
+    }
+
+    #[test]
+    fn gof_still_needs_a_null() {
+        let e = cfg(GRR6, "kind = \"gof\"").unwrap_err();
+        assert!(e.contains("null = (missing)"), "{e}");
     }
 }

@@ -2,10 +2,16 @@
 
 use std::path::PathBuf;
 
-use ldpstream_config::{Config, MechanismConfig, SourceConfig, StreamConfig};
-use ldpstream_engine::evaluate::{evaluate, Scope};
+use std::collections::BTreeMap;
+
+use ldpstream_config::{Config, MechanismConfig, SourceConfig, StreamConfig, TestKind};
+use ldpstream_engine::evaluate::{evaluate, evaluate_two_sample, Scope};
 use ldpstream_engine::mechanism::Mechanism;
 use ldpstream_engine::record::TestRecord;
+use ldpstream_engine::sketch::Sketch;
+use ldpstream_engine::stats::bh_q_values;
+
+use crate::grouping::GroupKey;
 use tracing::{info, warn};
 
 use crate::error::ConnectorError;
@@ -41,7 +47,7 @@ pub fn layout(stream: &StreamConfig, mechanism: &Mechanism) -> ReportLayout {
         mechanism: mechanism.clone(),
         report: stream.columns.report.clone(),
         index,
-        group_by: stream.columns.group_by.clone(),
+        group_by: fold_columns(stream),
     }
 }
 
@@ -71,7 +77,49 @@ pub fn fold_stream(
     Ok(sketches)
 }
 
-/// One record per (test, group) of a stream's global window.
+/// Project a fold key (values of `fold_columns`) onto `wanted` columns.
+fn project(key: &GroupKey, fold_columns: &[String], wanted: &[String]) -> GroupKey {
+    wanted
+        .iter()
+        .map(|w| {
+            fold_columns
+                .iter()
+                .position(|c| c == w)
+                .and_then(|i| key.get(i).cloned())
+                .flatten()
+        })
+        .collect()
+}
+
+/// Merges the sketches whose projected keys agree.
+fn merge_by(
+    sketches: &GroupedSketches,
+    fold_columns: &[String],
+    wanted: &[String],
+    keep: impl Fn(&GroupKey) -> bool,
+) -> Result<BTreeMap<GroupKey, Sketch>, ConnectorError> {
+    let mut out: BTreeMap<GroupKey, Sketch> = BTreeMap::new();
+    for (key, sketch) in sketches.iter().filter(|(k, _)| keep(k)) {
+        match out.entry(project(key, fold_columns, wanted)) {
+            std::collections::btree_map::Entry::Occupied(mut e) => e.get_mut().merge(sketch)?,
+            std::collections::btree_map::Entry::Vacant(e) => {
+                e.insert(sketch.clone());
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn scope(columns: &[String], key: &GroupKey) -> Scope {
+    Scope {
+        group: (!columns.is_empty())
+            .then(|| columns.iter().cloned().zip(key.iter().cloned()).collect()),
+        ..Scope::default()
+    }
+}
+
+/// One record per (test, group) of a stream's global window, with Benjamini–Hochberg
+/// q-values across each test's groups.
 pub fn evaluate_stream(
     stream: &StreamConfig,
     mechanism: &Mechanism,
@@ -80,24 +128,71 @@ pub fn evaluate_stream(
     if stream.tests.is_empty() {
         warn!(stream = %stream.name, "stream has no [[stream.test]] entries; nothing to report");
     }
+    let fold_columns = fold_columns(stream);
+    let group_by = &stream.columns.group_by;
     let mut records = Vec::new();
     for test in &stream.tests {
-        for (key, sketch) in sketches {
-            let group = (!stream.columns.group_by.is_empty()).then(|| {
-                stream
-                    .columns
-                    .group_by
-                    .iter()
-                    .cloned()
-                    .zip(key.iter().cloned())
-                    .collect()
-            });
-            let scope = Scope {
-                group,
-                ..Scope::default()
-            };
-            records.push(evaluate(stream, test, mechanism, scope, sketch)?);
+        let mut batch = Vec::new();
+        match (&test.kind, &test.by, &test.a, &test.b) {
+            (TestKind::TwoSample, Some(by), Some(a), Some(b)) => {
+                let record_columns: Vec<String> =
+                    group_by.iter().filter(|c| *c != by).cloned().collect();
+                let by_index = fold_columns.iter().position(|c| c == by);
+                let side = |value: &String| {
+                    merge_by(sketches, &fold_columns, &record_columns, |k| {
+                        by_index
+                            .and_then(|i| k.get(i))
+                            .is_some_and(|v| v.as_ref() == Some(value))
+                    })
+                };
+                let (sa, sb) = (side(a)?, side(b)?);
+                let keys: std::collections::BTreeSet<&GroupKey> =
+                    sa.keys().chain(sb.keys()).collect();
+                let empty = mechanism.new_sketch();
+                for key in keys {
+                    let x = sa.get(key).unwrap_or(&empty);
+                    let y = sb.get(key).unwrap_or(&empty);
+                    batch.push(evaluate_two_sample(
+                        stream,
+                        test,
+                        mechanism,
+                        scope(&record_columns, key),
+                        x,
+                        y,
+                    )?);
+                }
+            }
+            _ => {
+                for (key, sketch) in merge_by(sketches, &fold_columns, group_by, |_| true)? {
+                    batch.push(evaluate(
+                        stream,
+                        test,
+                        mechanism,
+                        scope(group_by, &key),
+                        &sketch,
+                    )?);
+                }
+            }
         }
+        let q = bh_q_values(&batch.iter().map(|r| r.p_value).collect::<Vec<_>>());
+        for (r, q) in batch.iter_mut().zip(q) {
+            r.q_value = q;
+        }
+        records.extend(batch);
     }
     Ok(records)
+}
+
+/// The columns a stream's reports are folded by: its `group_by`, then every two-sample
+/// label column not already among them.
+pub fn fold_columns(stream: &StreamConfig) -> Vec<String> {
+    let mut columns = stream.columns.group_by.clone();
+    for test in &stream.tests {
+        if let Some(by) = &test.by {
+            if !columns.contains(by) {
+                columns.push(by.clone());
+            }
+        }
+    }
+    columns
 }

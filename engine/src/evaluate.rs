@@ -1,14 +1,23 @@
-//! Turns a sketch snapshot into a [`TestRecord`]: estimates, statistic, p-value, decision.
+//! Turns sketch snapshots into [`TestRecord`]s: estimates, statistic, p-value, decision.
 
 use std::collections::BTreeMap;
 
-use ldpstream_config::{Calibration, StreamConfig, TestConfig, TestMethod};
+use ldpstream_config::{Calibration, StreamConfig, TestConfig, TestKind, TestMethod};
+use rand::rngs::StdRng;
+use rand::SeedableRng;
 
 use crate::error::EngineError;
 use crate::mechanism::{Mechanism, NoiseKind};
 use crate::record::TestRecord;
 use crate::sketch::Sketch;
-use crate::stats::{run_gof, GofParams};
+use crate::stats::{
+    bitflip_two_sample, genrr_two_sample, local_bitflip_ind, local_exp_ind, local_noise_ind,
+    marginal_product, monte_carlo_p_value, run_gof, sample_null_sketch, Decision, GofParams,
+};
+
+/// Expected cell counts at or below this make an independence test inconclusive
+/// (seed 002, footnote 2).
+pub const MIN_EXPECTED_CELL: f64 = 5.0;
 
 /// Where a result sits: the group it covers and its window bounds (RFC 3339), if any.
 #[derive(Debug, Clone, Default)]
@@ -19,12 +28,61 @@ pub struct Scope {
 }
 
 /// The test a config entry asks for, with the mechanism's default filled in.
-pub fn resolve_method(stream: &StreamConfig, test: &TestConfig) -> TestMethod {
-    test.method
-        .unwrap_or_else(|| TestMethod::applicable(test.kind, &stream.mechanism)[0])
+pub fn resolve_method(stream: &StreamConfig, test: &TestConfig) -> Result<TestMethod, EngineError> {
+    match test.method {
+        Some(m) => Ok(m),
+        None => TestMethod::applicable(test.kind, &stream.mechanism)
+            .first()
+            .copied()
+            .ok_or(EngineError::InvalidParameter {
+                name: "kind",
+                value: format!("{:?} on a {} stream", test.kind, stream.mechanism.kind()),
+                allowed: "a test kind the mechanism supports",
+            }),
+    }
 }
 
-/// Runs `test` on a snapshot of `stream`'s sketch.
+/// The parts of a record that depend on the test, not on the sketch.
+#[derive(Debug, Default)]
+struct Outcome {
+    statistic: Option<f64>,
+    df: Option<u32>,
+    p_value: Option<f64>,
+    reject: bool,
+    mc_p_value: Option<f64>,
+    critical_value: Option<f64>,
+    tv_distance: Option<f64>,
+    fit_iterations: Option<u32>,
+    fit_converged: Option<bool>,
+    inconclusive_reason: Option<String>,
+}
+
+impl Outcome {
+    fn chi2(d: Decision, alpha: f64) -> Self {
+        Outcome {
+            statistic: Some(d.statistic),
+            df: d.df,
+            p_value: d.p_value,
+            reject: d.p_value.is_some_and(|p| p < alpha),
+            ..Outcome::default()
+        }
+    }
+
+    fn inconclusive(reason: impl Into<String>) -> Self {
+        Outcome {
+            inconclusive_reason: Some(reason.into()),
+            ..Outcome::default()
+        }
+    }
+}
+
+fn uses_monte_carlo(test: &TestConfig, method: TestMethod, mechanism: &Mechanism) -> bool {
+    test.calibration == Calibration::MonteCarlo
+        || method == TestMethod::SheffetQ
+        || matches!(mechanism, Mechanism::Noise(m) if matches!(m.kind(), NoiseKind::Laplace { .. }))
+}
+
+/// Runs a gof or independence `test` on a snapshot of `stream`'s sketch.
 pub fn evaluate(
     stream: &StreamConfig,
     test: &TestConfig,
@@ -32,39 +90,218 @@ pub fn evaluate(
     scope: Scope,
     sketch: &Sketch,
 ) -> Result<TestRecord, EngineError> {
-    let method = resolve_method(stream, test);
-    let d = mechanism.domain();
-    let p0 = test.null.probabilities(d);
+    let method = resolve_method(stream, test)?;
+    let outcome = if sketch.n() == 0 {
+        Outcome::inconclusive("no reports in the window")
+    } else {
+        match test.kind {
+            TestKind::Gof => gof(test, method, mechanism, sketch)?,
+            TestKind::Independence => independence(test, method, mechanism, sketch)?,
+            TestKind::TwoSample => {
+                return Err(EngineError::InvalidParameter {
+                    name: "kind",
+                    value: "two_sample".into(),
+                    allowed: "evaluate_two_sample for two-sample tests",
+                })
+            }
+        }
+    };
+    record(
+        stream, test, method, mechanism, scope, sketch, None, outcome,
+    )
+}
+
+/// Runs a two-sample `test` on the sketches of sample `a` and sample `b`.
+pub fn evaluate_two_sample(
+    stream: &StreamConfig,
+    test: &TestConfig,
+    mechanism: &Mechanism,
+    scope: Scope,
+    a: &Sketch,
+    b: &Sketch,
+) -> Result<TestRecord, EngineError> {
+    let method = resolve_method(stream, test)?;
+    let outcome = if a.n() == 0 || b.n() == 0 {
+        Outcome::inconclusive("one of the two samples has no reports")
+    } else {
+        let decision = match (method, mechanism, a, b) {
+            (TestMethod::GenRRTwoSample, _, Sketch::Counts(x), Sketch::Counts(y)) => {
+                genrr_two_sample(x.counts(), y.counts())
+            }
+            (
+                TestMethod::BitFlipTwoSample,
+                Mechanism::BitFlip(m),
+                Sketch::Bits(x),
+                Sketch::Bits(y),
+            ) => bitflip_two_sample(m, x.bit_counts(), x.n(), y.bit_counts(), y.n()),
+            _ => return Err(mechanism.sketch_mismatch(a)),
+        };
+        Outcome::chi2(decision, test.alpha)
+    };
+    // The record's estimates describe the two samples pooled.
+    let mut pooled = a.clone();
+    pooled.merge(b)?;
+    record(
+        stream,
+        test,
+        method,
+        mechanism,
+        scope,
+        &pooled,
+        Some((a.n(), b.n())),
+        outcome,
+    )
+}
+
+fn gof(
+    test: &TestConfig,
+    method: TestMethod,
+    mechanism: &Mechanism,
+    sketch: &Sketch,
+) -> Result<Outcome, EngineError> {
+    let p0 = test
+        .null
+        .as_ref()
+        .map(|n| n.probabilities(mechanism.domain()))
+        .ok_or(EngineError::InvalidParameter {
+            name: "null",
+            value: "(missing)".into(),
+            allowed: "a null distribution for a gof test",
+        })?;
+    let r = run_gof(
+        mechanism,
+        sketch,
+        &GofParams {
+            method,
+            p0: &p0,
+            alpha: test.alpha,
+            calibration: test.calibration,
+            mc_samples: test.mc_samples,
+            seed: test.seed,
+            distance: test.distance,
+        },
+    )?;
+    Ok(Outcome {
+        statistic: Some(r.statistic),
+        df: r.df,
+        p_value: r.p_value,
+        reject: r.reject,
+        mc_p_value: r.mc_p_value,
+        critical_value: r.critical_value,
+        tv_distance: r.tv_distance,
+        ..Outcome::default()
+    })
+}
+
+fn independence(
+    test: &TestConfig,
+    method: TestMethod,
+    mechanism: &Mechanism,
+    sketch: &Sketch,
+) -> Result<Outcome, EngineError> {
+    let (rows, cols) = match (test.rows, test.cols) {
+        (Some(r), Some(c)) => (r as usize, c as usize),
+        _ => {
+            return Err(EngineError::InvalidParameter {
+                name: "rows",
+                value: "(missing)".into(),
+                allowed: "rows and cols for an independence test",
+            })
+        }
+    };
+    let n = sketch.n();
+    let result = match (method, mechanism, sketch) {
+        (TestMethod::LocalExpIND, Mechanism::Grr(m), Sketch::Counts(s)) => {
+            local_exp_ind(m.epsilon(), rows, cols, s.counts())
+        }
+        (TestMethod::LocalBitFlipIND, Mechanism::BitFlip(m), Sketch::Bits(s)) => {
+            local_bitflip_ind(m, rows, cols, s.bit_counts(), n)
+        }
+        (TestMethod::LocalNoiseIND, Mechanism::Noise(m), Sketch::Sums(s)) => {
+            local_noise_ind(m, rows, cols, &s.sums_f64(), n)
+        }
+        (
+            TestMethod::SheffetTVIndependence | TestMethod::SheffetQ,
+            Mechanism::Hadamard(_) | Mechanism::Cohort(_),
+            _,
+        ) => {
+            return sheffet_independence(test, method, mechanism, sketch, rows, cols);
+        }
+        _ => return Err(mechanism.sketch_mismatch(sketch)),
+    };
+    let mut outcome = Outcome::chi2(result.decision, test.alpha);
+    if let Some(fit) = &result.fit {
+        outcome.fit_iterations = Some(fit.iterations);
+        outcome.fit_converged = Some(fit.converged);
+    }
+    if result.min_expected <= MIN_EXPECTED_CELL {
+        outcome.reject = false;
+        outcome.inconclusive_reason = Some(format!(
+            "smallest expected cell count n·π1_i·π2_j is {:.3} (at most {MIN_EXPECTED_CELL}): too few reports to decide",
+            result.min_expected
+        ));
+    }
+    Ok(outcome)
+}
+
+fn sheffet_independence(
+    test: &TestConfig,
+    method: TestMethod,
+    mechanism: &Mechanism,
+    sketch: &Sketch,
+    rows: usize,
+    cols: usize,
+) -> Result<Outcome, EngineError> {
+    let n = sketch.n();
+    let observed = marginal_product(&mechanism.estimate(sketch)?.estimate, rows, cols, n);
+    if method == TestMethod::SheffetTVIndependence {
+        let half = test.distance.unwrap_or(f64::INFINITY) / 2.0;
+        return Ok(Outcome {
+            statistic: Some(observed.tv),
+            tv_distance: Some(observed.tv),
+            reject: observed.tv > half,
+            ..Outcome::default()
+        });
+    }
+    // Q has no known null law (Sheffet's open problem): simulate sketches under the product
+    // of the estimated marginals and recompute Q on each, marginals re-estimated.
+    let mut rng = StdRng::seed_from_u64(test.seed);
+    let mut simulated = Vec::with_capacity(test.mc_samples as usize);
+    for _ in 0..test.mc_samples {
+        let null = sample_null_sketch(mechanism, sketch, &observed.product, &mut rng)?;
+        simulated.push(marginal_product(&mechanism.estimate(&null)?.estimate, rows, cols, n).q);
+    }
+    let (p, tau) = monte_carlo_p_value(observed.q, &mut simulated, test.alpha);
+    Ok(Outcome {
+        statistic: Some(observed.q),
+        p_value: Some(p),
+        reject: p <= test.alpha,
+        mc_p_value: Some(p),
+        critical_value: Some(tau),
+        tv_distance: Some(observed.tv),
+        ..Outcome::default()
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn record(
+    stream: &StreamConfig,
+    test: &TestConfig,
+    method: TestMethod,
+    mechanism: &Mechanism,
+    scope: Scope,
+    sketch: &Sketch,
+    samples: Option<(u64, u64)>,
+    outcome: Outcome,
+) -> Result<TestRecord, EngineError> {
     let n = sketch.n();
     let estimate = mechanism.estimate(sketch)?;
     let mle = mechanism.mle(sketch)?;
-    let laplace =
-        matches!(mechanism, Mechanism::Noise(m) if matches!(m.kind(), NoiseKind::Laplace { .. }));
-    let calibration = if test.calibration == Calibration::MonteCarlo || laplace {
+    let calibration = if uses_monte_carlo(test, method, mechanism) {
         "monte_carlo"
     } else {
         "asymptotic"
     };
-    let result = if n > 0 {
-        Some(run_gof(
-            mechanism,
-            sketch,
-            &GofParams {
-                method,
-                p0: &p0,
-                alpha: test.alpha,
-                calibration: test.calibration,
-                mc_samples: test.mc_samples,
-                seed: test.seed,
-                distance: test.distance,
-            },
-        )?)
-    } else {
-        None
-    };
-    let inconclusive_reason = result
-        .is_none()
-        .then(|| "no reports in the window".to_string());
     Ok(TestRecord {
         stream: stream.name.clone(),
         test: test.name.clone(),
@@ -74,10 +311,13 @@ pub fn evaluate(
         window_start: scope.window_start,
         window_end: scope.window_end,
         n,
-        statistic: result.as_ref().map(|r| r.statistic),
-        df: result.as_ref().and_then(|r| r.df),
-        p_value: result.as_ref().and_then(|r| r.p_value),
-        reject: result.as_ref().is_some_and(|r| r.reject),
+        n1: samples.map(|s| s.0),
+        n2: samples.map(|s| s.1),
+        statistic: outcome.statistic,
+        df: outcome.df,
+        p_value: outcome.p_value,
+        q_value: None,
+        reject: outcome.reject,
         alpha: test.alpha,
         estimate: estimate.estimate,
         std_error: estimate.std_error,
@@ -86,11 +326,13 @@ pub fn evaluate(
         mle_iterations: mle.iterations,
         privacy: mechanism.privacy(),
         calibration: calibration.to_string(),
-        mc_p_value: result.as_ref().and_then(|r| r.mc_p_value),
-        critical_value: result.as_ref().and_then(|r| r.critical_value),
-        tv_distance: result.as_ref().and_then(|r| r.tv_distance),
+        mc_p_value: outcome.mc_p_value,
+        critical_value: outcome.critical_value,
+        tv_distance: outcome.tv_distance,
+        fit_iterations: outcome.fit_iterations,
+        fit_converged: outcome.fit_converged,
         rejected_reports: sketch.rejected().to_map(),
-        inconclusive: inconclusive_reason.is_some(),
-        inconclusive_reason,
+        inconclusive: outcome.inconclusive_reason.is_some(),
+        inconclusive_reason: outcome.inconclusive_reason,
     })
 }

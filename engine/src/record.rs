@@ -19,13 +19,19 @@ pub struct TestRecord {
     /// RFC 3339, or null for a global window.
     pub window_start: Option<String>,
     pub window_end: Option<String>,
-    /// Reports folded into the sketch the test ran on.
+    /// Reports folded into the sketch the test ran on (both samples, for two-sample tests).
     pub n: u64,
+    /// Two-sample tests: the reports in sample `a` and in sample `b`.
+    pub n1: Option<u64>,
+    pub n2: Option<u64>,
     /// Null when the test could not run (see `inconclusive_reason`).
     pub statistic: Option<f64>,
     /// χ² degrees of freedom; null for decision rules without a χ² law (SheffetTV).
     pub df: Option<u32>,
     pub p_value: Option<f64>,
+    /// Benjamini–Hochberg adjusted p-value across the groups of the same stream, test and
+    /// window.
+    pub q_value: Option<f64>,
     pub reject: bool,
     pub alpha: f64,
     /// Debiased (unbiased) frequency estimate, one entry per category.
@@ -46,6 +52,10 @@ pub struct TestRecord {
     pub critical_value: Option<f64>,
     /// SheffetTV: total-variation distance between the estimate and the null.
     pub tv_distance: Option<f64>,
+    /// Independence tests that minimise their statistic: the solver's iterations and
+    /// whether it met its tolerance.
+    pub fit_iterations: Option<u32>,
+    pub fit_converged: Option<bool>,
     /// Reports seen but not folded, by reason.
     pub rejected_reports: BTreeMap<String, u64>,
     /// True when the data cannot support a decision; `reject` is then false by fiat, not

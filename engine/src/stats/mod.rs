@@ -1,25 +1,36 @@
 //! Hypothesis tests on sketch snapshots. Every p-value comes from a survival function,
 //! never `1 − cdf`, so that tiny p-values keep their precision.
 
+mod bilinear_fit;
 mod bitflip_gof;
 mod chi2;
 mod gof;
+mod independence;
 mod local_exp_gof;
 mod monte_carlo;
+mod multiple;
 mod noise_gof;
 mod pearson;
 mod rank_one;
 mod sheffet;
+mod two_sample;
 
+pub use bilinear_fit::{BilinearProblem, Fit};
 pub use bitflip_gof::local_bitflip_gof;
 pub use chi2::chi2_sf;
 pub use gof::{gof_statistic, run_gof, GofParams, GofResult};
+pub use independence::{
+    local_bitflip_ind, local_exp_ind, local_noise_ind, marginal_product, IndependenceOutcome,
+    MarginalProduct,
+};
 pub use local_exp_gof::local_exp_gof;
 pub use monte_carlo::{monte_carlo_p_value, sample_multinomial, sample_null_sketch};
+pub use multiple::bh_q_values;
 pub use noise_gof::noise_statistic;
 pub use pearson::pearson_gof;
 pub use rank_one::{center, quad_form_inverse};
 pub use sheffet::{cohort_chi2_statistic, sheffet_chi2_statistic, tv_distance};
+pub use two_sample::{bitflip_two_sample, genrr_two_sample};
 
 /// A statistic with its asymptotic law, when it has one.
 #[derive(Debug, Clone, Copy, PartialEq)]

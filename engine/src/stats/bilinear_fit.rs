@@ -1,0 +1,200 @@
+//! The minimisation inside the bit-flip and noise independence statistics:
+//! `min_{θ1 ∈ Δ_r, θ2 ∈ Δ_c} uᵀ Π S⁻¹ Π u` with `u = h − a·vec(θ1θ2ᵀ) − c0` and
+//! `S = Diag(s) − k·qqᵀ` (diagonal minus rank one, so each evaluation is O(rc)).
+//! Solved by projected gradient descent with Armijo backtracking.
+
+use super::rank_one::center;
+use crate::mle::project_to_simplex;
+
+/// Stop when a full projected-gradient step moves no coordinate by more than this.
+pub const FIT_TOLERANCE: f64 = 1e-13;
+pub const FIT_MAX_ITERATIONS: u32 = 100_000;
+
+/// The fixed parts of the objective.
+#[derive(Debug, Clone)]
+pub struct BilinearProblem {
+    pub rows: usize,
+    pub cols: usize,
+    /// Observed means h (length rc, row-major).
+    pub target: Vec<f64>,
+    /// a: how much of the mean is signal.
+    pub scale: f64,
+    /// c0: the mean's constant part.
+    pub offset: f64,
+    /// S = Diag(diag) − rank_coef·rank_vec·rank_vecᵀ.
+    pub diag: Vec<f64>,
+    pub rank_coef: f64,
+    pub rank_vec: Vec<f64>,
+}
+
+/// A minimiser and how it was reached.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fit {
+    pub value: f64,
+    pub theta1: Vec<f64>,
+    pub theta2: Vec<f64>,
+    pub iterations: u32,
+    pub converged: bool,
+}
+
+impl BilinearProblem {
+    fn residual(&self, t1: &[f64], t2: &[f64]) -> Vec<f64> {
+        let mut u = Vec::with_capacity(self.rows * self.cols);
+        for (i, &a) in t1.iter().enumerate() {
+            for (j, &b) in t2.iter().enumerate() {
+                u.push(self.target[i * self.cols + j] - self.scale * a * b - self.offset);
+            }
+        }
+        u
+    }
+
+    /// `S⁻¹ v` by Sherman–Morrison.
+    fn solve(&self, v: &[f64]) -> Vec<f64> {
+        let mut qdv = 0.0;
+        let mut qdq = 0.0;
+        for ((&d, &q), &x) in self.diag.iter().zip(&self.rank_vec).zip(v) {
+            qdv += q * x / d;
+            qdq += q * q / d;
+        }
+        let factor = self.rank_coef * qdv / (1.0 - self.rank_coef * qdq);
+        v.iter()
+            .zip(&self.diag)
+            .zip(&self.rank_vec)
+            .map(|((&x, &d), &q)| (x + factor * q) / d)
+            .collect()
+    }
+
+    /// The objective and `W u` (W = ΠS⁻¹Π).
+    fn evaluate(&self, t1: &[f64], t2: &[f64]) -> (f64, Vec<f64>) {
+        let u = center(&self.residual(t1, t2));
+        let x = self.solve(&u);
+        let value = u.iter().zip(&x).map(|(a, b)| a * b).sum();
+        (value, center(&x))
+    }
+
+    pub fn value(&self, t1: &[f64], t2: &[f64]) -> f64 {
+        self.evaluate(t1, t2).0
+    }
+
+    /// Minimises from `(t1, t2)` (projected onto the simplices first).
+    pub fn minimise(&self, t1: &[f64], t2: &[f64]) -> Fit {
+        let mut t1 = project_to_simplex(t1);
+        let mut t2 = project_to_simplex(t2);
+        let (mut value, mut wu) = self.evaluate(&t1, &t2);
+        let mut step = 1.0;
+        for iteration in 1..=FIT_MAX_ITERATIONS {
+            // ∂(uᵀWu)/∂θ1_i = −2a Σ_j (Wu)_ij θ2_j, and symmetrically for θ2.
+            let g1: Vec<f64> = (0..self.rows)
+                .map(|i| {
+                    -2.0 * self.scale
+                        * (0..self.cols)
+                            .map(|j| wu[i * self.cols + j] * t2[j])
+                            .sum::<f64>()
+                })
+                .collect();
+            let g2: Vec<f64> = (0..self.cols)
+                .map(|j| {
+                    -2.0 * self.scale
+                        * (0..self.rows)
+                            .map(|i| wu[i * self.cols + j] * t1[i])
+                            .sum::<f64>()
+                })
+                .collect();
+            loop {
+                let n1 = project_to_simplex(
+                    &t1.iter()
+                        .zip(&g1)
+                        .map(|(x, g)| x - step * g)
+                        .collect::<Vec<_>>(),
+                );
+                let n2 = project_to_simplex(
+                    &t2.iter()
+                        .zip(&g2)
+                        .map(|(x, g)| x - step * g)
+                        .collect::<Vec<_>>(),
+                );
+                let moved: f64 = n1
+                    .iter()
+                    .zip(&t1)
+                    .chain(n2.iter().zip(&t2))
+                    .map(|(a, b)| (a - b) * (a - b))
+                    .sum();
+                let largest = n1
+                    .iter()
+                    .zip(&t1)
+                    .chain(n2.iter().zip(&t2))
+                    .map(|(a, b)| (a - b).abs())
+                    .fold(0.0, f64::max);
+                let (new_value, new_wu) = self.evaluate(&n1, &n2);
+                if new_value <= value - moved / (2.0 * step)
+                    || largest < FIT_TOLERANCE * step.max(1.0)
+                {
+                    let done = largest < FIT_TOLERANCE;
+                    t1 = n1;
+                    t2 = n2;
+                    value = new_value.min(value);
+                    wu = new_wu;
+                    step *= 1.5;
+                    if done {
+                        return Fit {
+                            value,
+                            theta1: t1,
+                            theta2: t2,
+                            iterations: iteration,
+                            converged: true,
+                        };
+                    }
+                    break;
+                }
+                step *= 0.5;
+                if step < 1e-300 {
+                    return Fit {
+                        value,
+                        theta1: t1,
+                        theta2: t2,
+                        iterations: iteration,
+                        converged: false,
+                    };
+                }
+            }
+        }
+        Fit {
+            value,
+            theta1: t1,
+            theta2: t2,
+            iterations: FIT_MAX_ITERATIONS,
+            converged: false,
+        }
+    }
+}
+
+/// Row and column sums of a row-major r×c table.
+pub fn margins(table: &[f64], rows: usize, cols: usize) -> (Vec<f64>, Vec<f64>) {
+    let mut r = vec![0.0; rows];
+    let mut c = vec![0.0; cols];
+    for i in 0..rows {
+        for j in 0..cols {
+            r[i] += table[i * cols + j];
+            c[j] += table[i * cols + j];
+        }
+    }
+    (r, c)
+}
+
+/// Projects onto the simplex and keeps every entry at least `floor` (renormalised), so a
+/// covariance built from it stays positive definite: "the open simplex" of seed 002.
+pub fn into_open_simplex(v: &[f64], floor: f64) -> Vec<f64> {
+    let p: Vec<f64> = project_to_simplex(v)
+        .iter()
+        .map(|&x| x.max(floor))
+        .collect();
+    let s: f64 = p.iter().sum();
+    p.iter().map(|x| x / s).collect()
+}
+
+/// `vec(a bᵀ)`, row-major.
+pub fn outer(a: &[f64], b: &[f64]) -> Vec<f64> {
+    a.iter()
+        .flat_map(|&x| b.iter().map(move |&y| x * y))
+        .collect()
+}

@@ -1,0 +1,38 @@
+//! Multiple-testing control across the groups of one window (STATISTICS.md §9).
+
+/// Benjamini–Hochberg adjusted p-values (q-values), in the input order. Entries without a
+/// p-value are left out of the family and get none.
+pub fn bh_q_values(p: &[Option<f64>]) -> Vec<Option<f64>> {
+    let mut present: Vec<(usize, f64)> = p
+        .iter()
+        .enumerate()
+        .filter_map(|(i, v)| v.map(|x| (i, x)))
+        .collect();
+    let m = present.len() as f64;
+    present.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let mut out = vec![None; p.len()];
+    let mut running = 1.0f64;
+    for (rank, &(index, value)) in present.iter().enumerate().rev() {
+        running = running.min(value * m / (rank + 1) as f64).min(1.0);
+        out[index] = Some(running);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// statsmodels.stats.multitest.multipletests(
+    ///     [0.01, 0.04, 0.03, 0.005, 0.5, 0.2, 0.04], method="fdr_bh")[1]
+    #[test]
+    fn matches_statsmodels() {
+        let p = [0.01, 0.04, 0.03, 0.005, 0.5, 0.2, 0.04].map(Some);
+        let q = bh_q_values(&p);
+        let expected = [0.035, 0.056, 0.056, 0.035, 0.5, 0.23333333333333336, 0.056];
+        for (found, e) in q.iter().zip(expected) {
+            assert!((found.unwrap() - e).abs() < 1e-12, "{q:?}");
+        }
+        assert_eq!(bh_q_values(&[None, Some(0.2)]), vec![None, Some(0.2)]);
+    }
+}

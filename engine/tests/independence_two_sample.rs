@@ -1,0 +1,332 @@
+//! Independence and two-sample tests: statistics against numpy/scipy on fixed tables, the
+//! minimised statistics against a scipy.optimize reference minimum, seeded Monte Carlo
+//! size checks, and the power sanity check of seed 002's experiment.
+//!
+//! Python for the reference numbers (numpy, scipy 1.17): `proj` is the Euclidean simplex
+//! projection and `open_simplex(v) = normalise(max(proj(v), 1e-6))`.
+
+use ldpstream_config::{MechanismConfig, TestMethod};
+use ldpstream_engine::fold::fold_batch;
+use ldpstream_engine::mechanism::{privatize_batch, BitFlip, Mechanism, Noise, NoiseKind};
+use ldpstream_engine::sketch::{SignedSketch, Sketch};
+use ldpstream_engine::stats::{
+    bitflip_two_sample, genrr_two_sample, local_bitflip_ind, local_exp_ind, local_noise_ind,
+    marginal_product,
+};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+fn rel(found: f64, expected: f64, tol: f64, what: &str) {
+    assert!(
+        (found - expected).abs() <= tol * expected.abs(),
+        "{what}: found {found:e}, expected {expected:e}"
+    );
+}
+
+#[test]
+fn local_exp_ind_matches_scipy() {
+    // r,c=2,3; beta=1/(e+r*c-1); marginals maximise sum(H*log(beta*((e-1)*outer(t1,t2)+1)))
+    // (scipy.optimize.minimize SLSQP over both simplices, ftol=1e-16); then
+    // q=beta*((e-1)*outer+1); T=sum((H-n*q)**2/(n*q)); chi2.sf(T, 2)
+    let out = local_exp_ind(1.0, 2, 3, &[180, 140, 160, 150, 190, 180]);
+    rel(out.decision.statistic, 9.68193395871812, 1e-6, "statistic");
+    rel(
+        out.decision.p_value.unwrap(),
+        0.007899411789085119,
+        1e-6,
+        "p-value",
+    );
+    assert_eq!(out.decision.df, Some(2));
+    rel(
+        out.min_expected,
+        114.12051287083267,
+        1e-6,
+        "min expected cell",
+    );
+    // Seed 002's moment-estimate plug-in (eq. 11) gives 9.84494042200006 here, and a test
+    // that rejects ~6% of null tables at α = 0.05; see `local_exp_ind`.
+    assert!((out.decision.statistic - 9.84494042200006).abs() > 0.1);
+}
+
+#[test]
+fn local_bitflip_ind_matches_scipy_minimum() {
+    // t=H/n; plug-in pi1=(T.sum(1)-c*flip)/a, pi2=(T.sum(0)-r*flip)/a; p=outer(open_simplex)
+    // S=a²(diag(p)-pp')+bI; W=Pi inv(S) Pi; minimize (t-a*outer(t1,t2)-flip)'W(...)
+    // with SLSQP over both simplices (ftol 1e-16) from the plug-in start: n*min.
+    let m = BitFlip::new(1.0, 6).unwrap();
+    let out = local_bitflip_ind(&m, 2, 3, &[420, 330, 300, 350, 410, 290], 1000);
+    rel(
+        out.decision.statistic,
+        25.32080580181246,
+        1e-6,
+        "minimised statistic",
+    );
+    rel(
+        out.decision.p_value.unwrap(),
+        3.1743651419450856e-06,
+        1e-5,
+        "p-value",
+    );
+    assert_eq!(out.decision.df, Some(2));
+    assert!(out.fit.as_ref().unwrap().converged, "{:?}", out.fit);
+}
+
+#[test]
+fn local_noise_ind_matches_scipy_minimum() {
+    // rho=0.5; nh=H.sum(); pi=margins/nh; p=outer(open_simplex); S=diag(p)-pp'+(1/rho)I
+    // minimize (H/n-outer(t1,t2))'W(...) with SLSQP: n*min, chi2.sf(., 1)
+    let m = Noise::new(NoiseKind::Gauss { rho: 0.5 }, 4).unwrap();
+    let out = local_noise_ind(&m, 2, 2, &[620.5, 480.25, 410.0, 489.25], 2000);
+    rel(
+        out.decision.statistic,
+        2.5057447950912715,
+        1e-6,
+        "minimised statistic",
+    );
+    rel(
+        out.decision.p_value.unwrap(),
+        0.11343184646582784,
+        1e-6,
+        "p-value",
+    );
+}
+
+#[test]
+fn sheffet_marginal_product_matches_numpy() {
+    // theta=H.T@(plus-minus)/n; est=theta/(2*eta); prod=outer(proj(rows),proj(cols))
+    // tv=0.5*abs(est-prod).sum(); Q=n*sum((est-prod)**2/prod)
+    let m = Mechanism::from_config(&MechanismConfig::Hadamard {
+        epsilon: 1.0,
+        domain: 4,
+    })
+    .unwrap();
+    let s = Sketch::Signed(
+        SignedSketch::from_tables(vec![300, 180, 220, 240], vec![200, 320, 280, 260]).unwrap(),
+    );
+    let mp = marginal_product(&m.estimate(&s).unwrap().estimate, 2, 2, s.n());
+    rel(mp.tv, 0.28360465862613476, 1e-9, "tv");
+    rel(mp.q, 1439.3208222177063, 1e-9, "Q");
+}
+
+#[test]
+fn two_sample_tests_match_scipy() {
+    // scipy.stats.chi2_contingency([[120,80,50],[100,110,30]], correction=False): the
+    // all-zero third column is dropped, and df with it.
+    let out = genrr_two_sample(&[120, 80, 0, 50], &[100, 110, 0, 30]);
+    rel(out.statistic, 11.355671850079748, 1e-9, "statistic");
+    rel(out.p_value.unwrap(), 0.0034209536387401315, 1e-9, "p-value");
+    assert_eq!(out.df, Some(2));
+    // D=HA/n1-HB/n2; ph=proj(((HA+HB)/(n1+n2)-flip)/a); S=a²(diag(ph)-ph ph')+bI
+    // T=n1*n2/(n1+n2)*D@Pi@inv(S)@Pi@D; chi2.sf(T, 3)
+    let m = BitFlip::new(1.0, 4).unwrap();
+    let out = bitflip_two_sample(&m, &[500, 420, 330, 300], 1200, &[380, 390, 310, 260], 1000);
+    rel(out.statistic, 7.7882340313567955, 1e-9, "statistic");
+    rel(out.p_value.unwrap(), 0.05059714014099458, 1e-9, "p-value");
+}
+
+/// n true values drawn from `p`, privatized and folded.
+fn dataset(m: &Mechanism, p: &[f64], n: usize, rng: &mut StdRng) -> Sketch {
+    let cumulative: Vec<f64> = p
+        .iter()
+        .scan(0.0, |acc, &x| {
+            *acc += x;
+            Some(*acc)
+        })
+        .collect();
+    let xs: Vec<u32> = (0..n)
+        .map(|_| {
+            let u: f64 = rng.random();
+            cumulative
+                .iter()
+                .position(|&c| u < c)
+                .unwrap_or(p.len() - 1) as u32
+        })
+        .collect();
+    let columns = privatize_batch(m, &xs, rng).unwrap();
+    let mut sketch = m.new_sketch();
+    let report = columns.last().unwrap();
+    let index = (columns.len() == 2).then(|| columns[0].as_ref());
+    fold_batch(m, &mut sketch, report.as_ref(), index).unwrap();
+    sketch
+}
+
+fn product(a: &[f64], b: &[f64]) -> Vec<f64> {
+    a.iter()
+        .flat_map(|x| b.iter().map(move |y| x * y))
+        .collect()
+}
+
+fn assert_size(what: &str, rejections: u32, runs: u32) {
+    let rate = f64::from(rejections) / f64::from(runs);
+    eprintln!("{what}: rejection rate {rate} at alpha 0.05");
+    assert!((0.03..=0.07).contains(&rate), "{what}: type I error {rate}");
+}
+
+const RUNS: u32 = 1000;
+
+#[test]
+fn independence_tests_have_size_alpha() {
+    let (r, c) = (2usize, 3usize);
+    let p = product(&[0.6, 0.4], &[0.5, 0.3, 0.2]);
+    let mut rng = StdRng::seed_from_u64(11);
+    let grr = Mechanism::from_config(&MechanismConfig::Grr {
+        epsilon: 1.0,
+        domain: 6,
+    })
+    .unwrap();
+    let bf = Mechanism::from_config(&MechanismConfig::Bitflip {
+        epsilon: 1.0,
+        domain: 6,
+    })
+    .unwrap();
+    let gauss = Mechanism::from_config(&MechanismConfig::Gauss {
+        rho: 1.0,
+        domain: 6,
+    })
+    .unwrap();
+    let (mut e, mut b, mut g) = (0, 0, 0);
+    for _ in 0..RUNS {
+        let Sketch::Counts(s) = dataset(&grr, &p, 5000, &mut rng) else {
+            unreachable!()
+        };
+        e += u32::from(
+            local_exp_ind(1.0, r, c, s.counts())
+                .decision
+                .p_value
+                .unwrap()
+                < 0.05,
+        );
+        let (Mechanism::BitFlip(m), Sketch::Bits(s)) = (&bf, dataset(&bf, &p, 5000, &mut rng))
+        else {
+            unreachable!()
+        };
+        let out = local_bitflip_ind(m, r, c, s.bit_counts(), s.n());
+        assert!(out.fit.as_ref().unwrap().converged);
+        b += u32::from(out.decision.p_value.unwrap() < 0.05);
+        let (Mechanism::Noise(m), Sketch::Sums(s)) = (&gauss, dataset(&gauss, &p, 5000, &mut rng))
+        else {
+            unreachable!()
+        };
+        g += u32::from(
+            local_noise_ind(m, r, c, &s.sums_f64(), s.n())
+                .decision
+                .p_value
+                .unwrap()
+                < 0.05,
+        );
+    }
+    assert_size("LocalExpIND", e, RUNS);
+    assert_size("LocalBitFlipIND", b, RUNS);
+    assert_size("LocalNoiseIND", g, RUNS);
+}
+
+#[test]
+fn two_sample_tests_have_size_alpha_with_unequal_n() {
+    let p = [0.4, 0.3, 0.2, 0.1];
+    let mut rng = StdRng::seed_from_u64(12);
+    let grr = Mechanism::from_config(&MechanismConfig::Grr {
+        epsilon: 1.0,
+        domain: 4,
+    })
+    .unwrap();
+    let bf = Mechanism::from_config(&MechanismConfig::Bitflip {
+        epsilon: 1.0,
+        domain: 4,
+    })
+    .unwrap();
+    let (mut e, mut b) = (0, 0);
+    for _ in 0..RUNS {
+        let (Sketch::Counts(x), Sketch::Counts(y)) = (
+            dataset(&grr, &p, 3000, &mut rng),
+            dataset(&grr, &p, 5000, &mut rng),
+        ) else {
+            unreachable!()
+        };
+        e += u32::from(genrr_two_sample(x.counts(), y.counts()).p_value.unwrap() < 0.05);
+        let Mechanism::BitFlip(m) = &bf else {
+            unreachable!()
+        };
+        let (Sketch::Bits(x), Sketch::Bits(y)) = (
+            dataset(&bf, &p, 3000, &mut rng),
+            dataset(&bf, &p, 5000, &mut rng),
+        ) else {
+            unreachable!()
+        };
+        b += u32::from(
+            bitflip_two_sample(m, x.bit_counts(), x.n(), y.bit_counts(), y.n())
+                .p_value
+                .unwrap()
+                < 0.05,
+        );
+    }
+    assert_size("GenRRTwoSample", e, RUNS);
+    assert_size("BitFlipTwoSample", b, RUNS);
+}
+
+/// Seed 002 eq. 16 with r = c = 2, η = 0.01, ε = 2, n = 100,000 and uniform marginals:
+/// `p = π1π2ᵀ + η(1,−1)ᵀ(1,−1)`. LocalExpIND must reject it more often than the null.
+#[test]
+fn local_exp_ind_has_power_against_the_papers_alternative() {
+    let grr = Mechanism::from_config(&MechanismConfig::Grr {
+        epsilon: 2.0,
+        domain: 4,
+    })
+    .unwrap();
+    let null = [0.25; 4];
+    let alt = [0.26, 0.24, 0.24, 0.26];
+    let mut rng = StdRng::seed_from_u64(13);
+    let runs = 200;
+    let (mut at_null, mut at_alt) = (0, 0);
+    for _ in 0..runs {
+        for (p, count) in [(&null, &mut at_null), (&alt, &mut at_alt)] {
+            let Sketch::Counts(s) = dataset(&grr, p, 100_000, &mut rng) else {
+                unreachable!()
+            };
+            *count += u32::from(
+                local_exp_ind(2.0, 2, 2, s.counts())
+                    .decision
+                    .p_value
+                    .unwrap()
+                    < 0.05,
+            );
+        }
+    }
+    eprintln!(
+        "LocalExpIND: rejects the null {at_null}/{runs}, the eq. 16 alternative {at_alt}/{runs}"
+    );
+    assert!(
+        at_alt > at_null + 20,
+        "null {at_null}, alternative {at_alt}"
+    );
+}
+
+#[test]
+fn sheffet_q_monte_carlo_null_is_calibrated() {
+    // The Monte Carlo p-value under the product of estimated marginals: size near α.
+    use ldpstream_config::{Calibration, Config};
+    use ldpstream_engine::evaluate::{evaluate, Scope};
+    let config = Config::from_toml_str(
+        "[[stream]]\nname = \"s\"\nsource = { kind = \"parquet\", paths = [\"x\"] }\nmechanism = { kind = \"hadamard\", epsilon = 1.0, domain = 4 }\n[[stream.test]]\nname = \"q\"\nkind = \"independence\"\nmethod = \"SheffetQ\"\nrows = 2\ncols = 2\nmc_samples = 99\n",
+        "t",
+    )
+    .unwrap();
+    let stream = &config.streams[0];
+    assert_eq!(stream.tests[0].calibration, Calibration::Asymptotic);
+    let m = Mechanism::from_config(&stream.mechanism).unwrap();
+    let p = product(&[0.6, 0.4], &[0.7, 0.3]);
+    let mut rng = StdRng::seed_from_u64(14);
+    let runs = 400;
+    let mut rejections = 0;
+    for run in 0..runs {
+        let sketch = dataset(&m, &p, 5000, &mut rng);
+        let mut test = stream.tests[0].clone();
+        test.seed = run;
+        let r = evaluate(stream, &test, &m, Scope::default(), &sketch).unwrap();
+        assert_eq!(r.method, TestMethod::SheffetQ.name());
+        assert_eq!(r.calibration, "monte_carlo");
+        rejections += u32::from(r.reject);
+    }
+    let rate = f64::from(rejections) / f64::from(runs as u32);
+    eprintln!("SheffetQ (Monte Carlo null): rejection rate {rate}");
+    assert!((0.02..=0.09).contains(&rate), "SheffetQ size {rate}");
+}
