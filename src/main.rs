@@ -213,6 +213,14 @@ struct BatchArgs {
     /// Worker threads for the fold (default: one per core).
     #[arg(long)]
     threads: Option<usize>,
+    /// The privacy-budget ledger of curator-model (raw) streams; created if missing and
+    /// updated atomically before any result is written.
+    #[arg(long, default_value = "ldpstream-ledger.json")]
+    ledger: std::path::PathBuf,
+    /// Seed the noise of private releases. Makes them reproducible and NOT private: for
+    /// tests only. Without it the noise comes from a CSPRNG seeded by the OS.
+    #[arg(long)]
+    insecure_seed: Option<u64>,
 }
 
 #[derive(clap::Args)]
@@ -371,7 +379,22 @@ fn batch(args: BatchArgs) -> Result<()> {
             .build_global()
             .context("configuring the worker pool")?;
     }
-    let records = run_batch(&config, &args.inputs)?;
+    let mut ledgers = ldpstream_connectors::ledger_file::LedgerBook::load(&args.ledger)?;
+    let mut noise = match args.insecure_seed {
+        Some(seed) => {
+            tracing::warn!(
+                seed,
+                "--insecure-seed: private releases use seeded, reproducible noise"
+            );
+            rand::rngs::StdRng::seed_from_u64(seed)
+        }
+        None => ldpstream_engine::curator::secure_rng(),
+    };
+    let records = run_batch(&config, &args.inputs, &mut ledgers, &mut noise)?;
+    // Spends are committed before any result is released.
+    if !ledgers.streams.is_empty() {
+        ledgers.save(&args.ledger)?;
+    }
     write_records(&args.output, &records)?;
     let rejected = records.iter().filter(|r| r.reject).count();
     // Per (stream, test): how many groups stay significant after Benjamini–Hochberg.

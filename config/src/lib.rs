@@ -11,8 +11,8 @@ mod validate;
 
 pub use error::ConfigError;
 pub use model::{
-    Calibration, ColumnsConfig, Config, MechanismConfig, SourceConfig, StreamConfig, TestConfig,
-    TestKind, TestMethod, WindowConfig,
+    Calibration, ColumnsConfig, Config, InnerTester, MechanismConfig, SourceConfig, StreamConfig,
+    TestConfig, TestKind, TestMethod, WindowConfig,
 };
 pub use null::NullSpec;
 

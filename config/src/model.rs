@@ -27,6 +27,10 @@ pub struct StreamConfig {
     /// The hypothesis tests to run on this stream (`[[stream.test]]` tables).
     #[serde(rename = "test", default)]
     pub tests: Vec<TestConfig>,
+    /// Curator model (`raw` streams): the total ε every private release of this stream may
+    /// spend, under sequential composition over overlapping windows.
+    #[serde(default)]
+    pub budget_epsilon: Option<f64>,
 }
 
 /// Where a stream's reports come from.
@@ -180,6 +184,41 @@ pub struct TestConfig {
     /// The distance parameter of SheffetTV: accept iff d_TV(estimate, p0) <= distance/2.
     #[serde(default)]
     pub distance: Option<f64>,
+    /// Curator tests: the ε each release spends from the stream's budget.
+    #[serde(default)]
+    pub epsilon: Option<f64>,
+    /// PrivateCollisions: the share of `epsilon` spent on the N_max check (the rest on the
+    /// collision count).
+    #[serde(default = "default_epsilon_split")]
+    pub epsilon_split: f64,
+    /// SubsampleAndAggregate: the answer-flip probability δ in (0, ½].
+    #[serde(default = "default_delta")]
+    pub delta: f64,
+    /// SubsampleAndAggregate: reports per block (blocks are consecutive in stream order).
+    #[serde(default)]
+    pub block_size: Option<u64>,
+    /// SubsampleAndAggregate: the non-private tester run on the chosen block.
+    #[serde(default)]
+    pub inner: InnerTester,
+}
+
+fn default_epsilon_split() -> f64 {
+    0.5
+}
+
+fn default_delta() -> f64 {
+    0.1
+}
+
+/// The non-private testers SubsampleAndAggregate can wrap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InnerTester {
+    /// Pearson's χ² GOF at level alpha.
+    #[default]
+    Pearson,
+    /// The collision statistic with a Monte Carlo threshold under uniform.
+    Collisions,
 }
 
 fn default_mc_samples() -> u32 {
@@ -200,6 +239,11 @@ pub enum TestKind {
     Independence,
     /// Two samples (labelled by a column) come from the same distribution.
     TwoSample,
+    /// Curator model: a differentially private test of H0: p = uniform.
+    Uniformity,
+    /// Curator model: a differentially private test of H0: p = q (Goldreich's reduction to
+    /// uniformity on [6d]).
+    Identity,
 }
 
 /// Concrete tests, named as in STATISTICS.md.
@@ -234,6 +278,12 @@ pub enum TestMethod {
     GenRRTwoSample,
     /// The projected two-sample statistic on bit-flip counts with a pooled estimate.
     BitFlipTwoSample,
+    /// Curator model: unique-elements count plus Laplace noise (seed 004).
+    PrivateUniqueElements,
+    /// Curator model: noisy N_max check, then a clipped noisy collision count (seed 004).
+    PrivateCollisions,
+    /// Curator model: any non-private tester on one random block, answer flipped w.p. δ.
+    SubsampleAndAggregate,
 }
 
 impl TestMethod {
@@ -253,6 +303,9 @@ impl TestMethod {
             TestMethod::SheffetQ => "SheffetQ",
             TestMethod::GenRRTwoSample => "GenRRTwoSample",
             TestMethod::BitFlipTwoSample => "BitFlipTwoSample",
+            TestMethod::PrivateUniqueElements => "PrivateUniqueElements",
+            TestMethod::PrivateCollisions => "PrivateCollisions",
+            TestMethod::SubsampleAndAggregate => "SubsampleAndAggregate",
         }
     }
 
@@ -284,6 +337,11 @@ impl TestMethod {
                 | MechanismConfig::Raw { .. },
             ) => &[GenRRTwoSample],
             (TestKind::TwoSample, MechanismConfig::Bitflip { .. }) => &[BitFlipTwoSample],
+            (TestKind::Uniformity | TestKind::Identity, MechanismConfig::Raw { .. }) => &[
+                PrivateCollisions,
+                PrivateUniqueElements,
+                SubsampleAndAggregate,
+            ],
             _ => &[],
         }
     }

@@ -64,6 +64,25 @@ impl Config {
                 }
             }
             let d = stream.mechanism.domain() as usize;
+            let curator = stream
+                .tests
+                .iter()
+                .any(|t| matches!(t.kind, TestKind::Uniformity | TestKind::Identity));
+            match stream.budget_epsilon {
+                Some(b) if !(b.is_finite() && b > 0.0) => {
+                    return Err(ConfigError::invalid(
+                        format!("{at}.budget_epsilon"),
+                        b,
+                        "a finite total ε > 0",
+                    ))
+                }
+                None if curator => return Err(ConfigError::invalid(
+                    format!("{at}.budget_epsilon"),
+                    "(missing)",
+                    "a total privacy budget: this stream has private (uniformity/identity) tests",
+                )),
+                _ => {}
+            }
             let mut test_names = HashSet::new();
             for (j, test) in stream.tests.iter().enumerate() {
                 let tat = format!("{at}.test[{j}]");
@@ -293,10 +312,56 @@ fn validate_kind_keys(
             ))
         }
     };
-    let is_gof = test.kind == TestKind::Gof;
+    let is_gof = matches!(test.kind, TestKind::Gof | TestKind::Identity);
+    let is_curator = matches!(test.kind, TestKind::Uniformity | TestKind::Identity);
+    forbid(
+        "epsilon",
+        !is_curator && test.epsilon.is_some(),
+        "uniformity and identity",
+    )?;
+    forbid(
+        "block_size",
+        !is_curator && test.block_size.is_some(),
+        "uniformity and identity",
+    )?;
+    if is_curator {
+        let eps = test.epsilon.unwrap_or(f64::NAN);
+        if !(eps.is_finite() && eps > 0.0) {
+            return Err(ConfigError::invalid(
+                format!("{at}.epsilon"),
+                test.epsilon
+                    .map_or("(missing)".to_string(), |e| e.to_string()),
+                "the finite ε > 0 each release spends",
+            ));
+        }
+        if !(test.epsilon_split > 0.0 && test.epsilon_split < 1.0) {
+            return Err(ConfigError::invalid(
+                format!("{at}.epsilon_split"),
+                test.epsilon_split,
+                "a share strictly between 0 and 1",
+            ));
+        }
+        if !(test.delta > 0.0 && test.delta <= 0.5) {
+            return Err(ConfigError::invalid(
+                format!("{at}.delta"),
+                test.delta,
+                "a flip probability in (0, 0.5]",
+            ));
+        }
+        if test.method == Some(crate::TestMethod::SubsampleAndAggregate)
+            && test.block_size.is_none_or(|b| b < 1)
+        {
+            return Err(ConfigError::invalid(
+                format!("{at}.block_size"),
+                test.block_size
+                    .map_or("(missing)".to_string(), |b| b.to_string()),
+                "the number of consecutive reports per block (>= 1)",
+            ));
+        }
+    }
     let is_ind = test.kind == TestKind::Independence;
     let is_two = test.kind == TestKind::TwoSample;
-    forbid("null", !is_gof && test.null.is_some(), "gof")?;
+    forbid("null", !is_gof && test.null.is_some(), "gof and identity")?;
     forbid("rows", !is_ind && test.rows.is_some(), "independence")?;
     forbid("cols", !is_ind && test.cols.is_some(), "independence")?;
     for (key, v) in [("by", &test.by), ("a", &test.a), ("b", &test.b)] {

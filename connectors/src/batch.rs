@@ -4,14 +4,21 @@ use std::path::PathBuf;
 
 use std::collections::BTreeMap;
 
-use ldpstream_config::{Config, MechanismConfig, SourceConfig, StreamConfig, TestKind};
-use ldpstream_engine::evaluate::{evaluate, evaluate_two_sample, Scope};
+use ldpstream_config::{Config, MechanismConfig, SourceConfig, StreamConfig, TestKind, TestMethod};
+use ldpstream_engine::curator::ledger::PrivacyLedger;
+use ldpstream_engine::evaluate::{
+    evaluate, evaluate_private, evaluate_two_sample, BlockCounts, Scope,
+};
 use ldpstream_engine::mechanism::Mechanism;
 use ldpstream_engine::record::TestRecord;
 use ldpstream_engine::sketch::Sketch;
 use ldpstream_engine::stats::bh_q_values;
+use ldpstream_engine::EngineError;
+use rand::rngs::StdRng;
 
 use crate::grouping::GroupKey;
+use crate::ledger_file::LedgerBook;
+use crate::parquet_in::block_column;
 use tracing::{info, warn};
 
 use crate::error::ConnectorError;
@@ -21,7 +28,12 @@ use crate::parquet_in::{
 
 /// Runs every test of every stream. `inputs`, when not empty, replaces the paths of every
 /// Parquet source in the config.
-pub fn run_batch(config: &Config, inputs: &[String]) -> Result<Vec<TestRecord>, ConnectorError> {
+pub fn run_batch(
+    config: &Config,
+    inputs: &[String],
+    ledgers: &mut LedgerBook,
+    noise: &mut StdRng,
+) -> Result<Vec<TestRecord>, ConnectorError> {
     let mut records = Vec::new();
     for stream in &config.streams {
         let patterns = match (&stream.source, inputs.is_empty()) {
@@ -31,7 +43,20 @@ pub fn run_batch(config: &Config, inputs: &[String]) -> Result<Vec<TestRecord>, 
         let files = resolve_inputs(&patterns)?;
         let mechanism = Mechanism::from_config(&stream.mechanism)?;
         let sketches = fold_stream(stream, &mechanism, &files)?;
-        records.extend(evaluate_stream(stream, &mechanism, &sketches)?);
+        let mut ledger = ledgers.for_stream(stream);
+        let mut private = Private {
+            ledger: ledger.as_mut(),
+            noise: &mut *noise,
+        };
+        records.extend(evaluate_stream(
+            stream,
+            &mechanism,
+            &sketches,
+            &mut private,
+        )?);
+        if let Some(l) = ledger {
+            ledgers.streams.insert(stream.name.clone(), l);
+        }
     }
     Ok(records)
 }
@@ -48,6 +73,7 @@ pub fn layout(stream: &StreamConfig, mechanism: &Mechanism) -> ReportLayout {
         report: stream.columns.report.clone(),
         index,
         group_by: fold_columns(stream),
+        block_sizes: block_sizes(stream),
     }
 }
 
@@ -118,17 +144,25 @@ fn scope(columns: &[String], key: &GroupKey) -> Scope {
     }
 }
 
+/// What curator-model tests need: the stream's ledger (None when it has no budget) and
+/// the noise generator (a CSPRNG unless the caller asked for an insecure seed).
+pub struct Private<'a> {
+    pub ledger: Option<&'a mut PrivacyLedger>,
+    pub noise: &'a mut StdRng,
+}
+
 /// One record per (test, group) of a stream's global window, with Benjamini–Hochberg
 /// q-values across each test's groups.
 pub fn evaluate_stream(
     stream: &StreamConfig,
     mechanism: &Mechanism,
     sketches: &GroupedSketches,
+    private: &mut Private,
 ) -> Result<Vec<TestRecord>, ConnectorError> {
     if stream.tests.is_empty() {
         warn!(stream = %stream.name, "stream has no [[stream.test]] entries; nothing to report");
     }
-    let fold_columns = fold_columns(stream);
+    let fold_columns = layout(stream, mechanism).key_columns();
     let group_by = &stream.columns.group_by;
     let mut records = Vec::new();
     for test in &stream.tests {
@@ -162,6 +196,46 @@ pub fn evaluate_stream(
                     )?);
                 }
             }
+            (TestKind::Uniformity | TestKind::Identity, _, _, _) => {
+                let ledger = private.ledger.as_deref_mut().ok_or_else(|| {
+                    ConnectorError::Invalid(format!(
+                        "stream {:?} has private tests but no budget_epsilon",
+                        stream.name
+                    ))
+                })?;
+                let by_block = match test.block_size {
+                    Some(size) => {
+                        let mut wanted = group_by.clone();
+                        wanted.push(block_column(size));
+                        Some(merge_by(sketches, &fold_columns, &wanted, |_| true)?)
+                    }
+                    None => None,
+                };
+                for (key, sketch) in merge_by(sketches, &fold_columns, group_by, |_| true)? {
+                    let d = mechanism.domain();
+                    let block_counts = |b: u64| -> Result<Vec<u64>, EngineError> {
+                        let mut k = key.clone();
+                        k.push(Some(b.to_string()));
+                        Ok(match by_block.as_ref().and_then(|m| m.get(&k)) {
+                            Some(Sketch::Counts(c)) => c.counts().to_vec(),
+                            _ => vec![0; d],
+                        })
+                    };
+                    let blocks: Option<BlockCounts> =
+                        by_block.as_ref().map(|_| &block_counts as BlockCounts);
+                    batch.push(evaluate_private(
+                        stream,
+                        test,
+                        mechanism,
+                        scope(group_by, &key),
+                        &sketch,
+                        (None, None),
+                        ledger,
+                        &mut *private.noise,
+                        blocks,
+                    )?);
+                }
+            }
             _ => {
                 for (key, sketch) in merge_by(sketches, &fold_columns, group_by, |_| true)? {
                     batch.push(evaluate(
@@ -181,6 +255,19 @@ pub fn evaluate_stream(
         records.extend(batch);
     }
     Ok(records)
+}
+
+/// The block sizes of a stream's SubsampleAndAggregate tests.
+pub fn block_sizes(stream: &StreamConfig) -> Vec<u64> {
+    let mut sizes: Vec<u64> = stream
+        .tests
+        .iter()
+        .filter(|t| t.method == Some(TestMethod::SubsampleAndAggregate))
+        .filter_map(|t| t.block_size)
+        .collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    sizes
 }
 
 /// The columns a stream's reports are folded by: its `group_by`, then every two-sample

@@ -5,6 +5,7 @@ pub mod batch;
 pub mod error;
 pub mod grouping;
 pub mod jsonl;
+pub mod ledger_file;
 pub mod parquet_in;
 pub mod simulate;
 

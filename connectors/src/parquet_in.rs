@@ -32,6 +32,9 @@ pub struct ReportLayout {
     /// The row (Hadamard) or cohort column, for mechanisms that have one.
     pub index: Option<String>,
     pub group_by: Vec<String>,
+    /// Block sizes (in reports, in stream order) whose block index becomes an extra group
+    /// column named by [`block_column`], after `group_by`.
+    pub block_sizes: Vec<u64>,
 }
 
 impl ReportLayout {
@@ -40,6 +43,20 @@ impl ReportLayout {
             .chain(self.index.as_ref())
             .chain(&self.group_by)
     }
+
+    /// Every group column of a folded key: `group_by`, then one block column per size.
+    pub fn key_columns(&self) -> Vec<String> {
+        self.group_by
+            .iter()
+            .cloned()
+            .chain(self.block_sizes.iter().map(|&s| block_column(s)))
+            .collect()
+    }
+}
+
+/// The synthetic key column holding the stream-order block index for blocks of `size`.
+pub fn block_column(size: u64) -> String {
+    format!("__block_{size}")
 }
 
 /// One Parquet file with its row-group sizes, checked against a layout.
@@ -185,14 +202,20 @@ pub fn fold_files(
     layout: &ReportLayout,
     progress: &ProgressBar,
 ) -> Result<GroupedSketches, ConnectorError> {
-    let units: Vec<(&InputFile, usize)> = files
-        .iter()
-        .flat_map(|f| (0..f.row_group_rows.len()).map(move |rg| (f, rg)))
-        .collect();
+    // Each unit's first row in stream order (files sorted, row groups in file order), so
+    // that stream-order blocks survive the parallel fold.
+    let mut units: Vec<(&InputFile, usize, u64)> = Vec::new();
+    let mut offset = 0u64;
+    for f in files {
+        for (rg, rows) in f.row_group_rows.iter().enumerate() {
+            units.push((f, rg, offset));
+            offset += rows;
+        }
+    }
     units
         .par_iter()
-        .map(|(file, rg)| {
-            let folded = fold_row_group(&file.path, *rg, layout)?;
+        .map(|(file, rg, first_row)| {
+            let folded = fold_row_group(&file.path, *rg, *first_row, layout)?;
             progress.inc(file.row_group_rows[*rg]);
             Ok(folded)
         })
@@ -228,6 +251,7 @@ pub fn progress_bar(total_rows: u64) -> ProgressBar {
 fn fold_row_group(
     path: &Path,
     rg: usize,
+    first_row: u64,
     layout: &ReportLayout,
 ) -> Result<GroupedSketches, ConnectorError> {
     let shown = || path.display().to_string();
@@ -253,11 +277,13 @@ fn fold_row_group(
         })?;
 
     let mut out = GroupedSketches::new();
+    let mut row = first_row;
     for batch in reader {
         let batch = batch.map_err(arrow_err)?;
-        fold_record_batch(&batch, layout, path, &mut out)?;
+        fold_record_batch(&batch, layout, path, row, &mut out)?;
+        row += batch.num_rows() as u64;
     }
-    if layout.group_by.is_empty() && out.is_empty() {
+    if layout.key_columns().is_empty() && out.is_empty() {
         out.insert(Vec::new(), layout.mechanism.new_sketch());
     }
     Ok(out)
@@ -270,6 +296,7 @@ pub fn fold_record_batch(
     batch: &RecordBatch,
     layout: &ReportLayout,
     path: &Path,
+    first_row: u64,
     out: &mut GroupedSketches,
 ) -> Result<(), ConnectorError> {
     let shown = || path.display().to_string();
@@ -296,7 +323,7 @@ pub fn fold_record_batch(
             other => ConnectorError::Engine(other),
         })
     };
-    if layout.group_by.is_empty() {
+    if layout.group_by.is_empty() && layout.block_sizes.is_empty() {
         let sketch = out
             .entry(Vec::new())
             .or_insert_with(|| layout.mechanism.new_sketch());
@@ -307,6 +334,12 @@ pub fn fold_record_batch(
         let utf8 = arrow::compute::cast(column(batch, g, path)?.as_ref(), &DataType::Utf8)
             .map_err(arrow_err)?;
         owned.push(utf8);
+    }
+    for &size in &layout.block_sizes {
+        let ids: StringArray = (0..batch.num_rows() as u64)
+            .map(|i| Some(((first_row + i) / size.max(1)).to_string()))
+            .collect();
+        owned.push(std::sync::Arc::new(ids));
     }
     let strings: Vec<&StringArray> = owned
         .iter()

@@ -97,11 +97,11 @@ pub fn evaluate(
         match test.kind {
             TestKind::Gof => gof(test, method, mechanism, sketch)?,
             TestKind::Independence => independence(test, method, mechanism, sketch)?,
-            TestKind::TwoSample => {
+            TestKind::TwoSample | TestKind::Uniformity | TestKind::Identity => {
                 return Err(EngineError::InvalidParameter {
                     name: "kind",
-                    value: "two_sample".into(),
-                    allowed: "evaluate_two_sample for two-sample tests",
+                    value: format!("{:?}", test.kind),
+                    allowed: "evaluate_two_sample or evaluate_private for this kind",
                 })
             }
         }
@@ -331,8 +331,172 @@ fn record(
         tv_distance: outcome.tv_distance,
         fit_iterations: outcome.fit_iterations,
         fit_converged: outcome.fit_converged,
+        refused: None,
+        epsilon_spent: None,
+        budget_remaining: None,
+        blocks: None,
+        block_size: None,
+        block: None,
         rejected_reports: sketch.rejected().to_map(),
         inconclusive: outcome.inconclusive_reason.is_some(),
         inconclusive_reason: outcome.inconclusive_reason,
     })
+}
+
+/// Block counts for SubsampleAndAggregate: the raw counts of block `b` in stream order.
+pub type BlockCounts<'a> = &'a dyn Fn(u64) -> Result<Vec<u64>, EngineError>;
+
+/// Runs a curator-model (uniformity or identity) test on a `raw` stream's counts, if the
+/// ledger covers its ε over `window` (ms since the epoch, `[start, end)`; None = unbounded).
+/// `noise` must be a CSPRNG for real releases. Nothing computed from the data other than
+/// the private outcome and `n` is put in the record.
+#[allow(clippy::too_many_arguments)]
+pub fn evaluate_private<R: rand::Rng + ?Sized>(
+    stream: &StreamConfig,
+    test: &TestConfig,
+    mechanism: &Mechanism,
+    scope: Scope,
+    sketch: &Sketch,
+    window: (Option<i64>, Option<i64>),
+    ledger: &mut crate::curator::ledger::PrivacyLedger,
+    noise: &mut R,
+    blocks: Option<BlockCounts>,
+) -> Result<TestRecord, EngineError> {
+    use crate::curator::{
+        collisions_null, private_collisions, private_unique_elements, subsample_and_aggregate,
+        unique_elements_null, GoldreichMap,
+    };
+    let method = resolve_method(stream, test)?;
+    let epsilon = test.epsilon.unwrap_or(f64::NAN);
+    let Sketch::Counts(counts) = sketch else {
+        return Err(mechanism.sketch_mismatch(sketch));
+    };
+    let label = format!("{}/{}", stream.name, test.name);
+    let mut rec = record(
+        stream,
+        test,
+        method,
+        mechanism,
+        scope,
+        sketch,
+        None,
+        Outcome::default(),
+    )?;
+    // Raw estimates are not private: never release them from a curator test.
+    rec.estimate.clear();
+    rec.std_error.clear();
+    rec.mle.clear();
+    rec.calibration = "monte_carlo".into();
+    if let Err(refused) = ledger.try_spend(window.0, window.1, epsilon, &label) {
+        rec.refused = Some("privacy budget exhausted".into());
+        rec.inconclusive = true;
+        rec.inconclusive_reason = Some(format!(
+            "privacy budget exhausted: this release needs ε = {}, {} remains",
+            refused.needed, refused.remaining
+        ));
+        rec.budget_remaining = Some(refused.remaining);
+        return Ok(rec);
+    }
+    rec.epsilon_spent = Some(epsilon);
+    rec.budget_remaining = Some(ledger.remaining(window.0, window.1));
+    // Identity to q reduces to uniformity on [6d]: map every report through Goldreich's
+    // randomized map (its coins are part of the mechanism, so they come from `noise`).
+    let goldreich = match test.kind {
+        TestKind::Identity => {
+            let q = test
+                .null
+                .as_ref()
+                .map(|n| n.probabilities(mechanism.domain()))
+                .ok_or(EngineError::InvalidParameter {
+                    name: "null",
+                    value: "(missing)".into(),
+                    allowed: "the known distribution q of an identity test",
+                })?;
+            Some(GoldreichMap::new(&q)?)
+        }
+        _ => None,
+    };
+    let to_uniformity = |c: &[u64], rng: &mut R| match &goldreich {
+        Some(map) => map.map_counts(c, rng),
+        None => c.to_vec(),
+    };
+    if counts.n() == 0 {
+        rec.inconclusive = true;
+        rec.inconclusive_reason = Some("no reports in the window".into());
+        return Ok(rec);
+    }
+    let (statistic, p_value, reject) = match method {
+        TestMethod::PrivateUniqueElements => {
+            let c = to_uniformity(counts.counts(), noise);
+            let null = unique_elements_null(counts.n(), c.len(), epsilon, test.mc_samples, test.seed)?;
+            let o = private_unique_elements(&c, epsilon, test.alpha, &null, noise);
+            (Some(o.statistic), Some(o.p_value), o.reject)
+        }
+        TestMethod::PrivateCollisions => {
+            let c = to_uniformity(counts.counts(), noise);
+            let (e1, e2) = (epsilon * test.epsilon_split, epsilon * (1.0 - test.epsilon_split));
+            let null = collisions_null(counts.n(), c.len(), e1, e2, test.mc_samples, test.seed)?;
+            let o = private_collisions(&c, e1, e2, test.alpha, &null, noise);
+            (Some(o.statistic), Some(o.p_value), o.reject)
+        }
+        TestMethod::SubsampleAndAggregate => {
+            let block_counts = blocks.ok_or(EngineError::InvalidParameter {
+                name: "block_size",
+                value: "(missing)".into(),
+                allowed: "block counts in stream order for SubsampleAndAggregate",
+            })?;
+            let o = subsample_and_aggregate(
+                |b, rng: &mut R| Ok(to_uniformity(&block_counts(b)?, rng)),
+                |c| inner_test(test.inner, c, test.alpha, test.mc_samples, test.seed),
+                test.delta,
+                epsilon,
+                noise,
+            )?;
+            rec.blocks = Some(o.blocks);
+            rec.block_size = test.block_size;
+            rec.block = Some(o.block);
+            (None, None, o.reject)
+        }
+        other => return Err(EngineError::InvalidParameter {
+            name: "method",
+            value: other.name().into(),
+            allowed: "a curator-model method (PrivateCollisions, PrivateUniqueElements, SubsampleAndAggregate)",
+        }),
+    };
+    rec.statistic = statistic;
+    rec.p_value = p_value;
+    rec.reject = reject;
+    Ok(rec)
+}
+
+/// A non-private tester of uniformity for SubsampleAndAggregate.
+fn inner_test(
+    inner: ldpstream_config::InnerTester,
+    counts: &[u64],
+    alpha: f64,
+    mc: u32,
+    seed: u64,
+) -> Result<bool, EngineError> {
+    let d = counts.len();
+    let uniform = vec![1.0 / d as f64; d];
+    match inner {
+        ldpstream_config::InnerTester::Pearson => {
+            Ok(crate::curator::pearson_rejects(counts, &uniform, alpha))
+        }
+        ldpstream_config::InnerTester::Collisions => {
+            let n: u64 = counts.iter().sum();
+            let observed = crate::curator::collision_count(counts, f64::INFINITY);
+            let mut sim = StdRng::seed_from_u64(seed);
+            let simulated = (0..mc)
+                .map(|_| {
+                    Ok(crate::curator::collision_count(
+                        &crate::stats::sample_multinomial(&mut sim, n, &uniform)?,
+                        f64::INFINITY,
+                    ))
+                })
+                .collect::<Result<Vec<f64>, EngineError>>()?;
+            let exceed = simulated.iter().filter(|&&t| t >= observed).count();
+            Ok((1 + exceed) as f64 / (mc + 1) as f64 <= alpha)
+        }
+    }
 }

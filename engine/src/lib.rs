@@ -3,6 +3,7 @@
 //! take its [`record::TestRecord`]s away.
 
 pub mod audit;
+pub mod curator;
 pub mod error;
 pub mod evaluate;
 pub mod fold;

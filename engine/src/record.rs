@@ -56,6 +56,17 @@ pub struct TestRecord {
     /// whether it met its tolerance.
     pub fit_iterations: Option<u32>,
     pub fit_converged: Option<bool>,
+    /// Curator-model tests: `"privacy budget exhausted"` when the ledger refused the
+    /// release (nothing about the data is then released).
+    pub refused: Option<String>,
+    /// Curator-model tests: the ε this release spent, and the budget left afterwards for
+    /// this window.
+    pub epsilon_spent: Option<f64>,
+    pub budget_remaining: Option<f64>,
+    /// SubsampleAndAggregate: the number of blocks m, the block size, and the block used.
+    pub blocks: Option<u64>,
+    pub block_size: Option<u64>,
+    pub block: Option<u64>,
     /// Reports seen but not folded, by reason.
     pub rejected_reports: BTreeMap<String, u64>,
     /// True when the data cannot support a decision; `reject` is then false by fiat, not
