@@ -714,7 +714,7 @@ mod kind_tests {
             "kind = \"independence\"\nrows = 2\ncols = 3\nnull = \"uniform\"",
         )
         .unwrap_err();
-        assert!(e.contains("only gof tests take `null`"), "{e}");
+        assert!(e.contains("only gof and identity tests take `null`"), "{e}");
     }
 
     #[test]
