@@ -3,15 +3,15 @@
 use std::path::PathBuf;
 
 use ldpstream_config::{Config, MechanismConfig, SourceConfig, StreamConfig};
-use ldpstream_engine::evaluate::{evaluate, Scope};
 use ldpstream_engine::mechanism::Mechanism;
 use ldpstream_engine::record::TestRecord;
+use ldpstream_engine::window::PaneStore;
 use tracing::{info, warn};
 
 use crate::error::ConnectorError;
-use crate::parquet_in::{
-    fold_files, inspect, progress_bar, resolve_inputs, GroupedSketches, ReportLayout,
-};
+use crate::paned::PanedDelta;
+use crate::parquet_in::{fold_files, inspect, progress_bar, resolve_inputs, ReportLayout};
+use crate::windows::{evaluate_snapshot, stream_pane_width, take_due};
 
 /// Runs every test of every stream. `inputs`, when not empty, replaces the paths of every
 /// Parquet source in the config.
@@ -20,7 +20,13 @@ pub fn run_batch(config: &Config, inputs: &[String]) -> Result<Vec<TestRecord>, 
     for stream in &config.streams {
         let patterns = match (&stream.source, inputs.is_empty()) {
             (_, false) => inputs.to_vec(),
-            (SourceConfig::Parquet { paths }, true) => paths.clone(),
+            (SourceConfig::Parquet { paths, .. }, true) => paths.clone(),
+            (SourceConfig::Simulator(_), true) => {
+                return Err(ConnectorError::Invalid(format!(
+                    "stream {:?} has a simulator source, which only `serve` runs; give `batch` Parquet files with --input",
+                    stream.name
+                )))
+            }
         };
         let files = resolve_inputs(&patterns)?;
         let mechanism = Mechanism::from_config(&stream.mechanism)?;
@@ -42,28 +48,30 @@ pub fn layout(stream: &StreamConfig, mechanism: &Mechanism) -> ReportLayout {
         report: stream.columns.report.clone(),
         index,
         group_by: stream.columns.group_by.clone(),
+        ts: stream.columns.ts.clone(),
     }
 }
 
-/// Checks and folds a stream's files into per-group sketches.
+/// Checks and folds a stream's files into per-pane, per-group sketches.
 pub fn fold_stream(
     stream: &StreamConfig,
     mechanism: &Mechanism,
     files: &[PathBuf],
-) -> Result<GroupedSketches, ConnectorError> {
+) -> Result<PanedDelta, ConnectorError> {
     let layout = layout(stream, mechanism);
     let inputs = inspect(files, &layout)?;
     let total: u64 = inputs.iter().flat_map(|f| &f.row_group_rows).sum();
     info!(stream = %stream.name, files = inputs.len(), rows = total, "folding");
     let bar = progress_bar(total);
     let started = std::time::Instant::now();
-    let sketches = fold_files(&inputs, &layout, &bar)?;
+    let sketches = fold_files(&inputs, &layout, stream_pane_width(stream), &bar)?;
     bar.finish_and_clear();
     let secs = started.elapsed().as_secs_f64();
     info!(
         stream = %stream.name,
         rows = total,
-        groups = sketches.len(),
+        panes = sketches.panes.len(),
+        late = sketches.late,
         seconds = secs,
         rows_per_second = total as f64 / secs.max(1e-9),
         "folded"
@@ -71,33 +79,22 @@ pub fn fold_stream(
     Ok(sketches)
 }
 
-/// One record per (test, group) of a stream's global window.
+/// One record per (test, window, group). The input is exhausted, so every window is final
+/// and no report is late: each one lands in its window whatever order files were read in.
 pub fn evaluate_stream(
     stream: &StreamConfig,
     mechanism: &Mechanism,
-    sketches: &GroupedSketches,
+    folded: &PanedDelta,
 ) -> Result<Vec<TestRecord>, ConnectorError> {
     if stream.tests.is_empty() {
         warn!(stream = %stream.name, "stream has no [[stream.test]] entries; nothing to report");
     }
+    let mut store = PaneStore::new(stream_pane_width(stream), 0);
+    folded.apply(&mut store)?;
+    store.finish();
     let mut records = Vec::new();
-    for test in &stream.tests {
-        for (key, sketch) in sketches {
-            let group = (!stream.columns.group_by.is_empty()).then(|| {
-                stream
-                    .columns
-                    .group_by
-                    .iter()
-                    .cloned()
-                    .zip(key.iter().cloned())
-                    .collect()
-            });
-            let scope = Scope {
-                group,
-                ..Scope::default()
-            };
-            records.push(evaluate(stream, test, mechanism, scope, sketch)?);
-        }
+    for snapshot in take_due(stream, &mut store, false)? {
+        records.extend(evaluate_snapshot(stream, mechanism, &snapshot)?);
     }
     Ok(records)
 }

@@ -5,7 +5,10 @@ pub mod batch;
 pub mod error;
 pub mod grouping;
 pub mod jsonl;
+pub mod paned;
 pub mod parquet_in;
+pub mod serve;
 pub mod simulate;
+pub mod windows;
 
 pub use error::ConnectorError;

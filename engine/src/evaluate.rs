@@ -92,5 +92,7 @@ pub fn evaluate(
         rejected_reports: sketch.rejected().to_map(),
         inconclusive: inconclusive_reason.is_some(),
         inconclusive_reason,
+        is_final: false,
+        late_reports: 0,
     })
 }
