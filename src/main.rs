@@ -33,6 +33,8 @@ enum Command {
     Simulate(SimulateArgs),
     /// Fold Parquet files into sketches and run the configured tests; one JSON line per result.
     Batch(BatchArgs),
+    /// The long-running service: ingest, window, test on a schedule, serve HTTP metrics.
+    Serve(ServeArgs),
     /// Sample a randomizer and bound its privacy loss from below, next to the claimed ε.
     Audit(AuditArgs),
     /// Compare the mechanisms' identity tests: power at n, or the n for a target power.
@@ -221,6 +223,21 @@ struct BatchArgs {
     /// tests only. Without it the noise comes from a CSPRNG seeded by the OS.
     #[arg(long)]
     insecure_seed: Option<u64>,
+}
+
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// The TOML config (see config/README.md).
+    #[arg(long)]
+    config: std::path::PathBuf,
+    /// Stop after this long, as on SIGTERM (e.g. "90s", "5m"); runs until Ctrl-C or
+    /// SIGTERM when omitted (or until every bounded source is exhausted).
+    #[arg(long)]
+    duration: Option<String>,
+    /// HTTP address, overriding `serve.listen`; a port of 0 picks a free one (printed on
+    /// stderr).
+    #[arg(long)]
+    listen: Option<String>,
 }
 
 #[derive(clap::Args)]
@@ -424,6 +441,38 @@ fn batch(args: BatchArgs) -> Result<()> {
         rejected,
         where_to
     );
+    Ok(())
+}
+
+fn serve(args: ServeArgs) -> Result<()> {
+    let config = Config::from_path(&args.config)?;
+    let duration = args
+        .duration
+        .as_deref()
+        .map(|d| {
+            ldpstream_config::DurationMs::parse(d)
+                .map(|d| d.as_std())
+                .map_err(|e| usage(format!("--duration: {e}")))
+        })
+        .transpose()?;
+    if let Some(listen) = &args.listen {
+        if listen.parse::<std::net::SocketAddr>().is_err() {
+            return Err(usage(format!(
+                "--listen {listen:?}: expected an IP address and port, e.g. 127.0.0.1:9898"
+            )));
+        }
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(ldpstream_connectors::serve::run(
+        config,
+        ldpstream_connectors::serve::ServeOptions {
+            duration,
+            listen: args.listen,
+        },
+    ))?;
     Ok(())
 }
 
@@ -694,6 +743,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Simulate(args) => simulate(args),
         Command::Batch(args) => batch(args),
+        Command::Serve(args) => serve(args),
         Command::Audit(args) => run_audit(args),
         Command::Plan(args) => plan_command(args),
     };

@@ -4,15 +4,17 @@
 //! and [`Config::validate`] turns every semantic problem into a [`ConfigError`] that names
 //! the key, the bad value and what is allowed.
 
+mod duration;
 mod error;
 mod model;
 mod null;
 mod validate;
 
+pub use duration::DurationMs;
 pub use error::ConfigError;
 pub use model::{
-    Calibration, ColumnsConfig, Config, InnerTester, MechanismConfig, SourceConfig, StreamConfig,
-    TestConfig, TestKind, TestMethod, WindowConfig,
+    Calibration, ColumnsConfig, Config, InnerTester, MechanismConfig, ServeConfig, SimulatorConfig,
+    SinkConfig, SourceConfig, StreamConfig, TestConfig, TestKind, TestMethod, WindowConfig,
 };
 pub use null::NullSpec;
 

@@ -1,5 +1,6 @@
 use serde::Deserialize;
 
+use crate::duration::DurationMs;
 use crate::null::NullSpec;
 
 /// The whole configuration file.
@@ -9,6 +10,64 @@ pub struct Config {
     /// The streams to ingest and test (`[[stream]]` tables).
     #[serde(rename = "stream", default)]
     pub streams: Vec<StreamConfig>,
+    /// Settings of the long-running service (`ldpstream serve`); `batch` ignores them.
+    #[serde(default)]
+    pub serve: ServeConfig,
+}
+
+/// The `[serve]` table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServeConfig {
+    /// Address of the HTTP endpoint (`/metrics`, `/healthz`, `/readyz`, `/api/v1/results`).
+    #[serde(default = "default_listen")]
+    pub listen: String,
+    /// How often every open window is snapshotted and a provisional result emitted.
+    #[serde(default = "default_snapshot_interval")]
+    pub snapshot_interval: DurationMs,
+    /// Where results go; stdout when empty.
+    #[serde(rename = "sink", default)]
+    pub sinks: Vec<SinkConfig>,
+    /// Directory of the checkpoint (panes + source positions); none when absent.
+    #[serde(default)]
+    pub checkpoint_dir: Option<String>,
+    /// How often a checkpoint is written (and once more on shutdown).
+    #[serde(default = "default_checkpoint_interval")]
+    pub checkpoint_interval: DurationMs,
+}
+
+fn default_checkpoint_interval() -> DurationMs {
+    DurationMs(10_000)
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig {
+            listen: default_listen(),
+            snapshot_interval: default_snapshot_interval(),
+            sinks: Vec::new(),
+            checkpoint_dir: None,
+            checkpoint_interval: default_checkpoint_interval(),
+        }
+    }
+}
+
+fn default_listen() -> String {
+    "127.0.0.1:9898".to_string()
+}
+
+fn default_snapshot_interval() -> DurationMs {
+    DurationMs(5_000)
+}
+
+/// A destination for test records.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum SinkConfig {
+    /// One JSON object per line, appended to `path` and flushed after every tick.
+    Jsonl { path: String },
+    /// One JSON object per line on standard output.
+    Stdout,
 }
 
 /// One stream of privatized reports, all produced by the same mechanism.
@@ -31,14 +90,69 @@ pub struct StreamConfig {
     /// spend, under sequential composition over overlapping windows.
     #[serde(default)]
     pub budget_epsilon: Option<f64>,
+    /// How far event time may run behind the largest event time seen before a report
+    /// counts as late (watermark = max event time − allowed_lateness).
+    #[serde(default)]
+    pub allowed_lateness: DurationMs,
+    /// `serve`: a batch is cut when it has this many rows...
+    #[serde(default = "default_max_batch_rows")]
+    pub max_batch_rows: usize,
+    /// ...or when its first row has waited this long.
+    #[serde(default = "default_max_batch_delay")]
+    pub max_batch_delay: DurationMs,
+}
+
+fn default_max_batch_rows() -> usize {
+    65_536
+}
+
+fn default_max_batch_delay() -> DurationMs {
+    DurationMs(100)
 }
 
 /// Where a stream's reports come from.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum SourceConfig {
-    /// Parquet files; each entry is a path or a glob pattern.
-    Parquet { paths: Vec<String> },
+    /// Parquet files; each entry is a path or a glob pattern. Bounded: `serve` replays them
+    /// once, then emits every window as final.
+    Parquet {
+        paths: Vec<String>,
+        /// `serve` only: replay at most this many rows per second (unthrottled when
+        /// absent).
+        #[serde(default)]
+        rate: Option<f64>,
+    },
+    /// Reports generated in-process by the real client-side randomizer, with event time =
+    /// wall clock. For demos and tests of `serve`; `batch` cannot read it.
+    Simulator(SimulatorConfig),
+}
+
+/// The built-in report simulator.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SimulatorConfig {
+    /// Reports per second.
+    pub rate: f64,
+    /// Distribution of the true categories: `"uniform"` or d probabilities.
+    #[serde(default = "uniform")]
+    pub p: NullSpec,
+    /// After this much run time the true distribution becomes `switch_p`.
+    #[serde(default)]
+    pub switch_at: Option<DurationMs>,
+    /// The distribution after `switch_at`.
+    #[serde(default)]
+    pub switch_p: Option<NullSpec>,
+    /// Seed of the simulation RNG.
+    #[serde(default)]
+    pub seed: u64,
+    /// Values of a Utf8 `group` column, assigned round-robin; no group column when empty.
+    #[serde(default)]
+    pub groups: Vec<String>,
+}
+
+fn uniform() -> NullSpec {
+    NullSpec::Uniform
 }
 
 /// The local randomizer, with its privacy parameter.
@@ -114,6 +228,9 @@ pub struct ColumnsConfig {
     /// Utf8 columns whose values split the stream into independently tested groups.
     #[serde(default)]
     pub group_by: Vec<String>,
+    /// Event time, `Timestamp(ms, UTC)`; without it a stream is one global window.
+    #[serde(default = "default_ts_column")]
+    pub ts: String,
 }
 
 impl Default for ColumnsConfig {
@@ -123,12 +240,17 @@ impl Default for ColumnsConfig {
             row: default_row_column(),
             cohort: default_cohort_column(),
             group_by: Vec::new(),
+            ts: default_ts_column(),
         }
     }
 }
 
 fn default_report_column() -> String {
     "report".to_string()
+}
+
+fn default_ts_column() -> String {
+    "ts".to_string()
 }
 
 fn default_row_column() -> String {
@@ -359,11 +481,18 @@ pub enum Calibration {
     MonteCarlo,
 }
 
-/// The window a test result covers.
+/// The window a test result covers. Windows are aligned to the Unix epoch (UTC).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum WindowConfig {
-    /// Every report the source delivers, in one result.
+    /// Every report the source delivers, in one result (null window bounds).
     #[default]
     Global,
+    /// Disjoint windows `[k·size, (k+1)·size)`.
+    Tumbling { size: DurationMs },
+    /// Windows `[j·slide, j·slide + size)`; size must be a multiple of slide.
+    Sliding { size: DurationMs, slide: DurationMs },
+    /// Everything since the first report, with bounds: the first pane's start to the
+    /// latest pane's end.
+    Cumulative,
 }

@@ -1,7 +1,10 @@
 use std::collections::HashSet;
 
 use crate::error::ConfigError;
-use crate::model::{Calibration, Config, MechanismConfig, TestKind, TestMethod};
+use crate::model::{
+    Calibration, Config, MechanismConfig, SimulatorConfig, SinkConfig, SourceConfig, TestKind,
+    TestMethod, WindowConfig,
+};
 use crate::null::NullSpec;
 
 /// How far a null distribution's sum may be from 1.
@@ -37,14 +40,42 @@ impl Config {
             let at = format!("stream[{i}] ({:?})", stream.name);
             validate_mechanism(&at, &stream.mechanism)?;
             match &stream.source {
-                crate::SourceConfig::Parquet { paths } if paths.is_empty() => {
+                SourceConfig::Parquet { paths, .. } if paths.is_empty() => {
                     return Err(ConfigError::invalid(
                         format!("{at}.source.paths"),
                         "[]",
                         "at least one path or glob",
                     ))
                 }
-                crate::SourceConfig::Parquet { .. } => {}
+                SourceConfig::Parquet {
+                    rate: Some(rate), ..
+                } if !(rate.is_finite() && *rate > 0.0) => {
+                    return Err(ConfigError::invalid(
+                        format!("{at}.source.rate"),
+                        rate,
+                        "rows per second, a finite number > 0",
+                    ))
+                }
+                SourceConfig::Parquet { .. } => {}
+                SourceConfig::Simulator(sim) => validate_simulator(
+                    &format!("{at}.source"),
+                    sim,
+                    stream.mechanism.domain() as usize,
+                )?,
+            }
+            if stream.max_batch_rows == 0 {
+                return Err(ConfigError::invalid(
+                    format!("{at}.max_batch_rows"),
+                    0,
+                    "at least 1 row",
+                ));
+            }
+            if stream.max_batch_delay.millis() == 0 {
+                return Err(ConfigError::invalid(
+                    format!("{at}.max_batch_delay"),
+                    stream.max_batch_delay,
+                    "a duration > 0, e.g. \"100ms\"",
+                ));
             }
             if stream.columns.report.is_empty() {
                 return Err(ConfigError::invalid(
@@ -102,6 +133,7 @@ impl Config {
                     ));
                 }
                 validate_kind_keys(&tat, test, d, &stream.columns.report)?;
+                validate_window(&format!("{tat}.window"), &test.window)?;
                 let method = match test.method {
                     Some(method) => {
                         check_method_applies(&tat, method, test.kind, &stream.mechanism)?;
@@ -170,8 +202,126 @@ impl Config {
                 }
             }
         }
+        validate_serve(self)?;
         Ok(())
     }
+}
+
+fn validate_window(key: &str, window: &WindowConfig) -> Result<(), ConfigError> {
+    match *window {
+        WindowConfig::Global | WindowConfig::Cumulative => Ok(()),
+        WindowConfig::Tumbling { size } if size.millis() == 0 => Err(ConfigError::invalid(
+            format!("{key}.size"),
+            size,
+            "a duration > 0, e.g. \"1h\"",
+        )),
+        WindowConfig::Tumbling { .. } => Ok(()),
+        WindowConfig::Sliding { size, slide } => {
+            if size.millis() == 0 {
+                return Err(ConfigError::invalid(
+                    format!("{key}.size"),
+                    size,
+                    "a duration > 0, e.g. \"1h\"",
+                ));
+            }
+            if slide.millis() == 0 {
+                return Err(ConfigError::invalid(
+                    format!("{key}.slide"),
+                    slide,
+                    "a duration > 0, e.g. \"5m\"",
+                ));
+            }
+            if size.millis() % slide.millis() != 0 {
+                return Err(ConfigError::invalid(
+                    format!("{key}.size"),
+                    size,
+                    format!("a whole multiple of slide = {slide}"),
+                ));
+            }
+            Ok(())
+        }
+    }
+}
+
+fn validate_simulator(key: &str, sim: &SimulatorConfig, d: usize) -> Result<(), ConfigError> {
+    if !(sim.rate.is_finite() && sim.rate > 0.0 && sim.rate <= 1e8) {
+        return Err(ConfigError::invalid(
+            format!("{key}.rate"),
+            sim.rate,
+            "reports per second, a finite number in (0, 1e8]",
+        ));
+    }
+    validate_null(&format!("{key}.p"), &sim.p, d)?;
+    match (&sim.switch_at, &sim.switch_p) {
+        (Some(_), Some(p)) => validate_null(&format!("{key}.switch_p"), p, d)?,
+        (None, None) => {}
+        (Some(at), None) => {
+            return Err(ConfigError::invalid(
+                format!("{key}.switch_p"),
+                format!("(missing, with switch_at = {at})"),
+                "switch_at and switch_p go together",
+            ))
+        }
+        (None, Some(_)) => {
+            return Err(ConfigError::invalid(
+                format!("{key}.switch_at"),
+                "(missing, with switch_p set)",
+                "switch_at and switch_p go together",
+            ))
+        }
+    }
+    if sim.groups.iter().any(|g| g.is_empty()) {
+        return Err(ConfigError::invalid(
+            format!("{key}.groups"),
+            format!("{:?}", sim.groups),
+            "non-empty group labels",
+        ));
+    }
+    Ok(())
+}
+
+fn validate_serve(config: &Config) -> Result<(), ConfigError> {
+    let serve = &config.serve;
+    if serve.listen.parse::<std::net::SocketAddr>().is_err() {
+        return Err(ConfigError::invalid(
+            "serve.listen",
+            format!("{:?}", serve.listen),
+            "an IP address and port, e.g. \"127.0.0.1:9898\"",
+        ));
+    }
+    if serve.snapshot_interval.millis() == 0 {
+        return Err(ConfigError::invalid(
+            "serve.snapshot_interval",
+            serve.snapshot_interval,
+            "a duration > 0, e.g. \"5s\"",
+        ));
+    }
+    if serve.checkpoint_interval.millis() == 0 {
+        return Err(ConfigError::invalid(
+            "serve.checkpoint_interval",
+            serve.checkpoint_interval,
+            "a duration > 0, e.g. \"10s\"",
+        ));
+    }
+    if serve.checkpoint_dir.as_deref() == Some("") {
+        return Err(ConfigError::invalid(
+            "serve.checkpoint_dir",
+            "\"\"",
+            "a directory path (or leave the key out for no checkpoints)",
+        ));
+    }
+    for (i, sink) in serve.sinks.iter().enumerate() {
+        if let SinkConfig::Jsonl { path } = sink {
+            if path.is_empty() {
+                return Err(ConfigError::invalid(
+                    format!("serve.sink[{i}].path"),
+                    "\"\"",
+                    "a file path",
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Largest domain any mechanism accepts: sketches are dense tables of this size.
@@ -585,6 +735,67 @@ window = { kind = "global" }
         assert!(e.contains("hourly") && e.contains("global"), "{e}");
         let e = err(&GOOD.replace("kind = \"grr\"", "kind = \"rappor\""));
         assert!(e.contains("rappor"), "{e}");
+    }
+
+    #[test]
+    fn windows_parse_and_validate() {
+        let c = Config::from_toml_str(
+            &GOOD.replace(
+                "kind = \"global\"",
+                "kind = \"sliding\", size = \"1h\", slide = \"5m\"",
+            ),
+            "t",
+        )
+        .unwrap();
+        assert_eq!(
+            c.streams[0].tests[0].window,
+            crate::WindowConfig::Sliding {
+                size: crate::DurationMs(3_600_000),
+                slide: crate::DurationMs(300_000)
+            }
+        );
+        let e = err(&GOOD.replace(
+            "kind = \"global\"",
+            "kind = \"sliding\", size = \"1h\", slide = \"7m\"",
+        ));
+        assert!(
+            e.contains("window.size = \"1h\"") && e.contains("multiple of slide = \"7m\""),
+            "{e}"
+        );
+        let e = err(&GOOD.replace("kind = \"global\"", "kind = \"tumbling\", size = \"0s\""));
+        assert!(e.contains("window.size") && e.contains("> 0"), "{e}");
+        let e = err(&GOOD.replace(
+            "kind = \"global\"",
+            "kind = \"tumbling\", size = \"1 hour\"",
+        ));
+        assert!(
+            e.contains("\"1 hour\"") && e.contains("ms, s, m, h or d"),
+            "{e}"
+        );
+        let e = err(&GOOD.replace(
+            "kind = \"global\"",
+            "kind = \"sliding\", size = \"1h\", slide = \"0m\"",
+        ));
+        assert!(e.contains("window.slide"), "{e}");
+    }
+
+    #[test]
+    fn simulator_and_serve_keys_validate() {
+        let sim = GOOD.replace(
+            "source = { kind = \"parquet\", paths = [\"data/*.parquet\"] }",
+            "source = { kind = \"simulator\", rate = 1000.0, switch_at = \"1m\", switch_p = [0.4, 0.2, 0.2, 0.2] }",
+        );
+        Config::from_toml_str(&sim, "t").unwrap();
+        let e = err(&sim.replace("rate = 1000.0", "rate = -1.0"));
+        assert!(e.contains("source.rate = -1"), "{e}");
+        let e = err(&sim.replace("switch_p = [0.4, 0.2, 0.2, 0.2]", "switch_p = [0.5, 0.5]"));
+        assert!(e.contains("source.switch_p"), "{e}");
+        let e = err(&sim.replace(", switch_p = [0.4, 0.2, 0.2, 0.2]", ""));
+        assert!(e.contains("switch_p") && e.contains("go together"), "{e}");
+        let e = err(&format!("{sim}\n[serve]\nlisten = \"localhost\"\n"));
+        assert!(e.contains("serve.listen = \"localhost\""), "{e}");
+        let e = err(&format!("{sim}\n[serve]\nsnapshot_interval = \"0s\"\n"));
+        assert!(e.contains("serve.snapshot_interval"), "{e}");
     }
 
     #[test]

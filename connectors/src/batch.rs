@@ -1,10 +1,11 @@
 //! The batch job: every stream of a config over Parquet files, to test records.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use std::collections::BTreeMap;
-
-use ldpstream_config::{Config, MechanismConfig, SourceConfig, StreamConfig, TestKind, TestMethod};
+use ldpstream_config::{
+    Config, MechanismConfig, SourceConfig, StreamConfig, TestConfig, TestKind, TestMethod,
+};
 use ldpstream_engine::curator::ledger::PrivacyLedger;
 use ldpstream_engine::evaluate::{
     evaluate, evaluate_private, evaluate_two_sample, BlockCounts, Scope,
@@ -13,21 +14,20 @@ use ldpstream_engine::mechanism::Mechanism;
 use ldpstream_engine::record::TestRecord;
 use ldpstream_engine::sketch::Sketch;
 use ldpstream_engine::stats::bh_q_values;
+use ldpstream_engine::window::{Bounds, PaneStore};
 use ldpstream_engine::EngineError;
 use rand::rngs::StdRng;
-
-use crate::grouping::GroupKey;
-use crate::ledger_file::LedgerBook;
-use crate::parquet_in::block_column;
 use tracing::{info, warn};
 
 use crate::error::ConnectorError;
+use crate::grouping::GroupKey;
+use crate::ledger_file::LedgerBook;
+use crate::paned::PanedDelta;
 use crate::parquet_in::{
-    fold_files, inspect, progress_bar, resolve_inputs, GroupedSketches, ReportLayout,
+    block_column, fold_files, inspect, progress_bar, resolve_inputs, GroupedSketches, ReportLayout,
 };
+use crate::windows::{evaluate_snapshot, rfc3339, stream_pane_width, take_due};
 
-/// Runs every test of every stream. `inputs`, when not empty, replaces the paths of every
-/// Parquet source in the config.
 pub fn run_batch(
     config: &Config,
     inputs: &[String],
@@ -38,7 +38,13 @@ pub fn run_batch(
     for stream in &config.streams {
         let patterns = match (&stream.source, inputs.is_empty()) {
             (_, false) => inputs.to_vec(),
-            (SourceConfig::Parquet { paths }, true) => paths.clone(),
+            (SourceConfig::Parquet { paths, .. }, true) => paths.clone(),
+            (SourceConfig::Simulator(_), true) => {
+                return Err(ConnectorError::Invalid(format!(
+                    "stream {:?} has a simulator source, which only `serve` runs; give `batch` Parquet files with --input",
+                    stream.name
+                )))
+            }
         };
         let files = resolve_inputs(&patterns)?;
         let mechanism = Mechanism::from_config(&stream.mechanism)?;
@@ -73,29 +79,31 @@ pub fn layout(stream: &StreamConfig, mechanism: &Mechanism) -> ReportLayout {
         report: stream.columns.report.clone(),
         index,
         group_by: fold_columns(stream),
+        ts: stream.columns.ts.clone(),
         block_sizes: block_sizes(stream),
     }
 }
 
-/// Checks and folds a stream's files into per-group sketches.
+/// Checks and folds a stream's files into per-pane, per-group sketches.
 pub fn fold_stream(
     stream: &StreamConfig,
     mechanism: &Mechanism,
     files: &[PathBuf],
-) -> Result<GroupedSketches, ConnectorError> {
+) -> Result<PanedDelta, ConnectorError> {
     let layout = layout(stream, mechanism);
     let inputs = inspect(files, &layout)?;
     let total: u64 = inputs.iter().flat_map(|f| &f.row_group_rows).sum();
     info!(stream = %stream.name, files = inputs.len(), rows = total, "folding");
     let bar = progress_bar(total);
     let started = std::time::Instant::now();
-    let sketches = fold_files(&inputs, &layout, &bar)?;
+    let sketches = fold_files(&inputs, &layout, stream_pane_width(stream), &bar)?;
     bar.finish_and_clear();
     let secs = started.elapsed().as_secs_f64();
     info!(
         stream = %stream.name,
         rows = total,
-        groups = sketches.len(),
+        panes = sketches.panes.len(),
+        late = sketches.late,
         seconds = secs,
         rows_per_second = total as f64 / secs.max(1e-9),
         "folded"
@@ -136,11 +144,12 @@ fn merge_by(
     Ok(out)
 }
 
-fn scope(columns: &[String], key: &GroupKey) -> Scope {
+fn scope(columns: &[String], key: &GroupKey, bounds: Option<Bounds>) -> Scope {
     Scope {
         group: (!columns.is_empty())
             .then(|| columns.iter().cloned().zip(key.iter().cloned()).collect()),
-        ..Scope::default()
+        window_start: bounds.map(|b| rfc3339(b.start)),
+        window_end: bounds.map(|b| rfc3339(b.end)),
     }
 }
 
@@ -151,22 +160,32 @@ pub struct Private<'a> {
     pub noise: &'a mut StdRng,
 }
 
-/// One record per (test, group) of a stream's global window, with Benjamini–Hochberg
-/// q-values across each test's groups.
-pub fn evaluate_stream(
+/// The records of one test over one window's sketches, keyed by `key_columns`: sketches are
+/// merged down to the test's groups, two-sample tests pair their labelled samples,
+/// curator-model tests spend from the ledger, and every record gets its Benjamini–Hochberg
+/// q-value across the window's groups.
+pub fn evaluate_test_groups(
     stream: &StreamConfig,
+    test: &TestConfig,
     mechanism: &Mechanism,
     sketches: &GroupedSketches,
+    fold_columns: &[String],
+    bounds: Option<Bounds>,
     private: &mut Private,
 ) -> Result<Vec<TestRecord>, ConnectorError> {
-    if stream.tests.is_empty() {
-        warn!(stream = %stream.name, "stream has no [[stream.test]] entries; nothing to report");
-    }
-    let fold_columns = layout(stream, mechanism).key_columns();
+    let window = (bounds.map(|b| b.start), bounds.map(|b| b.end));
+    let fold_columns = fold_columns.to_vec();
+    let empty_group;
+    let sketches = if sketches.is_empty() && stream.columns.group_by.is_empty() {
+        empty_group =
+            GroupedSketches::from([(vec![None; fold_columns.len()], mechanism.new_sketch())]);
+        &empty_group
+    } else {
+        sketches
+    };
     let group_by = &stream.columns.group_by;
-    let mut records = Vec::new();
-    for test in &stream.tests {
-        let mut batch = Vec::new();
+    let mut batch = Vec::new();
+    {
         match (&test.kind, &test.by, &test.a, &test.b) {
             (TestKind::TwoSample, Some(by), Some(a), Some(b)) => {
                 let record_columns: Vec<String> =
@@ -190,7 +209,7 @@ pub fn evaluate_stream(
                         stream,
                         test,
                         mechanism,
-                        scope(&record_columns, key),
+                        scope(&record_columns, key, bounds),
                         x,
                         y,
                     )?);
@@ -227,9 +246,9 @@ pub fn evaluate_stream(
                         stream,
                         test,
                         mechanism,
-                        scope(group_by, &key),
+                        scope(group_by, &key, bounds),
                         &sketch,
-                        (None, None),
+                        window,
                         ledger,
                         &mut *private.noise,
                         blocks,
@@ -242,7 +261,7 @@ pub fn evaluate_stream(
                         stream,
                         test,
                         mechanism,
-                        scope(group_by, &key),
+                        scope(group_by, &key, bounds),
                         &sketch,
                     )?);
                 }
@@ -252,7 +271,31 @@ pub fn evaluate_stream(
         for (r, q) in batch.iter_mut().zip(q) {
             r.q_value = q;
         }
-        records.extend(batch);
+    }
+    let q = bh_q_values(&batch.iter().map(|r| r.p_value).collect::<Vec<_>>());
+    for (r, q) in batch.iter_mut().zip(q) {
+        r.q_value = q;
+    }
+    Ok(batch)
+}
+
+/// One record per (test, window, group). The input is exhausted, so every window is final
+/// and no report is late: each one lands in its window whatever order files were read in.
+pub fn evaluate_stream(
+    stream: &StreamConfig,
+    mechanism: &Mechanism,
+    folded: &PanedDelta,
+    private: &mut Private,
+) -> Result<Vec<TestRecord>, ConnectorError> {
+    if stream.tests.is_empty() {
+        warn!(stream = %stream.name, "stream has no [[stream.test]] entries; nothing to report");
+    }
+    let mut store = PaneStore::new(stream_pane_width(stream), 0);
+    folded.apply(&mut store)?;
+    store.finish();
+    let mut records = Vec::new();
+    for snapshot in take_due(stream, &mut store, false)? {
+        records.extend(evaluate_snapshot(stream, mechanism, &snapshot, private)?);
     }
     Ok(records)
 }

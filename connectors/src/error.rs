@@ -43,4 +43,8 @@ pub enum ConnectorError {
     Engine(#[from] ldpstream_engine::EngineError),
     #[error("{0}")]
     Invalid(String),
+    /// A checkpoint that cannot be restored; the service refuses to start rather than
+    /// count reports twice or lose them.
+    #[error("checkpoint {path}: {message}")]
+    Checkpoint { path: String, message: String },
 }

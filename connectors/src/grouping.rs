@@ -5,8 +5,7 @@ use std::collections::HashMap;
 
 use arrow::array::{Array, StringArray};
 
-/// A group's key: one value per `group_by` column (None for a null).
-pub type GroupKey = Vec<Option<String>>;
+pub use ldpstream_engine::window::GroupKey;
 
 /// Dense group ids for the rows of one batch, and the key of each id.
 #[derive(Debug, Default)]

@@ -6,7 +6,10 @@ pub mod error;
 pub mod grouping;
 pub mod jsonl;
 pub mod ledger_file;
+pub mod paned;
 pub mod parquet_in;
+pub mod serve;
 pub mod simulate;
+pub mod windows;
 
 pub use error::ConnectorError;

@@ -1,7 +1,6 @@
 //! Parquet as a bounded source: resolve paths and globs, check schemas up front, then fold
 //! row groups in parallel, each rayon task streaming one row group batch by batch.
 
-use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
@@ -13,12 +12,14 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use ldpstream_engine::fold::{fold_batch, report_schema};
 use ldpstream_engine::mechanism::Mechanism;
 use ldpstream_engine::sketch::Sketch;
+use ldpstream_engine::window::pane_start;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ProjectionMask;
 use rayon::prelude::*;
 
 use crate::error::ConnectorError;
-use crate::grouping::{group_rows, GroupKey};
+use crate::grouping::group_rows;
+use crate::paned::{fold_paned_batch, is_event_time, PanedDelta};
 
 /// Rows per decoded batch: large enough to amortise per-batch work, small enough that a
 /// batch of a few columns stays in L2.
@@ -32,13 +33,15 @@ pub struct ReportLayout {
     /// The row (Hadamard) or cohort column, for mechanisms that have one.
     pub index: Option<String>,
     pub group_by: Vec<String>,
+    /// The event-time column, read when a file has it.
+    pub ts: String,
     /// Block sizes (in reports, in stream order) whose block index becomes an extra group
     /// column named by [`block_column`], after `group_by`.
     pub block_sizes: Vec<u64>,
 }
 
 impl ReportLayout {
-    fn columns(&self) -> impl Iterator<Item = &String> {
+    pub(crate) fn columns(&self) -> impl Iterator<Item = &String> {
         std::iter::once(&self.report)
             .chain(self.index.as_ref())
             .chain(&self.group_by)
@@ -59,15 +62,48 @@ pub fn block_column(size: u64) -> String {
     format!("__block_{size}")
 }
 
+/// Appends one block-index column per block size, computed from each row's position in
+/// stream order, before anything reorders the rows.
+pub fn with_block_columns(
+    batch: &RecordBatch,
+    first_row: u64,
+    sizes: &[u64],
+) -> Result<RecordBatch, arrow::error::ArrowError> {
+    if sizes.is_empty() {
+        return Ok(batch.clone());
+    }
+    let mut fields: Vec<arrow::datatypes::FieldRef> =
+        batch.schema().fields().iter().cloned().collect();
+    let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
+    for &size in sizes {
+        let ids: StringArray = (0..batch.num_rows() as u64)
+            .map(|i| Some(((first_row + i) / size.max(1)).to_string()))
+            .collect();
+        fields.push(std::sync::Arc::new(arrow::datatypes::Field::new(
+            block_column(size),
+            DataType::Utf8,
+            false,
+        )));
+        columns.push(std::sync::Arc::new(ids));
+    }
+    RecordBatch::try_new(
+        std::sync::Arc::new(arrow::datatypes::Schema::new(fields)),
+        columns,
+    )
+}
+
 /// One Parquet file with its row-group sizes, checked against a layout.
 #[derive(Debug, Clone)]
 pub struct InputFile {
     pub path: PathBuf,
     pub row_group_rows: Vec<u64>,
+    /// Whether the file has the event-time column; without it its reports belong to the
+    /// global and cumulative windows only.
+    pub has_ts: bool,
 }
 
 /// Per-group sketches; the key is empty when the stream is not grouped.
-pub type GroupedSketches = BTreeMap<GroupKey, Sketch>;
+pub type GroupedSketches = ldpstream_engine::window::Grouped;
 
 /// Expands paths and glob patterns into a sorted, de-duplicated file list. A pattern that
 /// matches nothing, or a path that does not exist, is an error naming it.
@@ -109,7 +145,7 @@ pub fn resolve_inputs(patterns: &[String]) -> Result<Vec<PathBuf>, ConnectorErro
     Ok(files)
 }
 
-fn open(path: &Path) -> Result<ParquetRecordBatchReaderBuilder<File>, ConnectorError> {
+pub(crate) fn open(path: &Path) -> Result<ParquetRecordBatchReaderBuilder<File>, ConnectorError> {
     let shown = path.display().to_string();
     let file = File::open(path).map_err(|source| ConnectorError::Io {
         path: shown.clone(),
@@ -180,6 +216,16 @@ pub fn inspect(paths: &[PathBuf], layout: &ReportLayout) -> Result<Vec<InputFile
             for g in &layout.group_by {
                 check_column(path, schema, g, "Utf8", is_string)?;
             }
+            let has_ts = schema.field_with_name(&layout.ts).is_ok();
+            if has_ts {
+                check_column(
+                    path,
+                    schema,
+                    &layout.ts,
+                    "Timestamp (ms, UTC) or Int64 milliseconds",
+                    is_event_time,
+                )?;
+            }
             let row_group_rows = builder
                 .metadata()
                 .row_groups()
@@ -189,19 +235,22 @@ pub fn inspect(paths: &[PathBuf], layout: &ReportLayout) -> Result<Vec<InputFile
             Ok(InputFile {
                 path: path.clone(),
                 row_group_rows,
+                has_ts,
             })
         })
         .collect()
 }
 
-/// Folds every row group of `files` into per-group sketches on the current rayon pool.
-/// Each task owns its sketches; they are merged exactly at the end, so the result does not
-/// depend on the number of threads or the order tasks finish in.
+/// Folds every row group of `files` into per-pane, per-group sketches (panes `pane_ms`
+/// wide) on the current rayon pool. Each task owns its sketches; they are merged exactly at
+/// the end, so the result does not depend on the number of threads or the order tasks
+/// finish in. A bounded input has no late reports: every report lands in its pane.
 pub fn fold_files(
     files: &[InputFile],
     layout: &ReportLayout,
+    pane_ms: i64,
     progress: &ProgressBar,
-) -> Result<GroupedSketches, ConnectorError> {
+) -> Result<PanedDelta, ConnectorError> {
     // Each unit's first row in stream order (files sorted, row groups in file order), so
     // that stream-order blocks survive the parallel fold.
     let mut units: Vec<(&InputFile, usize, u64)> = Vec::new();
@@ -215,26 +264,14 @@ pub fn fold_files(
     units
         .par_iter()
         .map(|(file, rg, first_row)| {
-            let folded = fold_row_group(&file.path, *rg, *first_row, layout)?;
+            let folded = fold_row_group(file, *rg, *first_row, layout, pane_ms)?;
             progress.inc(file.row_group_rows[*rg]);
             Ok(folded)
         })
-        .try_reduce(GroupedSketches::new, |mut a, b| {
-            merge_into(&mut a, b)?;
+        .try_reduce(PanedDelta::default, |mut a, b| {
+            a.merge(b)?;
             Ok(a)
         })
-}
-
-fn merge_into(into: &mut GroupedSketches, from: GroupedSketches) -> Result<(), ConnectorError> {
-    for (key, sketch) in from {
-        match into.get_mut(&key) {
-            Some(existing) => existing.merge(&sketch)?,
-            None => {
-                into.insert(key, sketch);
-            }
-        }
-    }
-    Ok(())
 }
 
 /// A progress bar on stderr that draws only when stderr is a terminal.
@@ -249,11 +286,13 @@ pub fn progress_bar(total_rows: u64) -> ProgressBar {
 }
 
 fn fold_row_group(
-    path: &Path,
+    file: &InputFile,
     rg: usize,
     first_row: u64,
     layout: &ReportLayout,
-) -> Result<GroupedSketches, ConnectorError> {
+    pane_ms: i64,
+) -> Result<PanedDelta, ConnectorError> {
+    let path = file.path.as_path();
     let shown = || path.display().to_string();
     let arrow_err = |source| ConnectorError::Arrow {
         path: shown(),
@@ -261,8 +300,11 @@ fn fold_row_group(
     };
     let builder = open(path)?;
     let arrow_schema = builder.schema().clone();
+    let ts = file.has_ts.then_some(layout.ts.as_str());
     let roots = layout
         .columns()
+        .map(String::as_str)
+        .chain(ts)
         .map(|c| arrow_schema.index_of(c).map_err(arrow_err))
         .collect::<Result<Vec<_>, _>>()?;
     let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
@@ -276,15 +318,15 @@ fn fold_row_group(
             source,
         })?;
 
-    let mut out = GroupedSketches::new();
+    let mut out = PanedDelta::default();
+    let pane_of = |t: i64| Some(pane_start(t, pane_ms));
     let mut row = first_row;
     for batch in reader {
         let batch = batch.map_err(arrow_err)?;
-        fold_record_batch(&batch, layout, path, row, &mut out)?;
-        row += batch.num_rows() as u64;
-    }
-    if layout.key_columns().is_empty() && out.is_empty() {
-        out.insert(Vec::new(), layout.mechanism.new_sketch());
+        let rows = batch.num_rows() as u64;
+        let batch = with_block_columns(&batch, row, &layout.block_sizes).map_err(arrow_err)?;
+        fold_paned_batch(&batch, layout, path, ts, &pane_of, &mut out)?;
+        row += rows;
     }
     Ok(out)
 }
@@ -296,7 +338,6 @@ pub fn fold_record_batch(
     batch: &RecordBatch,
     layout: &ReportLayout,
     path: &Path,
-    first_row: u64,
     out: &mut GroupedSketches,
 ) -> Result<(), ConnectorError> {
     let shown = || path.display().to_string();
@@ -323,23 +364,18 @@ pub fn fold_record_batch(
             other => ConnectorError::Engine(other),
         })
     };
-    if layout.group_by.is_empty() && layout.block_sizes.is_empty() {
+    let key_columns = layout.key_columns();
+    if key_columns.is_empty() {
         let sketch = out
             .entry(Vec::new())
             .or_insert_with(|| layout.mechanism.new_sketch());
         return fold(sketch, report.as_ref(), index.as_deref());
     }
-    let mut owned: Vec<ArrayRef> = Vec::with_capacity(layout.group_by.len());
-    for g in &layout.group_by {
+    let mut owned: Vec<ArrayRef> = Vec::with_capacity(key_columns.len());
+    for g in &key_columns {
         let utf8 = arrow::compute::cast(column(batch, g, path)?.as_ref(), &DataType::Utf8)
             .map_err(arrow_err)?;
         owned.push(utf8);
-    }
-    for &size in &layout.block_sizes {
-        let ids: StringArray = (0..batch.num_rows() as u64)
-            .map(|i| Some(((first_row + i) / size.max(1)).to_string()))
-            .collect();
-        owned.push(std::sync::Arc::new(ids));
     }
     let strings: Vec<&StringArray> = owned
         .iter()

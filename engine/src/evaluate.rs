@@ -340,6 +340,8 @@ fn record(
         rejected_reports: sketch.rejected().to_map(),
         inconclusive: outcome.inconclusive_reason.is_some(),
         inconclusive_reason: outcome.inconclusive_reason,
+        is_final: false,
+        late_reports: 0,
     })
 }
 

@@ -13,5 +13,6 @@ pub mod plan;
 pub mod record;
 pub mod sketch;
 pub mod stats;
+pub mod window;
 
 pub use error::EngineError;

@@ -73,4 +73,13 @@ pub struct TestRecord {
     /// by evidence.
     pub inconclusive: bool,
     pub inconclusive_reason: Option<String>,
+    /// True for a window's last result: the window closed (the watermark passed its end,
+    /// or a bounded input ended). `serve` also emits provisional results (false) for open
+    /// windows; every `batch` result is final.
+    #[serde(rename = "final", default)]
+    pub is_final: bool,
+    /// Reports of the stream not folded because they arrived after their pane had closed
+    /// (or had no event time), up to this result. Per stream, not per group.
+    #[serde(default)]
+    pub late_reports: u64,
 }

@@ -1,0 +1,90 @@
+//! Where `serve` writes records: JSON lines files (appended, flushed after every tick) and
+//! stdout.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufWriter, Write};
+
+use ldpstream_config::SinkConfig;
+use ldpstream_engine::record::TestRecord;
+
+use crate::error::ConnectorError;
+
+enum Sink {
+    Jsonl { path: String, out: BufWriter<File> },
+    Stdout,
+}
+
+/// The configured sinks, opened once at start.
+pub struct Sinks {
+    sinks: Vec<Sink>,
+}
+
+impl Sinks {
+    pub fn open(configs: &[SinkConfig]) -> Result<Self, ConnectorError> {
+        let mut sinks = Vec::new();
+        for config in configs {
+            sinks.push(match config {
+                SinkConfig::Stdout => Sink::Stdout,
+                SinkConfig::Jsonl { path } => {
+                    let io = |source| ConnectorError::Io {
+                        path: path.clone(),
+                        source,
+                    };
+                    if let Some(dir) = std::path::Path::new(path).parent() {
+                        if !dir.as_os_str().is_empty() {
+                            std::fs::create_dir_all(dir).map_err(io)?;
+                        }
+                    }
+                    let file = OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(path)
+                        .map_err(io)?;
+                    Sink::Jsonl {
+                        path: path.clone(),
+                        out: BufWriter::new(file),
+                    }
+                }
+            });
+        }
+        if sinks.is_empty() {
+            sinks.push(Sink::Stdout);
+        }
+        Ok(Sinks { sinks })
+    }
+
+    /// Writes `records` to every sink and flushes, so a reader sees whole ticks.
+    pub fn write(&mut self, records: &[TestRecord]) -> Result<(), ConnectorError> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let mut text = Vec::new();
+        for r in records {
+            serde_json::to_writer(&mut text, r)
+                .map_err(|e| ConnectorError::Invalid(format!("serializing a record: {e}")))?;
+            text.push(b'\n');
+        }
+        for sink in &mut self.sinks {
+            match sink {
+                Sink::Stdout => {
+                    let mut out = std::io::stdout().lock();
+                    out.write_all(&text)
+                        .and_then(|()| out.flush())
+                        .map_err(|source| ConnectorError::Io {
+                            path: "stdout".into(),
+                            source,
+                        })?;
+                }
+                Sink::Jsonl { path, out } => {
+                    out.write_all(&text)
+                        .and_then(|()| out.flush())
+                        .map_err(|source| ConnectorError::Io {
+                            path: path.clone(),
+                            source,
+                        })?;
+                }
+            }
+        }
+        Ok(())
+    }
+}

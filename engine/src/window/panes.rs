@@ -1,0 +1,371 @@
+use std::collections::{BTreeMap, BTreeSet};
+
+use ldpstream_config::WindowConfig;
+
+use super::spec::{pane_start, windows_of_pane, Bounds};
+use crate::error::EngineError;
+use crate::sketch::Sketch;
+
+/// A group's key: one value per `group_by` column (None for a null).
+pub type GroupKey = Vec<Option<String>>;
+/// Per-group sketches; the key is empty when the stream is not grouped.
+pub type Grouped = BTreeMap<GroupKey, Sketch>;
+
+/// Merges `from` into `into` exactly, group by group.
+pub fn merge_grouped(into: &mut Grouped, from: &Grouped) -> Result<(), EngineError> {
+    for (key, sketch) in from {
+        match into.get_mut(key) {
+            Some(existing) => existing.merge(sketch)?,
+            None => {
+                into.insert(key.clone(), sketch.clone());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The panes of one stream, its watermark and its late-report count.
+///
+/// Folding happens elsewhere, into a delta per pane; [`PaneStore::merge_pane`] adds a
+/// delta. A snapshot ([`PaneStore::window`], [`PaneStore::everything`]) copies the panes'
+/// sketches and leaves the store untouched (rule 3: snapshot is not emit).
+#[derive(Debug, Clone)]
+pub struct PaneStore {
+    width: i64,
+    lateness: i64,
+    max_event: Option<i64>,
+    /// Set once a bounded input is exhausted: every pane is then closed.
+    finished: bool,
+    panes: BTreeMap<i64, Grouped>,
+    /// Panes no bounded window needs any more, merged; cumulative and global windows
+    /// still include them. Reports without event time land here directly.
+    retired: Grouped,
+    first_pane: Option<i64>,
+    late: u64,
+    /// Bounded windows ending at or before this have had their final result.
+    finalized_through: Option<i64>,
+}
+
+impl PaneStore {
+    pub fn new(width_ms: i64, lateness_ms: i64) -> Self {
+        PaneStore {
+            width: width_ms.max(1),
+            lateness: lateness_ms.max(0),
+            max_event: None,
+            finished: false,
+            panes: BTreeMap::new(),
+            retired: Grouped::new(),
+            first_pane: None,
+            late: 0,
+            finalized_through: None,
+        }
+    }
+
+    /// A store with this one's pane width and watermark but no panes: enough to route a
+    /// batch's rows to their panes while the real store stays unlocked.
+    pub fn watermark_view(&self) -> PaneStore {
+        PaneStore {
+            max_event: self.max_event,
+            finished: self.finished,
+            ..PaneStore::new(self.width, self.lateness)
+        }
+    }
+
+    pub fn width(&self) -> i64 {
+        self.width
+    }
+
+    /// Largest event time seen minus the allowed lateness; `i64::MAX` once the input ended.
+    pub fn watermark(&self) -> Option<i64> {
+        if self.finished {
+            return Some(i64::MAX);
+        }
+        self.max_event.map(|t| t.saturating_sub(self.lateness))
+    }
+
+    pub fn max_event(&self) -> Option<i64> {
+        self.max_event
+    }
+
+    /// The pane an event time falls into, or None when that pane is already closed (the
+    /// report is late).
+    pub fn open_pane_of(&self, ts_ms: i64) -> Option<i64> {
+        let pane = pane_start(ts_ms, self.width);
+        match self.watermark() {
+            Some(wm) if pane.saturating_add(self.width) <= wm => None,
+            _ => Some(pane),
+        }
+    }
+
+    /// Advances the watermark after a batch whose largest event time was `ts_ms`.
+    pub fn observe(&mut self, ts_ms: i64) {
+        self.max_event = Some(self.max_event.map_or(ts_ms, |m| m.max(ts_ms)));
+    }
+
+    /// Closes every pane: the input is exhausted.
+    pub fn finish(&mut self) {
+        self.finished = true;
+    }
+
+    pub fn add_late(&mut self, n: u64) {
+        self.late += n;
+    }
+
+    /// Reports not folded because their pane had closed (or they had no event time).
+    pub fn late(&self) -> u64 {
+        self.late
+    }
+
+    pub fn merge_pane(&mut self, pane: i64, delta: &Grouped) -> Result<(), EngineError> {
+        self.first_pane = Some(self.first_pane.map_or(pane, |f| f.min(pane)));
+        merge_grouped(self.panes.entry(pane).or_default(), delta)
+    }
+
+    /// Reports of a stream without event time: they belong to no pane, only to the
+    /// cumulative and global windows.
+    pub fn merge_untimed(&mut self, delta: &Grouped) -> Result<(), EngineError> {
+        merge_grouped(&mut self.retired, delta)
+    }
+
+    /// The exact merge of the panes inside `bounds`.
+    pub fn window(&self, bounds: Bounds) -> Result<Grouped, EngineError> {
+        let mut out = Grouped::new();
+        for (_, pane) in self.panes.range(bounds.start..bounds.end) {
+            merge_grouped(&mut out, pane)?;
+        }
+        Ok(out)
+    }
+
+    /// Everything folded so far: retired panes plus open ones (cumulative and global).
+    pub fn everything(&self) -> Result<Grouped, EngineError> {
+        let mut out = self.retired.clone();
+        for pane in self.panes.values() {
+            merge_grouped(&mut out, pane)?;
+        }
+        Ok(out)
+    }
+
+    /// Bounds of the cumulative window: first pane's start to the latest pane's end.
+    pub fn cumulative_bounds(&self) -> Option<Bounds> {
+        let first = self.first_pane?;
+        let last = self
+            .panes
+            .keys()
+            .next_back()
+            .copied()
+            .unwrap_or(first)
+            .max(first);
+        Some(Bounds {
+            start: first,
+            end: last + self.width,
+        })
+    }
+
+    /// The bounded windows of kind `window` that hold at least one stored pane.
+    pub fn windows(&self, window: &WindowConfig) -> BTreeSet<Bounds> {
+        self.panes
+            .keys()
+            .flat_map(|&p| windows_of_pane(window, p))
+            .collect()
+    }
+
+    /// Whether the watermark has passed the end of `bounds`.
+    pub fn is_closed(&self, bounds: Bounds) -> bool {
+        self.watermark().is_some_and(|wm| bounds.end <= wm)
+    }
+
+    /// Whether the final result of `bounds` is still to be emitted.
+    pub fn awaits_final(&self, bounds: Bounds) -> bool {
+        self.is_closed(bounds) && self.finalized_through.is_none_or(|f| bounds.end > f)
+    }
+
+    /// Records that every window closed by the current watermark has had its final result,
+    /// and retires panes that no bounded window of at most `keep_ms` can need any more.
+    pub fn mark_finalized(&mut self, keep_ms: i64) -> Result<(), EngineError> {
+        let Some(wm) = self.watermark() else {
+            return Ok(());
+        };
+        self.finalized_through = Some(wm);
+        let keep = keep_ms.max(self.width);
+        let stale: Vec<i64> = self
+            .panes
+            .keys()
+            .copied()
+            .filter(|&p| p.saturating_add(keep) <= wm)
+            .collect();
+        for p in stale {
+            if let Some(pane) = self.panes.remove(&p) {
+                merge_grouped(&mut self.retired, &pane)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The stored panes, for checkpoints.
+    pub fn panes(&self) -> &BTreeMap<i64, Grouped> {
+        &self.panes
+    }
+
+    pub fn retired(&self) -> &Grouped {
+        &self.retired
+    }
+
+    pub fn finalized_through(&self) -> Option<i64> {
+        self.finalized_through
+    }
+
+    /// Rebuilds a store from a checkpoint's parts.
+    pub fn restore(
+        width_ms: i64,
+        lateness_ms: i64,
+        parts: RestoredPanes,
+    ) -> Result<Self, EngineError> {
+        let mut store = PaneStore::new(width_ms, lateness_ms);
+        store.max_event = parts.max_event;
+        store.late = parts.late;
+        store.finalized_through = parts.finalized_through;
+        store.retired = parts.retired;
+        store.first_pane = parts.first_pane;
+        for (pane, grouped) in parts.panes {
+            if pane_start(pane, store.width) != pane {
+                return Err(EngineError::Corrupt(format!(
+                    "checkpoint pane {pane} is not aligned to the configured pane width {} ms",
+                    store.width
+                )));
+            }
+            store.panes.insert(pane, grouped);
+        }
+        Ok(store)
+    }
+
+    pub fn first_pane(&self) -> Option<i64> {
+        self.first_pane
+    }
+}
+
+/// The state of a [`PaneStore`] as read back from a checkpoint.
+#[derive(Debug, Default)]
+pub struct RestoredPanes {
+    pub max_event: Option<i64>,
+    pub late: u64,
+    pub finalized_through: Option<i64>,
+    pub first_pane: Option<i64>,
+    pub retired: Grouped,
+    pub panes: BTreeMap<i64, Grouped>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mechanism::Mechanism;
+    use ldpstream_config::{DurationMs, MechanismConfig};
+
+    fn mechanism() -> Mechanism {
+        Mechanism::from_config(&MechanismConfig::Raw { domain: 4 }).unwrap()
+    }
+
+    /// A delta holding `n` reports of category `x` in the ungrouped key.
+    fn delta(m: &Mechanism, x: u32, n: usize) -> Grouped {
+        let mut s = m.new_sketch();
+        let reports = arrow::array::UInt32Array::from(vec![x; n]);
+        crate::fold::fold_batch(m, &mut s, &reports, None).unwrap();
+        Grouped::from([(Vec::new(), s)])
+    }
+
+    fn n(g: &Grouped) -> u64 {
+        g.values().map(Sketch::n).sum()
+    }
+
+    #[test]
+    fn windows_are_exact_merges_of_their_panes() {
+        let m = mechanism();
+        let mut store = PaneStore::new(1000, 0);
+        let mut single = m.new_sketch();
+        for (i, t) in [0i64, 500, 1500, 2100, 3999, 4000].iter().enumerate() {
+            let pane = store.open_pane_of(*t).unwrap();
+            let d = delta(&m, (i % 4) as u32, i + 1);
+            if (2000..4000).contains(t) {
+                single.merge(&d[&Vec::new()]).unwrap();
+            }
+            store.merge_pane(pane, &d).unwrap();
+        }
+        let w = store
+            .window(Bounds {
+                start: 2000,
+                end: 4000,
+            })
+            .unwrap();
+        assert_eq!(w[&Vec::new()], single);
+        assert_eq!(n(&store.everything().unwrap()), 21);
+        let tumbling = WindowConfig::Tumbling {
+            size: DurationMs(2000),
+        };
+        let ws: Vec<Bounds> = store.windows(&tumbling).into_iter().collect();
+        assert_eq!(
+            ws,
+            vec![
+                Bounds {
+                    start: 0,
+                    end: 2000
+                },
+                Bounds {
+                    start: 2000,
+                    end: 4000
+                },
+                Bounds {
+                    start: 4000,
+                    end: 6000
+                }
+            ]
+        );
+        assert_eq!(
+            store.cumulative_bounds(),
+            Some(Bounds {
+                start: 0,
+                end: 5000
+            })
+        );
+    }
+
+    #[test]
+    fn reports_behind_the_watermark_are_late() {
+        let mut store = PaneStore::new(1000, 500);
+        assert_eq!(store.watermark(), None);
+        assert_eq!(store.open_pane_of(100), Some(0));
+        store.observe(1400);
+        // watermark 900: pane [0, 1000) is still open
+        assert_eq!(store.open_pane_of(100), Some(0));
+        store.observe(1500);
+        // watermark 1000 closes pane [0, 1000)
+        assert_eq!(store.watermark(), Some(1000));
+        assert_eq!(store.open_pane_of(999), None);
+        assert_eq!(store.open_pane_of(1000), Some(1000));
+        // the watermark never moves back
+        store.observe(10);
+        assert_eq!(store.watermark(), Some(1000));
+        store.finish();
+        assert_eq!(store.open_pane_of(i64::MAX - 1), None);
+    }
+
+    #[test]
+    fn finals_are_emitted_once_and_panes_retire_into_the_cumulative_window() {
+        let m = mechanism();
+        let mut store = PaneStore::new(1000, 0);
+        let w = Bounds {
+            start: 0,
+            end: 1000,
+        };
+        store.merge_pane(0, &delta(&m, 1, 5)).unwrap();
+        store.observe(999);
+        assert!(!store.awaits_final(w));
+        store.observe(1000);
+        store.merge_pane(1000, &delta(&m, 2, 3)).unwrap();
+        assert!(store.awaits_final(w));
+        store.mark_finalized(1000).unwrap();
+        assert!(!store.awaits_final(w));
+        // pane 0 retired: no longer in bounded windows, still in everything()
+        assert_eq!(n(&store.window(w).unwrap()), 0);
+        assert_eq!(n(&store.everything().unwrap()), 8);
+        assert_eq!(store.panes().len(), 1);
+    }
+}

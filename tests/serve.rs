@@ -1,0 +1,357 @@
+//! `ldpstream serve` as a real child process: the simulator source, the HTTP endpoint and
+//! its Prometheus metrics, SIGTERM handling, and the Parquet replay source checked against
+//! `batch` over the same file.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_ldpstream")
+}
+
+/// A `serve` child on a free loopback port; killed on drop if still running.
+struct Serve {
+    child: Child,
+    addr: String,
+}
+
+impl Serve {
+    fn start(config: &Path, extra: &[&str]) -> Serve {
+        let mut child = Command::new(bin())
+            .args(["serve", "--config", config.to_str().unwrap()])
+            .args(["--listen", "127.0.0.1:0"])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("serve starts");
+        let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        let mut addr = None;
+        let mut line = String::new();
+        while stderr.read_line(&mut line).unwrap() > 0 {
+            if let Some(rest) = line
+                .trim()
+                .strip_prefix("ldpstream serve: listening on http://")
+            {
+                addr = Some(rest.to_string());
+                break;
+            }
+            line.clear();
+        }
+        // Keep draining stderr so the child never blocks on a full pipe.
+        std::thread::spawn(move || {
+            let mut sink = String::new();
+            let _ = stderr.read_to_string(&mut sink);
+        });
+        Serve {
+            child,
+            addr: addr.expect("serve prints its address"),
+        }
+    }
+
+    fn get(&self, path: &str) -> (u16, String) {
+        let mut s = TcpStream::connect(&self.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+            self.addr
+        )
+        .unwrap();
+        let mut text = String::new();
+        s.read_to_string(&mut text).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+        (status, body.to_string())
+    }
+
+    fn terminate(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        let killed = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        assert!(killed.success());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "serve did not exit after SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The value of the sample `name{labels}` in Prometheus text, where `labels` is a substring
+/// of the label set.
+fn sample(text: &str, name: &str, labels: &str) -> Option<f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find(|l| l.starts_with(&format!("{name}{{")) && l.contains(labels))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+fn promtool_check(text: &str) {
+    let Ok(mut child) = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    else {
+        eprintln!(
+            "\n!!!!!!!! promtool not found: SKIPPING `promtool check metrics`. \
+             Install the Debian package `prometheus` (scripts/test.sh does). !!!!!!!!\n"
+        );
+        return;
+    };
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool check metrics failed:\n{}{}\n--- metrics ---\n{text}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+const SIMULATOR: &str = r#"
+[serve]
+snapshot_interval = "300ms"
+sink = [{ kind = "jsonl", path = "OUT" }]
+
+[[stream]]
+name = "sim"
+mechanism = { kind = "grr", epsilon = 1.0, domain = 4 }
+max_batch_delay = "50ms"
+source = { kind = "simulator", rate = 20000.0, p = "uniform", switch_at = "5s", switch_p = [0.55, 0.15, 0.15, 0.15], seed = 3 }
+
+[[stream.test]]
+name = "gof_2s"
+kind = "gof"
+null = "uniform"
+window = { kind = "tumbling", size = "2s" }
+
+[[stream.test]]
+name = "gof_cumulative"
+kind = "gof"
+null = "uniform"
+window = { kind = "cumulative" }
+"#;
+
+#[test]
+fn serve_simulator_metrics_show_the_switch() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("results.jsonl");
+    let config = dir.path().join("sim.toml");
+    std::fs::write(&config, SIMULATOR.replace("OUT", out.to_str().unwrap())).unwrap();
+    let started = Instant::now();
+    let serve = Serve::start(&config, &[]);
+    assert_eq!(serve.get("/healthz").0, 200);
+
+    // Before the switch (the simulator starts uniform): wait for a snapshot of the
+    // tumbling window with a few thousand reports. Its χ²_3 statistic is tiny under the
+    // null; 40 has probability 1e-8.
+    let mut before = None;
+    while started.elapsed() < Duration::from_millis(3500) {
+        let (_, m) = serve.get("/metrics");
+        if let Some(n) = sample(&m, "ldpstream_window_reports", "test=\"gof_2s\"") {
+            if n >= 2000.0 {
+                before = sample(&m, "ldpstream_test_statistic", "test=\"gof_2s\"");
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let before = before.expect("a tumbling-window result before the switch");
+    assert!(before < 40.0, "uniform reports gave statistic {before}");
+    assert_eq!(serve.get("/readyz").0, 200);
+
+    // After the switch at 5 s, a fresh 2 s window holds only skewed reports: with ~20k
+    // of them the statistic is in the thousands.
+    let mut after = None;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        let (_, m) = serve.get("/metrics");
+        let stat = sample(&m, "ldpstream_test_statistic", "test=\"gof_2s\"").unwrap_or(0.0);
+        let reject = sample(&m, "ldpstream_test_reject", "test=\"gof_2s\"").unwrap_or(0.0);
+        if started.elapsed() > Duration::from_secs(8) && stat > 500.0 && reject == 1.0 {
+            after = Some(m);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let metrics = after.expect("the tumbling window rejects after the switch");
+    for name in [
+        "ldpstream_reports_total",
+        "ldpstream_test_p_value",
+        "ldpstream_window_reports",
+        "ldpstream_estimate",
+        "ldpstream_snapshot_duration_seconds_bucket",
+        "ldpstream_reports_late_total",
+    ] {
+        assert!(
+            metrics.lines().any(|l| l.starts_with(name)),
+            "{name} missing:\n{metrics}"
+        );
+    }
+    assert!(sample(&metrics, "ldpstream_reports_total", "stream=\"sim\"").unwrap() > 50_000.0);
+    promtool_check(&metrics);
+
+    let (status, body) = serve.get("/api/v1/results");
+    assert_eq!(status, 200);
+    let results: Vec<Value> = serde_json::from_str(&body).unwrap();
+    assert_eq!(results.len(), 2, "{body}");
+    assert!(results
+        .iter()
+        .any(|r| r["test"] == "gof_2s" && r["reject"] == true));
+
+    let status = serve.terminate();
+    assert!(
+        status.success(),
+        "serve exited with {status:?} after SIGTERM"
+    );
+    // The sink holds final results of closed 2 s windows and provisional ones; a closed
+    // window's final result is written once, and provisional n never exceeds the final n.
+    let records: Vec<Value> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let finals: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["test"] == "gof_2s" && r["final"] == true)
+        .collect();
+    assert!(finals.len() >= 3, "{} final windows", finals.len());
+    let mut starts: Vec<&str> = finals
+        .iter()
+        .map(|r| r["window_start"].as_str().unwrap())
+        .collect();
+    let total = starts.len();
+    starts.dedup();
+    assert_eq!(starts.len(), total, "a window had two final results");
+    for f in &finals {
+        for p in records.iter().filter(|r| {
+            r["test"] == "gof_2s" && r["final"] == false && r["window_start"] == f["window_start"]
+        }) {
+            assert!(p["n"].as_u64() <= f["n"].as_u64());
+        }
+    }
+}
+
+#[test]
+fn serve_replays_parquet_like_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("r.parquet");
+    let o = Command::new(bin())
+        .args([
+            "simulate",
+            "--mechanism",
+            "grr",
+            "--epsilon",
+            "1",
+            "--domain",
+            "6",
+            "--p",
+            "0.3,0.2,0.2,0.1,0.1,0.1",
+            "--n",
+            "300000",
+            "--seed",
+            "9",
+            "--out",
+        ])
+        .arg(&data)
+        .args(["--ts-start", "2026-01-01T00:00:00Z", "--rate", "5000"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = dir.path().join("serve.jsonl");
+    let config = dir.path().join("replay.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[serve]
+snapshot_interval = "100ms"
+sink = [{{ kind = "jsonl", path = "{}" }}]
+[[stream]]
+name = "r"
+source = {{ kind = "parquet", paths = ["{}"] }}
+mechanism = {{ kind = "grr", epsilon = 1.0, domain = 6 }}
+max_batch_rows = 7000
+[[stream.test]]
+name = "t10s"
+kind = "gof"
+null = "uniform"
+window = {{ kind = "sliding", size = "10s", slide = "5s" }}
+[[stream.test]]
+name = "all"
+kind = "gof"
+null = "uniform"
+window = {{ kind = "cumulative" }}
+"#,
+            out.display(),
+            data.display()
+        ),
+    )
+    .unwrap();
+    let mut serve = Serve::start(&config, &[]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(s) = serve.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "replay did not finish");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success());
+    let finals: Vec<Value> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["final"] == true)
+        .collect();
+    let batch = Command::new(bin())
+        .args([
+            "batch",
+            "--config",
+            config.to_str().unwrap(),
+            "--output",
+            "-",
+        ])
+        .output()
+        .unwrap();
+    assert!(batch.status.success());
+    let expected: Vec<Value> = String::from_utf8(batch.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // 300k reports at 5000/s: 60 s of event time, 13 sliding windows plus the cumulative.
+    assert_eq!(expected.len(), 14);
+    let key = |r: &Value| (r["test"].to_string(), r["window_start"].to_string());
+    let mut got = finals.clone();
+    got.sort_by_key(key);
+    let mut want = expected.clone();
+    want.sort_by_key(key);
+    assert_eq!(got, want, "serve's final records differ from batch's");
+}
