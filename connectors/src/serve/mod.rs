@@ -8,6 +8,7 @@
 
 mod checkpoint;
 mod http;
+mod kafka;
 mod metrics;
 mod replay;
 mod simulator;
@@ -184,7 +185,7 @@ pub async fn run(config: Config, options: ServeOptions) -> Result<(), ConnectorE
             store: Mutex::new(store),
             position: Mutex::new(position),
         });
-        if matches!(stream.source, SourceConfig::Parquet { .. }) {
+        if is_bounded(&stream.source) {
             bounded += 1;
         }
         threads.extend(spawn_stream(
@@ -284,6 +285,15 @@ pub async fn run(config: Config, options: ServeOptions) -> Result<(), ConnectorE
     }
 }
 
+/// Sources whose input ends: Parquet, and Kafka with end markers.
+fn is_bounded(source: &SourceConfig) -> bool {
+    match source {
+        SourceConfig::Parquet { .. } => true,
+        SourceConfig::Kafka(k) => k.end_marker,
+        SourceConfig::Simulator(_) => false,
+    }
+}
+
 fn checkpoint_path(dir: &Option<PathBuf>) -> String {
     dir.as_ref().map_or_else(String::new, |d| {
         d.join(checkpoint::FILE_NAME).display().to_string()
@@ -368,6 +378,37 @@ fn spawn_stream(
                     }
                 })
         }
+        SourceConfig::Kafka(kafka) => {
+            let (rt, kafka, stop, events, metrics) = (
+                rt.clone(),
+                kafka.clone(),
+                stop.clone(),
+                events.clone(),
+                metrics.clone(),
+            );
+            std::thread::Builder::new()
+                .name(format!("source-{name}"))
+                .spawn(move || {
+                    let res = kafka::run_kafka(
+                        &rt.config,
+                        &kafka,
+                        &rt.mechanism,
+                        &resume,
+                        &metrics,
+                        &stop,
+                        &tx,
+                    );
+                    match res {
+                        Ok(true) => {
+                            info!(stream = %rt.config.name, "every partition sent its end marker")
+                        }
+                        Ok(false) => {}
+                        Err(e) => {
+                            let _ = events.send(WorkerEvent::Failed(rt.config.name.clone(), e));
+                        }
+                    }
+                })
+        }
         SourceConfig::Parquet { paths, rate } => {
             let rate = *rate;
             let files = inspect(&resolve_inputs(paths)?, &rt.layout)?;
@@ -397,7 +438,7 @@ fn spawn_stream(
         path: format!("thread for stream {name}"),
         source,
     })?;
-    let bounded = matches!(rt.config.source, SourceConfig::Parquet { .. });
+    let bounded = is_bounded(&rt.config.source);
     let fold = std::thread::Builder::new()
         .name(format!("fold-{name}"))
         .spawn(move || {
