@@ -51,6 +51,7 @@ pub(crate) fn run_kafka(
     mechanism: &Mechanism,
     resume: &Position,
     metrics: &Metrics,
+    connected: &dyn Fn(),
     stop: &AtomicBool,
     out: &SyncSender<SourceBatch>,
 ) -> Result<bool, ConnectorError> {
@@ -112,13 +113,15 @@ pub(crate) fn run_kafka(
         .map(|(t, p)| key(t, *p))
         .filter(|k| resume.contains_key(&format!("{k}{ENDED}")))
         .collect();
-    info!(stream = %stream.name, partitions = partitions.len(), "Kafka partitions assigned");
     if kafka.end_marker && ended.len() == partitions.len() {
+        connected();
         return Ok(true);
     }
     consumer
         .assign(&assignment)
         .map_err(|e| kafka_err("assign", e))?;
+    info!(stream = %stream.name, partitions = partitions.len(), "Kafka partitions assigned");
+    connected();
 
     let mut decoder = MessageDecoder::new(stream, mechanism, kafka.format);
     let mut position = Position::new();

@@ -16,7 +16,7 @@ mod sinks;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::sync_channel;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -85,7 +85,17 @@ pub struct Shared {
     metrics: Metrics,
     /// Newest record per (stream, test, group label).
     results: Mutex<BTreeMap<(String, String, String), TestRecord>>,
+    /// The checkpoint (if any) is restored and every stream's threads are running.
     ready: AtomicBool,
+    /// Sources still connecting (a Kafka source counts down once its partitions are
+    /// assigned); `/readyz` answers 200 only when this is 0 and `ready` is set.
+    connecting: AtomicUsize,
+}
+
+impl Shared {
+    fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire) && self.connecting.load(Ordering::Acquire) == 0
+    }
 }
 
 /// What a stream's worker reports to the scheduler.
@@ -106,6 +116,13 @@ pub async fn run(config: Config, options: ServeOptions) -> Result<(), ConnectorE
         metrics: metrics.clone(),
         results: Mutex::new(BTreeMap::new()),
         ready: AtomicBool::new(false),
+        connecting: AtomicUsize::new(
+            config
+                .streams
+                .iter()
+                .filter(|s| matches!(s.source, SourceConfig::Kafka(_)))
+                .count(),
+        ),
     });
     let listen = options
         .listen
@@ -192,7 +209,7 @@ pub async fn run(config: Config, options: ServeOptions) -> Result<(), ConnectorE
             rt.clone(),
             started,
             stop.clone(),
-            metrics.clone(),
+            shared.clone(),
             events_tx.clone(),
         )?);
         runtimes.push(rt);
@@ -218,6 +235,9 @@ pub async fn run(config: Config, options: ServeOptions) -> Result<(), ConnectorE
         }
     };
     tokio::pin!(deadline);
+    // Registered once: a signal that arrives while a snapshot round runs is not lost.
+    let shutdown = shutdown_signal();
+    tokio::pin!(shutdown);
     let mut ended = 0usize;
     let mut failure = None;
     loop {
@@ -234,7 +254,7 @@ pub async fn run(config: Config, options: ServeOptions) -> Result<(), ConnectorE
                     last_checkpoint = Instant::now();
                 }
             }
-            _ = shutdown_signal() => {
+            _ = &mut shutdown => {
                 info!("signal received, shutting down");
                 break;
             }
@@ -351,9 +371,10 @@ fn spawn_stream(
     rt: Arc<StreamRuntime>,
     started: Instant,
     stop: Arc<AtomicBool>,
-    metrics: Metrics,
+    shared: Arc<Shared>,
     events: mpsc::UnboundedSender<WorkerEvent>,
 ) -> Result<Vec<std::thread::JoinHandle<()>>, ConnectorError> {
+    let metrics = shared.metrics.clone();
     // A few batches of slack: enough to hide jitter, small enough that a stop is prompt.
     let (tx, rx) = sync_channel::<SourceBatch>(4);
     let resume = rt.position().clone();
@@ -389,12 +410,16 @@ fn spawn_stream(
             std::thread::Builder::new()
                 .name(format!("source-{name}"))
                 .spawn(move || {
+                    let connected = || {
+                        shared.connecting.fetch_sub(1, Ordering::AcqRel);
+                    };
                     let res = kafka::run_kafka(
                         &rt.config,
                         &kafka,
                         &rt.mechanism,
                         &resume,
                         &metrics,
+                        &connected,
                         &stop,
                         &tx,
                     );
