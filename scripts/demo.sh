@@ -1,16 +1,11 @@
 #!/usr/bin/env bash
-# Simulates privatized reports for the bundled example config, then runs the batch job on
-# them and prints one JSON result per (stream, test, group).
-#   "control" draws from the uniform distribution (the null holds);
-#   "treatment" draws from a skewed distribution (the test should reject).
+# The demo service: `ldpstream serve` on config/demo.toml. A built-in simulator privatizes
+# 20,000 GenRR reports per second; after 75 s its true distribution switches away from
+# uniform and the goodness-of-fit tests start rejecting.
+#   Metrics:  curl -s 127.0.0.1:9898/metrics | grep ldpstream_test_
+#   Results:  curl -s 127.0.0.1:9898/api/v1/results   (also out/demo/serve.jsonl, stdout)
+# Stop with Ctrl-C (or pass --duration 3m); it exits 0 after a last round of results.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --quiet --bin ldpstream
-bin=target/release/ldpstream
-mkdir -p out/demo
-"$bin" simulate --mechanism grr --epsilon 1 --domain 10 --p uniform \
-  --groups control=1000000 --seed 1 --out out/demo/control.parquet
-"$bin" simulate --mechanism grr --epsilon 1 --domain 10 \
-  --p 0.12,0.11,0.1,0.1,0.1,0.1,0.1,0.09,0.09,0.09 \
-  --groups treatment=1000000 --seed 2 --out out/demo/treatment.parquet
-"$bin" batch --config examples/homepage.toml --output -
+exec target/release/ldpstream serve --config config/demo.toml "$@"

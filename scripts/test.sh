@@ -1,10 +1,36 @@
 #!/usr/bin/env bash
 # The whole test suite: every crate's unit, property, Monte Carlo and end-to-end tests.
 # Fails when a test fails, and also when no test ran at all.
+#
+# Around the tests it starts a local Kafka-protocol broker (deploy/kafka/start-local.sh,
+# stopped again on exit) and exports its address as LDPSTREAM_KAFKA_BROKERS for the Kafka
+# integration tests. It installs promtool (Debian package `prometheus`) when missing, for
+# the `promtool check metrics` test; if that is impossible the test says so loudly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+cleanup() {
+  rm -f "$log"
+  ./deploy/kafka/stop-local.sh || true
+}
+trap cleanup EXIT
+
+if ! command -v promtool >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing promtool (Debian package prometheus)..." >&2
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null) \
+      || echo "WARNING: could not install promtool; the promtool check will be SKIPPED" >&2
+  else
+    echo "WARNING: promtool missing and not installable here; the promtool check will be SKIPPED" >&2
+  fi
+fi
+
+# A free loopback port for the broker, so parallel checkouts do not collide.
+port=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
+LDPSTREAM_KAFKA_BROKERS=$(./deploy/kafka/start-local.sh "$port")
+export LDPSTREAM_KAFKA_BROKERS
+echo "Kafka-protocol broker (Tansu) at $LDPSTREAM_KAFKA_BROKERS" >&2
+
 cargo test --workspace --all-targets 2>&1 | tee "$log"
 cargo test --workspace --doc 2>&1 | tee -a "$log"
 passed=$(grep -E '^test result: ' "$log" | sed -E 's/.* ([0-9]+) passed.*/\1/' | awk '{s+=$1} END {print s+0}')

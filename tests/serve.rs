@@ -355,3 +355,191 @@ window = {{ kind = "cumulative" }}
     want.sort_by_key(key);
     assert_eq!(got, want, "serve's final records differ from batch's");
 }
+
+fn jsonl(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The last final record per (test, window start, group): after a crash, windows closed
+/// between the last checkpoint and the kill are emitted again (sinks are at-least-once),
+/// identically.
+fn last_finals(records: &[Value]) -> std::collections::BTreeMap<String, Value> {
+    records
+        .iter()
+        .filter(|r| r["final"] == true)
+        .map(|r| {
+            (
+                format!("{}|{}|{}", r["test"], r["window_start"], r["group"]),
+                r.clone(),
+            )
+        })
+        .collect()
+}
+
+fn wait_exit(child: &mut Child, within: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        assert!(Instant::now() < deadline, "serve did not finish");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// kill -9 at three seeded points of a throttled replay, restart from the checkpoint, and
+/// let it finish: the final windows must equal `batch` over the same file exactly.
+#[test]
+fn serve_restores_its_checkpoint_after_kill_9() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("k.parquet");
+    let o = Command::new(bin())
+        .args([
+            "simulate",
+            "--mechanism",
+            "grr",
+            "--epsilon",
+            "1",
+            "--domain",
+            "8",
+            "--p",
+            "uniform",
+            "--n",
+            "600000",
+            "--seed",
+            "5",
+            "--groups",
+            "a=250000,b=350000",
+            "--out",
+        ])
+        .arg(&data)
+        .args(["--ts-start", "2026-01-01T00:00:00Z", "--rate", "2000"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let config_for = |run: &str| {
+        let config = dir.path().join(format!("{run}.toml"));
+        std::fs::write(
+            &config,
+            format!(
+                r#"
+[serve]
+snapshot_interval = "100ms"
+checkpoint_interval = "150ms"
+checkpoint_dir = "{dir}/{run}-ck"
+sink = [{{ kind = "jsonl", path = "{dir}/{run}.jsonl" }}]
+[[stream]]
+name = "k"
+source = {{ kind = "parquet", paths = ["{data}"], rate = 250000.0 }}
+mechanism = {{ kind = "grr", epsilon = 1.0, domain = 8 }}
+columns = {{ group_by = ["group"] }}
+max_batch_rows = 5000
+[[stream.test]]
+name = "t30s"
+kind = "gof"
+null = "uniform"
+window = {{ kind = "tumbling", size = "30s" }}
+[[stream.test]]
+name = "all"
+kind = "gof"
+null = "uniform"
+window = {{ kind = "cumulative" }}
+"#,
+                dir = dir.path().display(),
+                data = data.display()
+            ),
+        )
+        .unwrap();
+        config
+    };
+    let batch = Command::new(bin())
+        .args(["batch", "--config", config_for("batch").to_str().unwrap()])
+        .args(["--output", "-"])
+        .output()
+        .unwrap();
+    assert!(batch.status.success());
+    let expected: Vec<Value> = String::from_utf8(batch.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // Group a covers event times [0, 125 s), b [125 s, 300 s): 5 + 6 tumbling windows and
+    // one cumulative window per group.
+    assert_eq!(expected.len(), 13);
+    let expected = last_finals(&expected);
+
+    let mut seed: u64 = 0x5eed;
+    let mut restored_runs = 0;
+    for run in ["kill1", "kill2", "kill3"] {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        // The replay takes ~2.4 s; kill somewhere in its first 2 s.
+        let kill_after = Duration::from_millis(300 + (seed >> 33) % 1700);
+        let config = config_for(run);
+        let mut first = Serve::start(&config, &[]);
+        std::thread::sleep(kill_after);
+        assert!(
+            first.child.try_wait().unwrap().is_none(),
+            "{run}: the replay finished before the kill at {kill_after:?}"
+        );
+        let _ = first.child.kill(); // SIGKILL
+        let _ = first.child.wait();
+        let checkpointed = dir
+            .path()
+            .join(format!("{run}-ck/checkpoint.ldpc"))
+            .exists();
+        restored_runs += usize::from(checkpointed);
+        let mut second = Serve::start(&config, &[]);
+        let status = wait_exit(&mut second.child, Duration::from_secs(60));
+        assert!(status.success(), "{run}: restart exited with {status:?}");
+        let got = last_finals(&jsonl(&dir.path().join(format!("{run}.jsonl"))));
+        assert_eq!(
+            got, expected,
+            "{run} (killed after {kill_after:?}, checkpoint written: {checkpointed})"
+        );
+    }
+    assert!(
+        restored_runs >= 2,
+        "most kills should land after a checkpoint"
+    );
+}
+
+#[test]
+fn a_corrupt_checkpoint_stops_serve_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let ck = dir.path().join("ck");
+    std::fs::create_dir_all(&ck).unwrap();
+    std::fs::write(ck.join("checkpoint.ldpc"), b"LDPC\x07garbage-garbage").unwrap();
+    let config = dir.path().join("c.toml");
+    std::fs::write(
+        &config,
+        SIMULATOR
+            .replace("OUT", dir.path().join("o.jsonl").to_str().unwrap())
+            .replace(
+                "[serve]\n",
+                &format!("[serve]\ncheckpoint_dir = \"{}\"\n", ck.display()),
+            ),
+    )
+    .unwrap();
+    let o = Command::new(bin())
+        .args([
+            "serve",
+            "--config",
+            config.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("checkpoint.ldpc") && err.contains("unsupported checkpoint format version 7"),
+        "{err}"
+    );
+}

@@ -13,8 +13,9 @@ mod validate;
 pub use duration::DurationMs;
 pub use error::ConfigError;
 pub use model::{
-    Calibration, ColumnsConfig, Config, InnerTester, MechanismConfig, ServeConfig, SimulatorConfig,
-    SinkConfig, SourceConfig, StreamConfig, TestConfig, TestKind, TestMethod, WindowConfig,
+    Calibration, ColumnsConfig, Config, InnerTester, KafkaConfig, MechanismConfig, MessageFormat,
+    ServeConfig, SimulatorConfig, SinkConfig, SourceConfig, StreamConfig, TestConfig, TestKind,
+    TestMethod, WindowConfig,
 };
 pub use null::NullSpec;
 

@@ -126,6 +126,45 @@ pub enum SourceConfig {
     /// Reports generated in-process by the real client-side randomizer, with event time =
     /// wall clock. For demos and tests of `serve`; `batch` cannot read it.
     Simulator(SimulatorConfig),
+    /// Kafka topics (`serve` only): production runs against Apache Kafka.
+    Kafka(KafkaConfig),
+}
+
+/// A Kafka source.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KafkaConfig {
+    /// `bootstrap.servers`, e.g. `"broker1:9092,broker2:9092"`.
+    pub brokers: String,
+    /// One or more topics; every partition of each is consumed.
+    pub topics: Vec<String>,
+    /// The consumer group (`group.id`); offsets are committed to it as progress reports
+    /// only; the checkpoint holds the offsets that count.
+    pub group_id: String,
+    /// Message encoding: `"json"` or `"binary"` (see the README).
+    #[serde(default)]
+    pub format: MessageFormat,
+    /// Passed to librdkafka as is (e.g. `"security.protocol" = "SASL_SSL"`); overrides
+    /// ldpstream's defaults.
+    #[serde(default)]
+    pub options: std::collections::BTreeMap<String, String>,
+    /// librdkafka option → name of the environment variable holding its value, for
+    /// secrets (`"sasl.password" = "KAFKA_PASSWORD"`). Values are never logged.
+    #[serde(default)]
+    pub options_from_env: std::collections::BTreeMap<String, String>,
+    /// Treat an end-marker message on every partition as the end of input: the stream
+    /// becomes bounded (for tests and replays).
+    #[serde(default)]
+    pub end_marker: bool,
+}
+
+/// How Kafka messages encode reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageFormat {
+    #[default]
+    Json,
+    Binary,
 }
 
 /// The built-in report simulator.

@@ -57,6 +57,7 @@ impl Config {
                     ))
                 }
                 SourceConfig::Parquet { .. } => {}
+                SourceConfig::Kafka(k) => validate_kafka(&format!("{at}.source"), k)?,
                 SourceConfig::Simulator(sim) => validate_simulator(
                     &format!("{at}.source"),
                     sim,
@@ -276,6 +277,40 @@ fn validate_simulator(key: &str, sim: &SimulatorConfig, d: usize) -> Result<(), 
             format!("{:?}", sim.groups),
             "non-empty group labels",
         ));
+    }
+    Ok(())
+}
+
+fn validate_kafka(key: &str, k: &crate::KafkaConfig) -> Result<(), ConfigError> {
+    if k.brokers.trim().is_empty() {
+        return Err(ConfigError::invalid(
+            format!("{key}.brokers"),
+            "\"\"",
+            "a bootstrap list such as \"127.0.0.1:9092\"",
+        ));
+    }
+    if k.topics.is_empty() || k.topics.iter().any(|t| t.trim().is_empty()) {
+        return Err(ConfigError::invalid(
+            format!("{key}.topics"),
+            format!("{:?}", k.topics),
+            "one or more non-empty topic names",
+        ));
+    }
+    if k.group_id.trim().is_empty() {
+        return Err(ConfigError::invalid(
+            format!("{key}.group_id"),
+            "\"\"",
+            "a consumer group name",
+        ));
+    }
+    for reserved in ["enable.auto.commit", "bootstrap.servers", "group.id"] {
+        if k.options.contains_key(reserved) || k.options_from_env.contains_key(reserved) {
+            return Err(ConfigError::invalid(
+                format!("{key}.options.\"{reserved}\""),
+                "(set)",
+                "set by ldpstream itself (brokers, group_id; auto-commit stays off)",
+            ));
+        }
     }
     Ok(())
 }

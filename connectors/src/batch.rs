@@ -39,9 +39,9 @@ pub fn run_batch(
         let patterns = match (&stream.source, inputs.is_empty()) {
             (_, false) => inputs.to_vec(),
             (SourceConfig::Parquet { paths, .. }, true) => paths.clone(),
-            (SourceConfig::Simulator(_), true) => {
+            (SourceConfig::Simulator(_) | SourceConfig::Kafka(_), true) => {
                 return Err(ConnectorError::Invalid(format!(
-                    "stream {:?} has a simulator source, which only `serve` runs; give `batch` Parquet files with --input",
+                    "stream {:?} has a simulator or Kafka source, which only `serve` runs; give `batch` Parquet files with --input",
                     stream.name
                 )))
             }

@@ -2,6 +2,7 @@
 //! wires them to the engine.
 
 pub mod batch;
+pub mod decode;
 pub mod error;
 pub mod grouping;
 pub mod jsonl;

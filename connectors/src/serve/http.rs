@@ -1,8 +1,7 @@
 //! The HTTP endpoint: `/metrics` (Prometheus text format), `/healthz` (the process lives),
-//! `/readyz` (every source started), `/api/v1/results` (newest result per stream, test and
+//! `/readyz` (checkpoint restored, every source started and connected), `/api/v1/results` (newest result per stream, test and
 //! group).
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use axum::extract::State;
@@ -33,7 +32,7 @@ async fn metrics(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
 }
 
 async fn readyz(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
-    if shared.ready.load(Ordering::Acquire) {
+    if shared.is_ready() {
         (StatusCode::OK, "ready\n")
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, "starting\n")

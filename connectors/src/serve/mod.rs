@@ -8,6 +8,7 @@
 
 mod checkpoint;
 mod http;
+mod kafka;
 mod metrics;
 mod replay;
 mod simulator;
@@ -15,7 +16,7 @@ mod sinks;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::sync_channel;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -87,7 +88,17 @@ pub struct Shared {
     metrics: Metrics,
     /// Newest record per (stream, test, group label).
     results: Mutex<BTreeMap<(String, String, String), TestRecord>>,
+    /// The checkpoint (if any) is restored and every stream's threads are running.
     ready: AtomicBool,
+    /// Sources still connecting (a Kafka source counts down once its partitions are
+    /// assigned); `/readyz` answers 200 only when this is 0 and `ready` is set.
+    connecting: AtomicUsize,
+}
+
+impl Shared {
+    fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire) && self.connecting.load(Ordering::Acquire) == 0
+    }
 }
 
 /// What a stream's worker reports to the scheduler.
@@ -108,6 +119,13 @@ pub async fn run(config: Config, options: ServeOptions) -> Result<(), ConnectorE
         metrics: metrics.clone(),
         results: Mutex::new(BTreeMap::new()),
         ready: AtomicBool::new(false),
+        connecting: AtomicUsize::new(
+            config
+                .streams
+                .iter()
+                .filter(|s| matches!(s.source, SourceConfig::Kafka(_)))
+                .count(),
+        ),
     });
     let listen = options
         .listen
@@ -192,14 +210,14 @@ pub async fn run(config: Config, options: ServeOptions) -> Result<(), ConnectorE
                     .map(ldpstream_engine::curator::ledger::PrivacyLedger::new),
             ),
         });
-        if matches!(stream.source, SourceConfig::Parquet { .. }) {
+        if is_bounded(&stream.source) {
             bounded += 1;
         }
         threads.extend(spawn_stream(
             rt.clone(),
             started,
             stop.clone(),
-            metrics.clone(),
+            shared.clone(),
             events_tx.clone(),
         )?);
         runtimes.push(rt);
@@ -225,6 +243,9 @@ pub async fn run(config: Config, options: ServeOptions) -> Result<(), ConnectorE
         }
     };
     tokio::pin!(deadline);
+    // Registered once: a signal that arrives while a snapshot round runs is not lost.
+    let shutdown = shutdown_signal();
+    tokio::pin!(shutdown);
     let mut ended = 0usize;
     let mut failure = None;
     loop {
@@ -241,7 +262,7 @@ pub async fn run(config: Config, options: ServeOptions) -> Result<(), ConnectorE
                     last_checkpoint = Instant::now();
                 }
             }
-            _ = shutdown_signal() => {
+            _ = &mut shutdown => {
                 info!("signal received, shutting down");
                 break;
             }
@@ -289,6 +310,15 @@ pub async fn run(config: Config, options: ServeOptions) -> Result<(), ConnectorE
     match failure {
         Some(e) => Err(e),
         None => Ok(()),
+    }
+}
+
+/// Sources whose input ends: Parquet, and Kafka with end markers.
+fn is_bounded(source: &SourceConfig) -> bool {
+    match source {
+        SourceConfig::Parquet { .. } => true,
+        SourceConfig::Kafka(k) => k.end_marker,
+        SourceConfig::Simulator(_) => false,
     }
 }
 
@@ -349,9 +379,10 @@ fn spawn_stream(
     rt: Arc<StreamRuntime>,
     started: Instant,
     stop: Arc<AtomicBool>,
-    metrics: Metrics,
+    shared: Arc<Shared>,
     events: mpsc::UnboundedSender<WorkerEvent>,
 ) -> Result<Vec<std::thread::JoinHandle<()>>, ConnectorError> {
+    let metrics = shared.metrics.clone();
     // A few batches of slack: enough to hide jitter, small enough that a stop is prompt.
     let (tx, rx) = sync_channel::<SourceBatch>(4);
     let resume = rt.position().clone();
@@ -373,6 +404,41 @@ fn spawn_stream(
                     );
                     if let Err(e) = res {
                         let _ = events.send(WorkerEvent::Failed(rt.config.name.clone(), e));
+                    }
+                })
+        }
+        SourceConfig::Kafka(kafka) => {
+            let (rt, kafka, stop, events, metrics) = (
+                rt.clone(),
+                kafka.clone(),
+                stop.clone(),
+                events.clone(),
+                metrics.clone(),
+            );
+            std::thread::Builder::new()
+                .name(format!("source-{name}"))
+                .spawn(move || {
+                    let connected = || {
+                        shared.connecting.fetch_sub(1, Ordering::AcqRel);
+                    };
+                    let res = kafka::run_kafka(
+                        &rt.config,
+                        &kafka,
+                        &rt.mechanism,
+                        &resume,
+                        &metrics,
+                        &connected,
+                        &stop,
+                        &tx,
+                    );
+                    match res {
+                        Ok(true) => {
+                            info!(stream = %rt.config.name, "every partition sent its end marker")
+                        }
+                        Ok(false) => {}
+                        Err(e) => {
+                            let _ = events.send(WorkerEvent::Failed(rt.config.name.clone(), e));
+                        }
                     }
                 })
         }
@@ -405,7 +471,7 @@ fn spawn_stream(
         path: format!("thread for stream {name}"),
         source,
     })?;
-    let bounded = matches!(rt.config.source, SourceConfig::Parquet { .. });
+    let bounded = is_bounded(&rt.config.source);
     let fold = std::thread::Builder::new()
         .name(format!("fold-{name}"))
         .spawn(move || {
