@@ -3,12 +3,11 @@
 //! folded by the real kernels; the rejection rate at α = 0.05 must lie in [0.035, 0.065].
 
 use ldpstream_config::{Calibration, MechanismConfig, TestMethod};
-use ldpstream_engine::fold::fold_batch;
-use ldpstream_engine::mechanism::{privatize_batch, Mechanism};
+use ldpstream_engine::mechanism::{simulate_sketch, Mechanism};
 use ldpstream_engine::sketch::Sketch;
 use ldpstream_engine::stats::{run_gof, GofParams};
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 
 const RUNS: u32 = 2000;
 const N: usize = 5000;
@@ -16,32 +15,7 @@ const ALPHA: f64 = 0.05;
 
 /// Draws n true values from `p`, privatizes and folds them.
 fn dataset(m: &Mechanism, p: &[f64], n: usize, rng: &mut StdRng) -> Sketch {
-    let cumulative: Vec<f64> = p
-        .iter()
-        .scan(0.0, |acc, &x| {
-            *acc += x;
-            Some(*acc)
-        })
-        .collect();
-    let xs: Vec<u32> = (0..n)
-        .map(|_| {
-            let u: f64 = rng.random();
-            cumulative
-                .iter()
-                .position(|&c| u < c)
-                .unwrap_or(p.len() - 1) as u32
-        })
-        .collect();
-    let columns = privatize_batch(m, &xs, rng).unwrap();
-    let mut sketch = m.new_sketch();
-    let (report, index) = match columns.as_slice() {
-        [index, report] => (report.as_ref(), Some(index.as_ref())),
-        [report] => (report.as_ref(), None),
-        _ => unreachable!(),
-    };
-    fold_batch(m, &mut sketch, report, index).unwrap();
-    assert_eq!(sketch.n(), n as u64);
-    sketch
+    simulate_sketch(m, p, n, rng).unwrap()
 }
 
 fn rejection_rate(

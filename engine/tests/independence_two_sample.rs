@@ -6,15 +6,14 @@
 //! projection and `open_simplex(v) = normalise(max(proj(v), 1e-6))`.
 
 use ldpstream_config::{MechanismConfig, TestMethod};
-use ldpstream_engine::fold::fold_batch;
-use ldpstream_engine::mechanism::{privatize_batch, BitFlip, Mechanism, Noise, NoiseKind};
+use ldpstream_engine::mechanism::{simulate_sketch, BitFlip, Mechanism, Noise, NoiseKind};
 use ldpstream_engine::sketch::{SignedSketch, Sketch};
 use ldpstream_engine::stats::{
     bitflip_two_sample, genrr_two_sample, local_bitflip_ind, local_exp_ind, local_noise_ind,
     marginal_product,
 };
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 
 fn rel(found: f64, expected: f64, tol: f64, what: &str) {
     assert!(
@@ -126,28 +125,7 @@ fn two_sample_tests_match_scipy() {
 
 /// n true values drawn from `p`, privatized and folded.
 fn dataset(m: &Mechanism, p: &[f64], n: usize, rng: &mut StdRng) -> Sketch {
-    let cumulative: Vec<f64> = p
-        .iter()
-        .scan(0.0, |acc, &x| {
-            *acc += x;
-            Some(*acc)
-        })
-        .collect();
-    let xs: Vec<u32> = (0..n)
-        .map(|_| {
-            let u: f64 = rng.random();
-            cumulative
-                .iter()
-                .position(|&c| u < c)
-                .unwrap_or(p.len() - 1) as u32
-        })
-        .collect();
-    let columns = privatize_batch(m, &xs, rng).unwrap();
-    let mut sketch = m.new_sketch();
-    let report = columns.last().unwrap();
-    let index = (columns.len() == 2).then(|| columns[0].as_ref());
-    fold_batch(m, &mut sketch, report.as_ref(), index).unwrap();
-    sketch
+    simulate_sketch(m, p, n, rng).unwrap()
 }
 
 fn product(a: &[f64], b: &[f64]) -> Vec<f64> {

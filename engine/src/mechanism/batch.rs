@@ -89,3 +89,43 @@ pub fn privatize_batch<R: Rng + ?Sized>(
         }
     })
 }
+
+/// A sketch of `n` reports whose true values are drawn from `p` (inverse-CDF sampling),
+/// privatized by the real client randomizers and folded by the real kernels: the seeded
+/// simulation behind the Monte Carlo size and power checks.
+pub fn simulate_sketch<R: Rng + ?Sized>(
+    mechanism: &Mechanism,
+    p: &[f64],
+    n: usize,
+    rng: &mut R,
+) -> Result<crate::sketch::Sketch, EngineError> {
+    let cumulative: Vec<f64> = p
+        .iter()
+        .scan(0.0, |acc, &x| {
+            *acc += x;
+            Some(*acc)
+        })
+        .collect();
+    let xs: Vec<u32> = (0..n)
+        .map(|_| {
+            let u: f64 = rng.random();
+            cumulative
+                .iter()
+                .position(|&c| u < c)
+                .unwrap_or(p.len().saturating_sub(1)) as u32
+        })
+        .collect();
+    let columns = privatize_batch(mechanism, &xs, rng)?;
+    let mut sketch = mechanism.new_sketch();
+    let (report, index) = match columns.as_slice() {
+        [index, report] => (report.as_ref(), Some(index.as_ref())),
+        [report] => (report.as_ref(), None),
+        _ => {
+            return Err(EngineError::Corrupt(
+                "privatize_batch returned no columns".into(),
+            ))
+        }
+    };
+    crate::fold::fold_batch(mechanism, &mut sketch, report, index)?;
+    Ok(sketch)
+}

@@ -15,7 +15,7 @@ mod hadamard;
 mod likelihood;
 mod noise;
 
-pub use batch::privatize_batch;
+pub use batch::{privatize_batch, simulate_sketch};
 pub use bitflip::BitFlip;
 pub use channel::Channel;
 pub use cohort::Cohort;
