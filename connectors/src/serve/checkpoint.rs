@@ -7,8 +7,9 @@
 //! pane (options are a u8 flag then an i64), source position (u32 count of
 //! (string, u64) pairs), retired groups, pane count (u32) and per pane its start (i64) and
 //! groups. Groups: count (u32), then per group the key (u32 count of optional strings)
-//! and the sketch bytes (u32 length first). A trailing FNV-1a 64 checksum covers
-//! everything before it.
+//! and the sketch bytes (u32 length first). Version 2 adds, per stream after the panes, the
+//! privacy-budget ledger of curator-model streams (u8 flag, then its JSON as a string).
+//! A trailing FNV-1a 64 checksum covers everything before it. Version 1 files still read.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -21,7 +22,7 @@ use ldpstream_engine::window::{GroupKey, Grouped, PaneStore, RestoredPanes};
 use crate::error::ConnectorError;
 
 pub const MAGIC: [u8; 4] = *b"LDPC";
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 /// The file name of the latest checkpoint inside the checkpoint directory.
 pub const FILE_NAME: &str = "checkpoint.ldpc";
 
@@ -36,6 +37,8 @@ pub struct StreamCheckpoint {
     pub pane_width: i64,
     pub panes: RestoredPanes,
     pub position: Position,
+    /// Curator-model streams: the privacy-budget ledger, so spends survive restarts.
+    pub ledger: Option<ldpstream_engine::curator::ledger::PrivacyLedger>,
 }
 
 impl StreamCheckpoint {
@@ -53,6 +56,7 @@ impl StreamCheckpoint {
                 panes: store.panes().clone(),
             },
             position,
+            ledger: None,
         }
     }
 }
@@ -113,6 +117,13 @@ pub fn encode(streams: &[StreamCheckpoint]) -> Vec<u8> {
             out.extend_from_slice(&start.to_le_bytes());
             put_grouped(&mut out, g);
         }
+        // The ledger is small and rarely read: JSON keeps it inspectable.
+        let ledger = s
+            .ledger
+            .as_ref()
+            .and_then(|l| serde_json::to_string(l).ok());
+        out.push(u8::from(ledger.is_some()));
+        put_str(&mut out, ledger.as_deref().unwrap_or(""));
     }
     let sum = checksum(&out);
     out.extend_from_slice(&sum.to_le_bytes());
@@ -204,7 +215,8 @@ pub fn decode(bytes: &[u8], origin: &str) -> Result<Vec<StreamCheckpoint>, Conne
     if bytes.len() < 5 || bytes[..4] != MAGIC {
         return Err(err("not an ldpstream checkpoint (bad magic)".into()));
     }
-    if bytes[4] != VERSION {
+    let version = bytes[4];
+    if version != VERSION && version != 1 {
         return Err(err(format!(
             "unsupported checkpoint format version {} (this build reads version {VERSION}); \
              move the file aside to start from scratch",
@@ -244,6 +256,20 @@ pub fn decode(bytes: &[u8], origin: &str) -> Result<Vec<StreamCheckpoint>, Conne
             let start = r.i64("pane start")?;
             panes.insert(start, r.grouped()?);
         }
+        let ledger = if version >= 2 {
+            let present = r.u8("ledger flag")? != 0;
+            let text = r.string("ledger")?;
+            if present {
+                Some(
+                    serde_json::from_str(&text)
+                        .map_err(|e| err(format!("corrupt ledger of stream {name:?}: {e}")))?,
+                )
+            } else {
+                None
+            }
+        } else {
+            None
+        };
         out.push(StreamCheckpoint {
             name,
             pane_width,
@@ -256,6 +282,7 @@ pub fn decode(bytes: &[u8], origin: &str) -> Result<Vec<StreamCheckpoint>, Conne
                 panes,
             },
             position,
+            ledger,
         });
     }
     if !r.bytes.is_empty() {
@@ -366,7 +393,7 @@ mod tests {
         newer[4] = 9;
         let e = decode(&newer, "ck").unwrap_err().to_string();
         assert!(
-            e.contains("unsupported checkpoint format version 9") && e.contains("reads version 1"),
+            e.contains("unsupported checkpoint format version 9") && e.contains("reads version 2"),
             "{e}"
         );
         let e = decode(b"PAR1....", "ck").unwrap_err().to_string();
@@ -375,5 +402,19 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("corrupt"), "{e}");
+    }
+
+    /// The privacy ledger rides in the checkpoint, so spends survive a restart.
+    #[test]
+    fn ledger_survives_the_round_trip() {
+        use ldpstream_engine::curator::ledger::PrivacyLedger;
+        let mut part = StreamCheckpoint::capture("raw", &store(), Position::new());
+        let mut ledger = PrivacyLedger::new(2.0);
+        ledger
+            .try_spend(Some(0), Some(60_000), 0.5, "raw/t")
+            .unwrap();
+        part.ledger = Some(ledger.clone());
+        let back = decode(&encode(&[part]), "ck").unwrap();
+        assert_eq!(back[0].ledger, Some(ledger));
     }
 }

@@ -21,6 +21,7 @@ pub struct Metrics {
     pub window_reports: IntGaugeVec,
     pub estimate: GaugeVec,
     pub kafka_lag: IntGaugeVec,
+    pub budget_remaining: GaugeVec,
     pub snapshot_seconds: Histogram,
     pub checkpoint_age: Gauge,
 }
@@ -124,6 +125,16 @@ impl Metrics {
                         "Messages behind the partition's high watermark (Kafka sources).",
                     ),
                     &["topic", "partition"],
+                ),
+            )?,
+            budget_remaining: register(
+                &r,
+                GaugeVec::new(
+                    Opts::new(
+                        "ldpstream_privacy_budget_remaining",
+                        "Curator-model streams: the privacy budget (epsilon) left for a release over all time.",
+                    ),
+                    &["stream"],
                 ),
             )?,
             snapshot_seconds: register(

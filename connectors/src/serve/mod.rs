@@ -66,8 +66,7 @@ struct StreamRuntime {
     /// Where the source had got to when the store last changed; updated under the store's
     /// lock so a checkpoint sees the two together.
     position: Mutex<Position>,
-    /// Curator-model streams: the privacy-budget ledger (in memory for now; it is not yet
-    /// part of the checkpoint).
+    /// Curator-model streams: the privacy-budget ledger, written into every checkpoint.
     ledger: Mutex<Option<ldpstream_engine::curator::ledger::PrivacyLedger>>,
 }
 
@@ -181,6 +180,7 @@ pub async fn run(config: Config, options: ServeOptions) -> Result<(), ConnectorE
         let layout = layout(stream, &mechanism);
         let width = stream_pane_width(stream);
         let lateness = stream.allowed_lateness.millis() as i64;
+        let mut restored_ledger = None;
         let (store, position) = match restored.remove(&stream.name) {
             Some(ck) if ck.pane_width != width => {
                 return Err(ConnectorError::Checkpoint {
@@ -194,6 +194,7 @@ pub async fn run(config: Config, options: ServeOptions) -> Result<(), ConnectorE
             }
             Some(ck) => {
                 info!(stream = %stream.name, position = ?ck.position, "restored");
+                restored_ledger = ck.ledger;
                 (PaneStore::restore(width, lateness, ck.panes)?, ck.position)
             }
             None => (PaneStore::new(width, lateness), Position::new()),
@@ -204,11 +205,14 @@ pub async fn run(config: Config, options: ServeOptions) -> Result<(), ConnectorE
             layout,
             store: Mutex::new(store),
             position: Mutex::new(position),
-            ledger: Mutex::new(
-                stream
-                    .budget_epsilon
-                    .map(ldpstream_engine::curator::ledger::PrivacyLedger::new),
-            ),
+            // The config's budget applies; the spends carry over from the checkpoint.
+            ledger: Mutex::new(stream.budget_epsilon.map(|budget| {
+                let mut l = restored_ledger.unwrap_or_else(|| {
+                    ldpstream_engine::curator::ledger::PrivacyLedger::new(budget)
+                });
+                l.budget = budget;
+                l
+            })),
         });
         if is_bounded(&stream.source) {
             bounded += 1;
@@ -339,7 +343,9 @@ async fn write_checkpoint(
         .map(|rt| {
             let store = rt.store();
             let position = rt.position().clone();
-            StreamCheckpoint::capture(&rt.config.name, &store, position)
+            let mut part = StreamCheckpoint::capture(&rt.config.name, &store, position);
+            part.ledger = rt.ledger.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            part
         })
         .collect();
     let dir = dir.to_path_buf();
@@ -577,6 +583,13 @@ async fn snapshot_round(
                         snapshot,
                         &mut private,
                     )?);
+                }
+                if let Some(l) = private.ledger.as_deref() {
+                    shared_for_eval
+                        .metrics
+                        .budget_remaining
+                        .with_label_values(&[rt.config.name.as_str()])
+                        .set(l.remaining_overall());
                 }
                 shared_for_eval
                     .metrics
