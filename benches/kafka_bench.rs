@@ -132,7 +132,6 @@ fn consume(brokers: &str, topic: &str, n: u64) -> Result<(), Box<dyn std::error:
     let mut bytes = 0u64;
     while count < n {
         if let Some(Ok(m)) = consumer.poll(Duration::from_millis(100)) {
-            use rdkafka::message::Message;
             count += 1;
             bytes += m.payload_len() as u64;
         }
