@@ -1,0 +1,67 @@
+//! One `serve` snapshot round for a stream with 1,000 groups of d = 64 bit-flip sketches:
+//! copy the open window out of the pane store, then evaluate every group's record
+//! (estimate, standard errors, composite MLE, statistic, p-value).
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use ldpstream_config::Config;
+use ldpstream_connectors::windows::{evaluate_snapshot, take_due};
+use ldpstream_engine::mechanism::Mechanism;
+use ldpstream_engine::sketch::{BitSketch, Sketch};
+use ldpstream_engine::window::{Grouped, PaneStore};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+const D: u32 = 64;
+const GROUPS: usize = 1_000;
+
+fn serve_snapshot(c: &mut Criterion) {
+    let config = Config::from_toml_str(
+        &format!(
+            "[[stream]]\nname = \"s\"\nsource = {{ kind = \"parquet\", paths = [\"x\"] }}\nmechanism = {{ kind = \"bitflip\", epsilon = 1.0, domain = {D} }}\ncolumns = {{ group_by = [\"g\"] }}\n[[stream.test]]\nname = \"t\"\nkind = \"gof\"\nnull = \"uniform\"\nwindow = {{ kind = \"tumbling\", size = \"2m\" }}\n"
+        ),
+        "bench",
+    )
+    .expect("bench config is valid");
+    let stream = &config.streams[0];
+    let mechanism = Mechanism::from_config(&stream.mechanism).expect("valid mechanism");
+    let Mechanism::BitFlip(m) = &mechanism else {
+        unreachable!("configured as bitflip")
+    };
+    let n = 100_000u64;
+    let mean = m.bit_law(&[1.0 / f64::from(D)])[0] * n as f64;
+    let mut rng = StdRng::seed_from_u64(3);
+    let mut store = PaneStore::new(60_000, 0);
+    // Two panes of one open two-minute window, each with every group.
+    for pane in [0i64, 60_000] {
+        let grouped: Grouped = (0..GROUPS)
+            .map(|g| {
+                let counts: Vec<u64> = (0..D)
+                    .map(|_| (mean + rng.random_range(-3.0..3.0) * mean.sqrt()) as u64)
+                    .collect();
+                let sketch = Sketch::Bits(BitSketch::from_counts(counts, n).expect("counts < n"));
+                (vec![Some(format!("g{g}"))], sketch)
+            })
+            .collect();
+        store.merge_pane(pane, &grouped).expect("same shapes");
+    }
+    store.observe(90_000);
+    let mut group = c.benchmark_group("serve_snapshot_bitflip_d64_1000_groups");
+    group.sample_size(20);
+    group.bench_function("copy_and_evaluate", |b| {
+        b.iter(|| {
+            let mut s = store.clone();
+            let due = take_due(stream, &mut s, true).expect("snapshot");
+            let mut records = 0;
+            for snapshot in &due {
+                records += evaluate_snapshot(stream, &mechanism, snapshot)
+                    .expect("evaluate")
+                    .len();
+            }
+            assert_eq!(records, GROUPS);
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, serve_snapshot);
+criterion_main!(benches);
