@@ -52,8 +52,13 @@ fn serve_snapshot(c: &mut Criterion) {
             let mut s = store.clone();
             let due = take_due(stream, &mut s, true).expect("snapshot");
             let mut records = 0;
+            let mut noise = ldpstream_engine::curator::secure_rng();
+            let mut private = ldpstream_connectors::batch::Private {
+                ledger: None,
+                noise: &mut noise,
+            };
             for snapshot in &due {
-                records += evaluate_snapshot(stream, &mechanism, snapshot)
+                records += evaluate_snapshot(stream, &mechanism, snapshot, &mut private)
                     .expect("evaluate")
                     .len();
             }
