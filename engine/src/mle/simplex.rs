@@ -35,18 +35,21 @@ pub fn bitflip_composite_mle(bit_counts: &[u64], n: u64, alpha: f64, c: f64) -> 
     // For a multiplier μ: Σ p_j(μ) and its derivative. The bit mean u = c + αp zeroes
     // α(H/u − (n−H)/(1−u)) − μ, i.e. μu² − (μ + αn)u + αH = 0; take the root in (0, 1),
     // written to avoid cancellation. Clamped coordinates contribute no slope.
+    let bit_mean = |h: f64, mu: f64| -> f64 {
+        let b = mu + alpha * nf;
+        let disc = (b * b - 4.0 * mu * alpha * h).max(0.0);
+        if b > 0.0 {
+            2.0 * alpha * h / (b + disc.sqrt())
+        } else {
+            (b - disc.sqrt()) / (2.0 * mu)
+        }
+    };
     let eval = |mu: f64| -> (f64, f64) {
         let mut total = 0.0;
         let mut slope = 0.0;
         for &h in bit_counts {
             let h = h as f64;
-            let b = mu + alpha * nf;
-            let disc = (b * b - 4.0 * mu * alpha * h).max(0.0);
-            let u = if b > 0.0 {
-                2.0 * alpha * h / (b + disc.sqrt())
-            } else {
-                (b - disc.sqrt()) / (2.0 * mu)
-            };
+            let u = bit_mean(h, mu);
             let p = (u - c) / alpha;
             if p <= 0.0 {
                 continue;
@@ -66,17 +69,7 @@ pub fn bitflip_composite_mle(bit_counts: &[u64], n: u64, alpha: f64, c: f64) -> 
     let p_of = |mu: f64| -> Vec<f64> {
         bit_counts
             .iter()
-            .map(|&h| {
-                let h = h as f64;
-                let b = mu + alpha * nf;
-                let disc = (b * b - 4.0 * mu * alpha * h).max(0.0);
-                let u = if b > 0.0 {
-                    2.0 * alpha * h / (b + disc.sqrt())
-                } else {
-                    (b - disc.sqrt()) / (2.0 * mu)
-                };
-                ((u - c) / alpha).clamp(0.0, 1.0)
-            })
+            .map(|&h| ((bit_mean(h as f64, mu) - c) / alpha).clamp(0.0, 1.0))
             .collect()
     };
     // Σp is decreasing in μ; bracket the root.
