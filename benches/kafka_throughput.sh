@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
 # Kafka source throughput: a bare rdkafka consumer that only counts messages versus
 # `ldpstream serve` (decode, fold, windows, snapshots) on the same topic, same run.
-#   benches/kafka_throughput.sh [N] [binary|json]      (default 5000000 binary)
+#   benches/kafka_throughput.sh [N] [binary|json] [RUNS]   (default 5000000 binary 3)
+# Alternates bare, serve, bare, serve, ... and prints each run and the median ratio.
+# serve's rate is the one it logs: messages read from the group's assignment to the last
+# end marker (the same span the bare consumer times, from assign to its last message);
+# its whole-process wall time, with start-up, the group join and final results, is
+# printed beside it.
 # Needs release builds: cargo build --release --bin ldpstream -p ldpstream-benches --bin kafka-bench
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-5000000}
 format=${2:-binary}
+runs=${3:-3}
 port=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
 trap './deploy/kafka/stop-local.sh' EXIT
 broker=$(./deploy/kafka/start-local.sh "$port")
@@ -14,16 +20,21 @@ topic="bench-$format-$$"
 "$(cat .kafka/tansu.bin)" topic create --broker "tcp://$broker" --partitions 4 "$topic" >/dev/null
 target/release/kafka-bench produce --brokers "$broker" --topic "$topic" --n "$n" --format "$format"
 total=$((n + 4))
-target/release/kafka-bench consume --brokers "$broker" --topic "$topic" --n "$total"
 dir=$(mktemp -d)
-cat >"$dir/bench.toml" <<TOML
+bare=()
+served=()
+for run in $(seq 1 "$runs"); do
+  line=$(target/release/kafka-bench consume --brokers "$broker" --topic "$topic" --n "$total")
+  echo "run $run: $line"
+  bare+=("$(echo "$line" | sed -E 's/.*= ([0-9]+) msg\/s/\1/')")
+  cat >"$dir/bench.toml" <<TOML
 [serve]
 listen = "127.0.0.1:0"
 snapshot_interval = "1s"
 sink = [{ kind = "jsonl", path = "$dir/out.jsonl" }]
 [[stream]]
 name = "bench"
-source = { kind = "kafka", brokers = "$broker", topics = ["$topic"], group_id = "bench-serve", format = "$format", end_marker = true }
+source = { kind = "kafka", brokers = "$broker", topics = ["$topic"], group_id = "bench-serve-$run", format = "$format", end_marker = true }
 mechanism = { kind = "grr", epsilon = 1.0, domain = 16 }
 allowed_lateness = "1h"
 [[stream.test]]
@@ -32,12 +43,23 @@ kind = "gof"
 null = "uniform"
 window = { kind = "tumbling", size = "1m" }
 TOML
-start=$(date +%s.%N)
-target/release/ldpstream serve --config "$dir/bench.toml" 2>/dev/null >/dev/null
-end=$(date +%s.%N)
-python3 - "$start" "$end" "$n" <<'PY'
+  start=$(date +%s.%N)
+  RUST_LOG=ldpstream_connectors::serve::kafka=info NO_COLOR=1 \
+    target/release/ldpstream serve --config "$dir/bench.toml" 2>"$dir/err.log" >/dev/null
+  end=$(date +%s.%N)
+  rate=$(sed -E 's/\x1b\[[0-9;]*m//g' "$dir/err.log" | grep "Kafka input ended" | sed -E 's/.* rate=([0-9.]+).*/\1/')
+  served+=("$rate")
+  python3 - "$start" "$end" "$n" "$rate" <<'PY'
 import sys
-s, e, n = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
-print(f"serve: {n} reports in {e-s:.2f} s = {n/(e-s):.0f} reports/s (wall time incl. start-up and final results)")
+s, e, n, r = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+print(f"       serve: {r:.0f} msg/s while reading; whole process {e-s:.2f} s = {n/(e-s):.0f} reports/s")
+PY
+done
+python3 - "${bare[*]}" "${served[*]}" <<'PY'
+import statistics, sys
+bare = [float(x) for x in sys.argv[1].split()]
+served = [float(x) for x in sys.argv[2].split()]
+mb, ms = statistics.median(bare), statistics.median(served)
+print(f"median: bare {mb:.0f} msg/s, serve {ms:.0f} msg/s, serve/bare = {ms/mb:.2f}")
 PY
 rm -rf "$dir"

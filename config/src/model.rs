@@ -68,6 +68,31 @@ pub enum SinkConfig {
     Jsonl { path: String },
     /// One JSON object per line on standard output.
     Stdout,
+    /// One JSON message per record on `topic`, keyed by stream, test, group and window
+    /// (so a compacted topic keeps the newest result of each); every tick waits until the
+    /// broker acknowledged its records.
+    Kafka {
+        brokers: String,
+        topic: String,
+        /// Passed to librdkafka as is; overrides ldpstream's producer defaults.
+        #[serde(default)]
+        options: std::collections::BTreeMap<String, String>,
+        /// librdkafka option → environment variable holding its value (secrets).
+        #[serde(default)]
+        options_from_env: std::collections::BTreeMap<String, String>,
+    },
+    /// Parquet files in `dir`, one row per record: a file is written as
+    /// `.results-….parquet.inprogress` and renamed to `results-….parquet` when it is
+    /// `roll_interval` old and on shutdown, so readers only ever see complete files.
+    Parquet {
+        dir: String,
+        #[serde(default = "default_roll_interval")]
+        roll_interval: DurationMs,
+    },
+}
+
+fn default_roll_interval() -> DurationMs {
+    DurationMs(600_000)
 }
 
 /// One stream of privatized reports, all produced by the same mechanism.

@@ -346,14 +346,32 @@ fn validate_serve(config: &Config) -> Result<(), ConfigError> {
         ));
     }
     for (i, sink) in serve.sinks.iter().enumerate() {
-        if let SinkConfig::Jsonl { path } = sink {
-            if path.is_empty() {
+        let empty = |key: &str, what: &str| {
+            Err(ConfigError::invalid(
+                format!("serve.sink[{i}].{key}"),
+                "\"\"",
+                what,
+            ))
+        };
+        match sink {
+            SinkConfig::Jsonl { path } if path.is_empty() => return empty("path", "a file path"),
+            SinkConfig::Kafka { brokers, .. } if brokers.is_empty() => {
+                return empty("brokers", "bootstrap servers, e.g. \"broker1:9092\"")
+            }
+            SinkConfig::Kafka { topic, .. } if topic.is_empty() => {
+                return empty("topic", "a topic name")
+            }
+            SinkConfig::Parquet { dir, .. } if dir.is_empty() => {
+                return empty("dir", "a directory path")
+            }
+            SinkConfig::Parquet { roll_interval, .. } if roll_interval.millis() == 0 => {
                 return Err(ConfigError::invalid(
-                    format!("serve.sink[{i}].path"),
-                    "\"\"",
-                    "a file path",
+                    format!("serve.sink[{i}].roll_interval"),
+                    roll_interval,
+                    "a duration > 0, e.g. \"10m\"",
                 ));
             }
+            _ => {}
         }
     }
     Ok(())

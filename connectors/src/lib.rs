@@ -9,6 +9,7 @@ pub mod jsonl;
 pub mod ledger_file;
 pub mod paned;
 pub mod parquet_in;
+pub mod record_parquet;
 pub mod serve;
 pub mod simulate;
 pub mod windows;

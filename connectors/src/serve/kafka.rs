@@ -1,10 +1,10 @@
-//! The Kafka source: a librdkafka consumer with auto-commit off. Partitions are assigned
-//! explicitly (every partition of every configured topic) at the offsets stored in the
-//! checkpoint, or at the beginning on a first start; offsets are committed to the
-//! consumer group only as progress reports (rule 5). Messages are decoded straight into
-//! Arrow builders and cut into batches by `max_batch_rows` / `max_batch_delay`.
+//! The Kafka source: a librdkafka consumer in the configured consumer group, auto-commit
+//! off. The group assigns partitions; each starts at the offset stored in the checkpoint
+//! (or at the beginning, for a partition no checkpoint has seen), and offsets are
+//! committed to the group only as progress reports (rule 5). Messages are decoded straight
+//! into Arrow builders and cut into batches by `max_batch_rows` / `max_batch_delay`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::SyncSender;
 use std::time::{Duration, Instant};
@@ -18,6 +18,7 @@ use rdkafka::{Offset, TopicPartitionList};
 use tracing::{debug, info, warn};
 
 use super::checkpoint::Position;
+use super::kafka_group::{partition_key as key, GroupContext};
 use super::metrics::Metrics;
 use super::SourceBatch;
 use crate::decode::{Decoded, MessageDecoder, BAD_MESSAGE};
@@ -25,25 +26,106 @@ use crate::error::ConnectorError;
 
 /// Defaults tuned for throughput on large fetch responses (see the README); any of them
 /// can be overridden through `options`.
-const DEFAULTS: [(&str, &str); 4] = [
+const DEFAULTS: [(&str, &str); 5] = [
     ("fetch.queue.backoff.ms", "10"),
     ("queued.min.messages", "500000"),
     ("session.timeout.ms", "6000"),
     ("auto.offset.reset", "earliest"),
+    // Feeds `ldpstream_kafka_consumer_lag` (see `GroupContext::stats`).
+    ("statistics.interval.ms", "5000"),
 ];
+
+/// How often offsets are committed to the group.
+const PROGRESS_INTERVAL: Duration = Duration::from_secs(5);
 
 fn kafka_err(what: &str, e: impl std::fmt::Display) -> ConnectorError {
     ConnectorError::Invalid(format!("Kafka {what}: {e}"))
 }
 
-fn key(topic: &str, partition: i32) -> String {
-    format!("{topic}/{partition}")
-}
-
 const ENDED: &str = "/ended";
 
-/// Consumes until `stop`, or (with `end_marker`) until every partition delivered its end
-/// marker. Returns true when the input ended.
+/// Next offsets of the messages taken since the last batch cut, without a string key or
+/// a map insert per message: a slot per (topic, partition), keyed only at the cut.
+#[derive(Default)]
+struct TakenOffsets {
+    topics: Vec<String>,
+    next: Vec<Vec<Option<u64>>>,
+    extra: Position,
+}
+
+impl TakenOffsets {
+    fn note(&mut self, topic: &str, partition: i32, next: u64) {
+        let t = match self.topics.iter().position(|x| x == topic) {
+            Some(t) => t,
+            None => {
+                self.topics.push(topic.to_string());
+                self.next.push(Vec::new());
+                self.topics.len() - 1
+            }
+        };
+        let Ok(p) = usize::try_from(partition) else {
+            return;
+        };
+        let slots = &mut self.next[t];
+        if slots.len() <= p {
+            slots.resize(p + 1, None);
+        }
+        slots[p] = Some(next);
+    }
+
+    fn is_empty(&self) -> bool {
+        self.extra.is_empty() && self.next.iter().flatten().all(Option::is_none)
+    }
+
+    fn take(&mut self) -> Position {
+        let mut out = std::mem::take(&mut self.extra);
+        for (topic, slots) in self.topics.iter().zip(&mut self.next) {
+            for (p, slot) in slots.iter_mut().enumerate() {
+                if let Some(next) = slot.take() {
+                    out.insert(key(topic, p as i32), next);
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The time, read from the OS only every few hundred messages while messages stream in:
+/// at a million messages a second a clock read per message is a tenth of the source's
+/// time. [`refresh`](Self::refresh) reads it for real whenever the source is about to
+/// wait, so batch-delay decisions are never more than a few hundred messages stale.
+struct CoarseClock {
+    now: Instant,
+    since_read: u32,
+}
+
+impl CoarseClock {
+    const STRIDE: u32 = 256;
+
+    fn new() -> Self {
+        CoarseClock {
+            now: Instant::now(),
+            since_read: 0,
+        }
+    }
+
+    fn tick(&mut self) -> Instant {
+        self.since_read += 1;
+        if self.since_read >= Self::STRIDE {
+            self.refresh();
+        }
+        self.now
+    }
+
+    fn refresh(&mut self) -> Instant {
+        self.since_read = 0;
+        self.now = Instant::now();
+        self.now
+    }
+}
+
+/// Consumes until `stop`, or (with `end_marker`) until every assigned partition delivered
+/// its end marker. Returns true when the input ended.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn run_kafka(
     stream: &StreamConfig,
@@ -76,12 +158,13 @@ pub(crate) fn run_kafka(
         .set("group.id", &kafka.group_id)
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false");
-    let consumer: BaseConsumer = config
-        .create()
+    let consumer: BaseConsumer<GroupContext> = config
+        .create_with_context(GroupContext::new(&stream.name, resume, metrics))
         .map_err(|e| kafka_err("consumer configuration", e))?;
 
-    let mut assignment = TopicPartitionList::new();
-    let mut partitions = Vec::new();
+    // Fail early, naming the topic, rather than waiting forever in a group with nothing
+    // to assign.
+    let mut all_partitions = Vec::new();
     for topic in &kafka.topics {
         let md = consumer
             .fetch_metadata(Some(topic), Duration::from_secs(30))
@@ -97,50 +180,58 @@ pub(crate) fn run_kafka(
                     kafka.brokers
                 ))
             })?;
-        for p in t.partitions() {
-            let k = key(topic, p.id());
-            let offset = resume
-                .get(&k)
-                .map_or(Offset::Beginning, |&o| Offset::Offset(o as i64));
-            assignment
-                .add_partition_offset(topic, p.id(), offset)
-                .map_err(|e| kafka_err("assignment", e))?;
-            partitions.push((topic.clone(), p.id()));
-        }
+        all_partitions.extend(t.partitions().iter().map(|p| key(topic, p.id())));
     }
-    let mut ended: BTreeSet<String> = partitions
+    let mut ended: std::collections::BTreeSet<String> = all_partitions
         .iter()
-        .map(|(t, p)| key(t, *p))
         .filter(|k| resume.contains_key(&format!("{k}{ENDED}")))
+        .cloned()
         .collect();
-    if kafka.end_marker && ended.len() == partitions.len() {
+    if kafka.end_marker && ended.len() == all_partitions.len() {
         connected();
         return Ok(true);
     }
+    let topics: Vec<&str> = kafka.topics.iter().map(String::as_str).collect();
     consumer
-        .assign(&assignment)
-        .map_err(|e| kafka_err("assign", e))?;
-    info!(stream = %stream.name, partitions = partitions.len(), "Kafka partitions assigned");
-    connected();
+        .subscribe(&topics)
+        .map_err(|e| kafka_err("subscribe", e))?;
+    info!(stream = %stream.name, group = %kafka.group_id, topics = ?kafka.topics, "joining the consumer group");
 
     let mut decoder = MessageDecoder::new(stream, mechanism, kafka.format);
-    let mut position = Position::new();
+    let mut taken = TakenOffsets::default();
+    let mut assigned: Vec<(String, i32)> = Vec::new();
+    let mut joined = false;
+    // Every assigned partition has sent its end marker (kept current at the two places
+    // that change it, not recomputed per message).
+    let mut all_ended = false;
+    // For the throughput figure in the log: when reading started, and messages read.
+    let mut read_since: Option<(Instant, u64)> = None;
+    let mut clock = CoarseClock::new();
     let mut batch_started: Option<Instant> = None;
-    let mut last_commit = Instant::now();
-    let mut last_lag = Instant::now();
+    let mut last_progress = clock.now;
     let delay = stream.max_batch_delay.as_std();
     let bad = metrics
         .rejected
         .with_label_values(&[stream.name.as_str(), BAD_MESSAGE]);
     let mut committed: BTreeMap<String, u64> = BTreeMap::new();
     loop {
+        if let Some(now) = consumer.context().take_assignment() {
+            assigned = now;
+            all_ended = all_assigned_ended(&assigned, &ended);
+            if !joined {
+                joined = true;
+                connected();
+                read_since = Some((Instant::now(), 0));
+            }
+        }
+        let now = clock.tick();
         let stopping = stop.load(Ordering::Relaxed);
-        let done = kafka.end_marker && ended.len() == partitions.len();
+        let done = kafka.end_marker && all_ended;
         let full = decoder.rows() >= stream.max_batch_rows;
-        let due = batch_started.is_some_and(|t| t.elapsed() >= delay);
-        if (full || due || stopping || done) && (decoder.rows() > 0 || !position.is_empty()) {
+        let due = batch_started.is_some_and(|t| now.duration_since(t) >= delay);
+        if (full || due || stopping || done) && (decoder.rows() > 0 || !taken.is_empty()) {
             let batch = decoder.finish()?;
-            let sent = std::mem::take(&mut position);
+            let sent = taken.take();
             for (k, v) in &sent {
                 committed.insert(k.clone(), *v);
             }
@@ -154,26 +245,41 @@ pub(crate) fn run_kafka(
                 return Ok(false);
             }
             batch_started = None;
+            clock.refresh();
+        }
+        if done {
+            if let Some((since, messages)) = read_since {
+                let secs = since.elapsed().as_secs_f64();
+                info!(stream = %stream.name, messages, secs, rate = messages as f64 / secs.max(1e-9), "Kafka input ended: messages read since the group assigned the partitions");
+            }
+            return Ok(true);
         }
         if stopping {
             return Ok(false);
         }
-        if done {
-            return Ok(true);
+        if now.duration_since(last_progress) >= PROGRESS_INTERVAL {
+            if !committed.is_empty() {
+                commit_progress(&consumer, &committed);
+            }
+            last_progress = clock.refresh();
         }
-        if last_commit.elapsed() >= Duration::from_secs(5) && !committed.is_empty() {
-            commit_progress(&consumer, &committed);
-            last_lag = report_lag(&consumer, &partitions, &committed, metrics, last_lag);
-            last_commit = Instant::now();
-        }
-        let timeout = match batch_started {
-            Some(t) => delay
-                .saturating_sub(t.elapsed())
-                .min(Duration::from_millis(100)),
-            None => Duration::from_millis(100),
-        };
-        let Some(message) = consumer.poll(timeout) else {
-            continue;
+        // Take what is already fetched without a timed wait (no clock reads); only when
+        // the queue is empty read the clock and wait, at most until the batch is due.
+        let message = match consumer.poll(Duration::ZERO) {
+            Some(m) => m,
+            None => {
+                let now = clock.refresh();
+                let timeout = match batch_started {
+                    Some(t) => delay
+                        .saturating_sub(now.duration_since(t))
+                        .min(Duration::from_millis(100)),
+                    None => Duration::from_millis(100),
+                };
+                match consumer.poll(timeout) {
+                    Some(m) => m,
+                    None => continue,
+                }
+            }
         };
         let message = match message {
             Ok(m) => m,
@@ -182,28 +288,32 @@ pub(crate) fn run_kafka(
                 continue;
             }
         };
-        let k = key(message.topic(), message.partition());
+        if let Some((_, n)) = &mut read_since {
+            *n += 1;
+        }
         let next = (message.offset() + 1).max(0) as u64;
-        position.insert(k.clone(), next);
+        taken.note(message.topic(), message.partition(), next);
         if batch_started.is_none() {
-            batch_started = Some(Instant::now());
+            batch_started = Some(clock.now);
         }
         match decoder.push(message.payload().unwrap_or_default()) {
             Ok(Decoded::Report) => {}
             Ok(Decoded::EndMarker) if kafka.end_marker => {
-                position.insert(format!("{k}{ENDED}"), 1);
+                let k = key(message.topic(), message.partition());
+                taken.extra.insert(format!("{k}{ENDED}"), 1);
                 ended.insert(k);
+                all_ended = all_assigned_ended(&assigned, &ended);
             }
             Ok(Decoded::EndMarker) => {}
             Err(reason) => {
                 bad.inc();
-                debug!(stream = %stream.name, partition = %k, offset = message.offset(), %reason, "bad message");
+                debug!(stream = %stream.name, topic = message.topic(), partition = message.partition(), offset = message.offset(), %reason, "bad message");
             }
         }
     }
 }
 
-fn commit_progress(consumer: &BaseConsumer, positions: &BTreeMap<String, u64>) {
+fn commit_progress(consumer: &BaseConsumer<GroupContext>, positions: &BTreeMap<String, u64>) {
     let mut tpl = TopicPartitionList::new();
     for (k, &offset) in positions {
         let Some((topic, partition)) = k.rsplit_once('/') else {
@@ -219,22 +329,9 @@ fn commit_progress(consumer: &BaseConsumer, positions: &BTreeMap<String, u64>) {
     }
 }
 
-fn report_lag(
-    consumer: &BaseConsumer,
-    partitions: &[(String, i32)],
-    positions: &BTreeMap<String, u64>,
-    metrics: &Metrics,
-    last: Instant,
-) -> Instant {
-    for (topic, p) in partitions {
-        if let Ok((_, high)) = consumer.fetch_watermarks(topic, *p, Duration::from_millis(500)) {
-            let at = positions.get(&key(topic, *p)).copied().unwrap_or(0) as i64;
-            metrics
-                .kafka_lag
-                .with_label_values(&[topic.as_str(), &p.to_string()])
-                .set((high - at).max(0));
-        }
-    }
-    let _ = last;
-    Instant::now()
+fn all_assigned_ended(
+    assigned: &[(String, i32)],
+    ended: &std::collections::BTreeSet<String>,
+) -> bool {
+    !assigned.is_empty() && assigned.iter().all(|(t, p)| ended.contains(&key(t, *p)))
 }

@@ -9,9 +9,12 @@
 mod checkpoint;
 mod http;
 mod kafka;
+mod kafka_group;
 mod metrics;
 mod replay;
 mod simulator;
+mod sink_kafka;
+mod sink_parquet;
 mod sinks;
 
 use std::collections::BTreeMap;
@@ -304,6 +307,7 @@ pub async fn run(config: Config, options: ServeOptions) -> Result<(), ConnectorE
         warn!("joining the stream threads failed");
     }
     snapshot_round(&runtimes, &shared, &mut sinks, true).await?;
+    sinks.close()?;
     if let Some(dir) = &checkpoint_dir {
         if failure.is_none() {
             write_checkpoint(&runtimes, dir).await?;

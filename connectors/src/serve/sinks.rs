@@ -1,5 +1,5 @@
-//! Where `serve` writes records: JSON lines files (appended, flushed after every tick) and
-//! stdout.
+//! Where `serve` writes records: JSON lines files (appended, flushed after every tick),
+//! stdout, a Kafka topic and rolling Parquet files.
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
@@ -7,11 +7,15 @@ use std::io::{BufWriter, Write};
 use ldpstream_config::SinkConfig;
 use ldpstream_engine::record::TestRecord;
 
+use super::sink_kafka::KafkaSink;
+use super::sink_parquet::ParquetSink;
 use crate::error::ConnectorError;
 
 enum Sink {
     Jsonl { path: String, out: BufWriter<File> },
     Stdout,
+    Kafka(Box<KafkaSink>),
+    Parquet(ParquetSink),
 }
 
 /// The configured sinks, opened once at start.
@@ -25,6 +29,20 @@ impl Sinks {
         for config in configs {
             sinks.push(match config {
                 SinkConfig::Stdout => Sink::Stdout,
+                SinkConfig::Kafka {
+                    brokers,
+                    topic,
+                    options,
+                    options_from_env,
+                } => Sink::Kafka(Box::new(KafkaSink::open(
+                    brokers,
+                    topic,
+                    options,
+                    options_from_env,
+                )?)),
+                SinkConfig::Parquet { dir, roll_interval } => {
+                    Sink::Parquet(ParquetSink::open(dir, roll_interval.as_std())?)
+                }
                 SinkConfig::Jsonl { path } => {
                     let io = |source| ConnectorError::Io {
                         path: path.clone(),
@@ -83,6 +101,18 @@ impl Sinks {
                             source,
                         })?;
                 }
+                Sink::Kafka(k) => k.write(records)?,
+                Sink::Parquet(p) => p.write(records)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// On shutdown: completes what a sink holds open (the current Parquet file).
+    pub fn close(&mut self) -> Result<(), ConnectorError> {
+        for sink in &mut self.sinks {
+            if let Sink::Parquet(p) = sink {
+                p.close()?;
             }
         }
         Ok(())
