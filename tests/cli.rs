@@ -123,6 +123,54 @@ fn batch_writes_the_expected_record() {
 }
 
 #[test]
+fn batch_output_ending_in_parquet_writes_parquet() {
+    use arrow::array::{Array, Float64Array, UInt64Array};
+    let dir = tempfile::tempdir().unwrap();
+    let values: Vec<u32> = (0..1000u32).map(|i| (i * 7) % 4).collect();
+    write_parquet(
+        &dir.path().join("a.parquet"),
+        vec![("report", Arc::new(UInt32Array::from(values)))],
+    );
+    let cfg = config(dir.path(), 4, "");
+    let (json, pq) = (dir.path().join("r.jsonl"), dir.path().join("r.parquet"));
+    for out in [&json, &pq] {
+        let o = ldpstream(&[
+            "batch",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--output",
+            out.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    let want = &records(&json)[0];
+    let file = std::fs::File::open(&pq).unwrap();
+    let batch = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+        .unwrap()
+        .build()
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap();
+    assert_eq!(batch.num_rows(), 1);
+    let f64_col = |name: &str| {
+        batch
+            .column_by_name(name)
+            .unwrap()
+            .as_any()
+            .downcast_ref::<Float64Array>()
+            .unwrap()
+            .value(0)
+    };
+    assert_eq!(f64_col("p_value"), want["p_value"].as_f64().unwrap());
+    assert_eq!(f64_col("statistic"), want["statistic"].as_f64().unwrap());
+    let n = batch.column_by_name("n").unwrap();
+    let n = n.as_any().downcast_ref::<UInt64Array>().unwrap();
+    assert_eq!(n.value(0), want["n"].as_u64().unwrap());
+    assert!(batch.column_by_name("window_start").unwrap().is_null(0));
+}
+
+#[test]
 fn simulate_then_batch_per_group() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("sim.parquet");

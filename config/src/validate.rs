@@ -849,6 +849,23 @@ window = { kind = "global" }
         assert!(e.contains("serve.listen = \"localhost\""), "{e}");
         let e = err(&format!("{sim}\n[serve]\nsnapshot_interval = \"0s\"\n"));
         assert!(e.contains("serve.snapshot_interval"), "{e}");
+        let sinks = format!(
+            "{sim}\n[serve]\nsink = [{{ kind = \"kafka\", brokers = \"b:9092\", topic = \"results\", options = {{ \"acks\" = \"all\" }} }}, {{ kind = \"parquet\", dir = \"out/pq\" }}]\n"
+        );
+        let c = Config::from_toml_str(&sinks, "t").unwrap();
+        assert!(matches!(
+            &c.serve.sinks[1],
+            crate::SinkConfig::Parquet { roll_interval, .. } if roll_interval.millis() == 600_000
+        ));
+        let e = err(&sinks.replace("topic = \"results\"", "topic = \"\""));
+        assert!(e.contains("serve.sink[0].topic"), "{e}");
+        let e = err(&sinks.replace(
+            "dir = \"out/pq\"",
+            "dir = \"out/pq\", roll_interval = \"0s\"",
+        ));
+        assert!(e.contains("serve.sink[1].roll_interval"), "{e}");
+        let e = err(&sinks.replace("dir = \"out/pq\"", "path = \"x\""));
+        assert!(e.contains("path"), "{e}");
     }
 
     #[test]
