@@ -543,3 +543,67 @@ fn a_corrupt_checkpoint_stops_serve_naming_the_file() {
         "{err}"
     );
 }
+
+/// A curator-model stream in `serve`: each closed one-second window spends ε = 0.5 of the
+/// stream's 1.5, windows are disjoint (parallel composition), so the gauge
+/// `ldpstream_privacy_budget_remaining` shows 1.0, as do the released records.
+#[test]
+fn serve_exports_the_privacy_budget_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("private.jsonl");
+    let config = dir.path().join("private.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[serve]
+snapshot_interval = "200ms"
+sink = [{{ kind = "jsonl", path = "{}" }}]
+[[stream]]
+name = "raw"
+mechanism = {{ kind = "raw", domain = 20 }}
+budget_epsilon = 1.5
+allowed_lateness = "0s"
+source = {{ kind = "simulator", rate = 20000.0, p = "uniform", seed = 3 }}
+[[stream.test]]
+name = "collisions"
+kind = "uniformity"
+epsilon = 0.5
+mc_samples = 99
+window = {{ kind = "tumbling", size = "1s" }}
+"#,
+            out.display()
+        ),
+    )
+    .unwrap();
+    let serve = Serve::start(&config, &[]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let released = loop {
+        let records: Vec<Value> = std::fs::read_to_string(&out)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        if let Some(r) = records
+            .iter()
+            .find(|r| r["final"] == true && r["epsilon_spent"] == 0.5)
+        {
+            break r.clone();
+        }
+        assert!(Instant::now() < deadline, "no private release within 30 s");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(released["method"], "PrivateCollisions");
+    assert!((released["budget_remaining"].as_f64().unwrap() - 1.0).abs() < 1e-12);
+    assert_eq!(released["estimate"].as_array().unwrap().len(), 0);
+    let (_, metrics) = serve.get("/metrics");
+    let left = sample(
+        &metrics,
+        "ldpstream_privacy_budget_remaining",
+        "stream=\"raw\"",
+    )
+    .expect("the budget gauge is exported");
+    assert!((left - 1.0).abs() < 1e-12, "budget left {left}");
+    promtool_check(&metrics);
+    assert!(serve.terminate().success());
+}

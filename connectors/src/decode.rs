@@ -397,4 +397,91 @@ mod tests {
         assert_eq!(r.value(0), &[0x0a, 0x01]);
         assert!(batch.column_by_name("ts").unwrap().is_null(0));
     }
+
+    #[test]
+    fn indexed_reports_decode_from_json_and_binary() {
+        for (mechanism, index) in [
+            ("{ kind = \"hadamard\", epsilon = 1.0, domain = 6 }", "row"),
+            (
+                "{ kind = \"cohort\", epsilon = 1.0, domain = 6, cohorts = 8 }",
+                "cohort",
+            ),
+        ] {
+            let (s, m) = stream(mechanism, "");
+            let mut json = MessageDecoder::new(&s, &m, MessageFormat::Json);
+            let mut bin = MessageDecoder::new(&s, &m, MessageFormat::Binary);
+            for (i, sign) in [(5u32, 1i8), (0, -1), (7, 1)] {
+                let j = format!(r#"{{"{index}": {i}, "report": {sign}, "ts": 1000}}"#);
+                assert_eq!(json.push(j.as_bytes()), Ok(Decoded::Report), "{j}");
+                let mut b = vec![1u8];
+                b.extend_from_slice(&1000i64.to_le_bytes());
+                b.extend_from_slice(&i.to_le_bytes());
+                b.push(sign as u8);
+                assert_eq!(bin.push(&b), Ok(Decoded::Report));
+            }
+            // The index is required and must be a u32; the sign must fit an i8.
+            assert!(json.push(br#"{"report": 1}"#).is_err());
+            let bad_index = format!(r#"{{"{index}": -1, "report": 1}}"#);
+            assert!(json.push(bad_index.as_bytes()).is_err());
+            let bad_sign = format!(r#"{{"{index}": 1, "report": 300}}"#);
+            assert!(json.push(bad_sign.as_bytes()).is_err());
+            let a = json.finish().unwrap();
+            assert_eq!(a, bin.finish().unwrap());
+            let idx = a.column_by_name(index).unwrap();
+            let idx = idx.as_any().downcast_ref::<UInt32Array>().unwrap();
+            assert_eq!(idx.values().to_vec(), vec![5, 0, 7]);
+            let r = a.column_by_name("report").unwrap();
+            let r = r
+                .as_any()
+                .downcast_ref::<arrow::array::Int8Array>()
+                .unwrap();
+            assert_eq!(r.values().to_vec(), vec![1, -1, 1]);
+        }
+    }
+
+    #[test]
+    fn noise_vectors_decode_from_json_and_binary() {
+        for kind in ["gauss", "laplace"] {
+            let privacy = if kind == "gauss" {
+                "rho = 0.5"
+            } else {
+                "epsilon = 1.0"
+            };
+            let (s, m) = stream(
+                &format!("{{ kind = \"{kind}\", {privacy}, domain = 3 }}"),
+                "",
+            );
+            let mut json = MessageDecoder::new(&s, &m, MessageFormat::Json);
+            let mut bin = MessageDecoder::new(&s, &m, MessageFormat::Binary);
+            // Values exact in f32, so the binary (f32) and JSON (f64) paths agree.
+            let v = [0.5f32, -1.25, 2.0];
+            assert_eq!(
+                json.push(br#"{"report": [0.5, -1.25, 2.0], "ts": 7}"#),
+                Ok(Decoded::Report)
+            );
+            let mut b = vec![1u8];
+            b.extend_from_slice(&7i64.to_le_bytes());
+            for x in v {
+                b.extend_from_slice(&x.to_le_bytes());
+            }
+            assert_eq!(bin.push(&b), Ok(Decoded::Report));
+            assert!(json.push(br#"{"report": [0.5, 1.0]}"#).is_err());
+            assert!(json.push(br#"{"report": [0.5, "x", 1.0]}"#).is_err());
+            assert!(bin.push(&b[..b.len() - 1]).is_err());
+            let a = json.finish().unwrap();
+            assert_eq!(a, bin.finish().unwrap());
+            assert_eq!(a.num_rows(), 1);
+            let r = a.column_by_name("report").unwrap();
+            let r = r
+                .as_any()
+                .downcast_ref::<arrow::array::FixedSizeListArray>()
+                .unwrap();
+            let vals = r.value(0);
+            let vals = vals
+                .as_any()
+                .downcast_ref::<arrow::array::Float64Array>()
+                .unwrap();
+            assert_eq!(vals.values().to_vec(), vec![0.5, -1.25, 2.0]);
+        }
+    }
 }
