@@ -403,7 +403,7 @@ mod tests {
         for (mechanism, index) in [
             ("{ kind = \"hadamard\", epsilon = 1.0, domain = 6 }", "row"),
             (
-                "{ kind = \"cohort\", epsilon = 1.0, domain = 6, cohorts = 8 }",
+                "{ kind = \"cohort\", epsilon = 1.0, domain = 4, cohorts = 32, seed = 3 }",
                 "cohort",
             ),
         ] {
