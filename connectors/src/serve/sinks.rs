@@ -15,7 +15,7 @@ enum Sink {
     Jsonl { path: String, out: BufWriter<File> },
     Stdout,
     Kafka(Box<KafkaSink>),
-    Parquet(ParquetSink),
+    Parquet(Box<ParquetSink>),
 }
 
 /// The configured sinks, opened once at start.
@@ -41,7 +41,7 @@ impl Sinks {
                     options_from_env,
                 )?)),
                 SinkConfig::Parquet { dir, roll_interval } => {
-                    Sink::Parquet(ParquetSink::open(dir, roll_interval.as_std())?)
+                    Sink::Parquet(Box::new(ParquetSink::open(dir, roll_interval.as_std())?))
                 }
                 SinkConfig::Jsonl { path } => {
                     let io = |source| ConnectorError::Io {
