@@ -22,9 +22,9 @@ use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use arrow::record_batch::RecordBatch;
 use ldpstream_config::{MessageFormat, StreamConfig};
 use ldpstream_engine::mechanism::Mechanism;
-use serde_json::Value;
 
 use crate::error::ConnectorError;
+use crate::json_message::{self, JsonFields};
 
 /// Why a message was not decoded; the label of `ldpstream_reports_rejected_total`.
 pub const BAD_MESSAGE: &str = "bad_message";
@@ -122,43 +122,35 @@ impl MessageDecoder {
     }
 
     fn push_json(&mut self, payload: &[u8]) -> Result<Decoded, String> {
-        let v: Value = serde_json::from_slice(payload).map_err(|e| bad(format!("JSON: {e}")))?;
-        let obj = v.as_object().ok_or_else(|| bad("JSON: not an object"))?;
-        if obj.get("end").and_then(Value::as_bool) == Some(true) {
+        let m = JsonFields::parse(payload)?;
+        if m.is_end_marker() {
             return Ok(Decoded::EndMarker);
         }
-        let report = obj
-            .get(&self.report_name)
+        let report = m
+            .raw(&self.report_name)
             .ok_or_else(|| bad(format!("JSON: no {:?} field", self.report_name)))?;
-        let ts = match obj.get(&self.ts_name) {
-            None | Some(Value::Null) => None,
-            Some(t) => Some(
-                t.as_i64()
-                    .ok_or_else(|| bad("JSON: ts is not integer ms"))?,
-            ),
-        };
+        let ts = m
+            .integer(&self.ts_name)
+            .map_err(|_| bad("JSON: ts is not integer ms"))?;
         let mut groups = Vec::with_capacity(self.group_names.len());
         for g in &self.group_names {
-            groups.push(match obj.get(g) {
-                None | Some(Value::Null) => None,
-                Some(Value::String(s)) => Some(s.as_str()),
-                Some(_) => return Err(bad(format!("JSON: group {g:?} is not a string"))),
-            });
+            groups.push(
+                m.string(g)
+                    .map_err(|_| bad(format!("JSON: group {g:?} is not a string")))?,
+            );
         }
         // Validate everything before appending, so a bad message leaves no partial row.
         match &mut self.report {
             ReportBuilder::U32(b) => {
                 let x = report
-                    .as_u64()
-                    .and_then(|x| u32::try_from(x).ok())
-                    .ok_or_else(|| bad("JSON: report is not a u32"))?;
+                    .parse::<u32>()
+                    .map_err(|_| bad("JSON: report is not a u32"))?;
                 b.append_value(x);
             }
             ReportBuilder::Bits(b, width) => {
-                let hex = report
-                    .as_str()
-                    .ok_or_else(|| bad("JSON: report is not hex"))?;
-                let bytes = decode_hex(hex).ok_or_else(|| bad("JSON: report is not hex"))?;
+                let hex =
+                    json_message::string(report).map_err(|_| bad("JSON: report is not hex"))?;
+                let bytes = decode_hex(&hex).ok_or_else(|| bad("JSON: report is not hex"))?;
                 if bytes.len() != *width {
                     return Err(bad(format!(
                         "JSON: {} report bytes, expected {width}",
@@ -169,28 +161,23 @@ impl MessageDecoder {
             }
             ReportBuilder::Indexed(idx, sign) => {
                 let name = self.index_name.as_deref().unwrap_or("row");
-                let i = obj
-                    .get(name)
-                    .and_then(Value::as_u64)
+                let i = m
+                    .integer(name)
+                    .ok()
+                    .flatten()
                     .and_then(|x| u32::try_from(x).ok())
                     .ok_or_else(|| bad(format!("JSON: {name:?} is not a u32")))?;
                 let s = report
-                    .as_i64()
-                    .and_then(|x| i8::try_from(x).ok())
-                    .ok_or_else(|| bad("JSON: report is not an i8"))?;
+                    .parse::<i8>()
+                    .map_err(|_| bad("JSON: report is not an i8"))?;
                 idx.append_value(i);
                 sign.append_value(s);
             }
             ReportBuilder::Vector(b, d) => {
-                let xs = report
-                    .as_array()
-                    .filter(|a| a.len() == *d)
+                let values = json_message::numbers(report)
+                    .ok()
+                    .filter(|v| v.len() == *d)
                     .ok_or_else(|| bad(format!("JSON: report is not an array of {d} numbers")))?;
-                let values: Vec<f64> = xs
-                    .iter()
-                    .map(Value::as_f64)
-                    .collect::<Option<_>>()
-                    .ok_or_else(|| bad("JSON: report has a non-number"))?;
                 b.values().append_slice(&values);
                 b.append(true);
             }

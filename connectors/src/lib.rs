@@ -5,6 +5,7 @@ pub mod batch;
 pub mod decode;
 pub mod error;
 pub mod grouping;
+pub(crate) mod json_message;
 pub mod jsonl;
 pub mod ledger_file;
 pub mod paned;

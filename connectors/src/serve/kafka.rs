@@ -54,6 +54,16 @@ struct TakenOffsets {
 }
 
 impl TakenOffsets {
+    /// With one subscribed topic every message is from it, and the topic name (a UTF-8
+    /// check of a C string per message in rdkafka) need not be read.
+    fn single(topic: &str) -> Self {
+        TakenOffsets {
+            topics: vec![topic.to_string()],
+            next: vec![Vec::new()],
+            extra: Position::new(),
+        }
+    }
+
     fn note(&mut self, topic: &str, partition: i32, next: u64) {
         let t = match self.topics.iter().position(|x| x == topic) {
             Some(t) => t,
@@ -63,6 +73,10 @@ impl TakenOffsets {
                 self.topics.len() - 1
             }
         };
+        self.note_at(t, partition, next);
+    }
+
+    fn note_at(&mut self, t: usize, partition: i32, next: u64) {
         let Ok(p) = usize::try_from(partition) else {
             return;
         };
@@ -198,7 +212,11 @@ pub(crate) fn run_kafka(
     info!(stream = %stream.name, group = %kafka.group_id, topics = ?kafka.topics, "joining the consumer group");
 
     let mut decoder = MessageDecoder::new(stream, mechanism, kafka.format);
-    let mut taken = TakenOffsets::default();
+    let single_topic = match kafka.topics.as_slice() {
+        [only] => Some(only.as_str()),
+        _ => None,
+    };
+    let mut taken = single_topic.map_or_else(TakenOffsets::default, TakenOffsets::single);
     let mut assigned: Vec<(String, i32)> = Vec::new();
     let mut joined = false;
     // Every assigned partition has sent its end marker (kept current at the two places
@@ -292,14 +310,20 @@ pub(crate) fn run_kafka(
             *n += 1;
         }
         let next = (message.offset() + 1).max(0) as u64;
-        taken.note(message.topic(), message.partition(), next);
+        match single_topic {
+            Some(_) => taken.note_at(0, message.partition(), next),
+            None => taken.note(message.topic(), message.partition(), next),
+        }
         if batch_started.is_none() {
             batch_started = Some(clock.now);
         }
         match decoder.push(message.payload().unwrap_or_default()) {
             Ok(Decoded::Report) => {}
             Ok(Decoded::EndMarker) if kafka.end_marker => {
-                let k = key(message.topic(), message.partition());
+                let k = key(
+                    single_topic.unwrap_or_else(|| message.topic()),
+                    message.partition(),
+                );
                 taken.extra.insert(format!("{k}{ENDED}"), 1);
                 ended.insert(k);
                 all_ended = all_assigned_ended(&assigned, &ended);

@@ -54,8 +54,8 @@ impl GroupContext {
 
     /// The partitions assigned now, if the assignment changed since the last call.
     pub(crate) fn take_assignment(&self) -> Option<Vec<(String, i32)>> {
-        self.changed
-            .swap(false, Ordering::AcqRel)
+        // Called per message: a plain load first, the read-modify-write only on a change.
+        (self.changed.load(Ordering::Acquire) && self.changed.swap(false, Ordering::AcqRel))
             .then(|| lock(&self.assigned).clone())
     }
 
