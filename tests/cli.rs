@@ -17,6 +17,18 @@ fn ldpstream(args: &[&str]) -> Output {
         .expect("the ldpstream binary runs")
 }
 
+/// `ldpstream batch --config cfg --output out`, which must succeed.
+fn run_batch(cfg: &Path, out: &Path) {
+    let o = ldpstream(&[
+        "batch",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
@@ -134,14 +146,7 @@ fn batch_output_ending_in_parquet_writes_parquet() {
     let cfg = config(dir.path(), 4, "");
     let (json, pq) = (dir.path().join("r.jsonl"), dir.path().join("r.parquet"));
     for out in [&json, &pq] {
-        let o = ldpstream(&[
-            "batch",
-            "--config",
-            cfg.to_str().unwrap(),
-            "--output",
-            out.to_str().unwrap(),
-        ]);
-        assert!(o.status.success(), "{}", stderr(&o));
+        run_batch(&cfg, out);
     }
     let want = &records(&json)[0];
     let file = std::fs::File::open(&pq).unwrap();
@@ -390,14 +395,7 @@ fn monte_carlo_calibration_through_batch() {
         + "calibration = \"monte_carlo\"\nmc_samples = 499\nseed = 3\n";
     std::fs::write(&cfg, text).unwrap();
     let out = dir.path().join("o.jsonl");
-    let o = ldpstream(&[
-        "batch",
-        "--config",
-        cfg.to_str().unwrap(),
-        "--output",
-        out.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    run_batch(&cfg, &out);
     let r = &records(&out)[0];
     assert_eq!(r["calibration"], "monte_carlo");
     let mc = r["mc_p_value"].as_f64().unwrap();
