@@ -722,3 +722,99 @@ window = {{ kind = "tumbling", size = "1m" }}
     let got: Vec<(Option<f64>, u64)> = p_values.into_iter().zip(ns).collect();
     assert_eq!(got, want, "the Parquet files differ from the JSON lines");
 }
+
+/// Two instances in one group: A reads everything, then B joins. A gives up half of the
+/// partitions and keeps reading the rest from where it was (it does not read its own
+/// partitions again); B gets the other half and, having no checkpoint, reads them from the
+/// beginning. Each instance exports lag only for the partitions it holds.
+#[test]
+fn kafka_second_instance_takes_half_the_partitions() {
+    let Some(brokers) = brokers() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let topic = unique("split");
+    let group = unique("split-grp");
+    create_topic(&brokers, &topic);
+    let n = 8_000usize;
+    let messages: Vec<(i32, Vec<u8>)> = (0..n)
+        .map(|i| {
+            (
+                (i % 4) as i32,
+                ldpstream_connectors::decode::encode_binary_u32(
+                    Some(T0 + i as i64),
+                    (i % 8) as u32,
+                    &[],
+                ),
+            )
+        })
+        .collect();
+    produce(&brokers, &topic, &messages);
+    let config = |name: &str| {
+        let path = d.join(format!("{name}.toml"));
+        std::fs::write(
+            &path,
+            format!(
+                r#"
+[serve]
+snapshot_interval = "300ms"
+checkpoint_dir = "{d}/{name}-ck"
+checkpoint_interval = "300ms"
+sink = [{{ kind = "jsonl", path = "{d}/{name}.jsonl" }}]
+[[stream]]
+name = "k"
+source = {{ kind = "kafka", brokers = "{brokers}", topics = ["{topic}"], group_id = "{group}", format = "binary", options = {{ "statistics.interval.ms" = "300" }} }}
+mechanism = {{ kind = "grr", epsilon = 1.0, domain = 8 }}
+allowed_lateness = "1h"
+[[stream.test]]
+name = "all"
+kind = "gof"
+null = "uniform"
+window = {{ kind = "cumulative" }}
+"#,
+                d = d.display()
+            ),
+        )
+        .unwrap();
+        path
+    };
+    let lag_partitions = |s: &Serve| -> Vec<u32> {
+        let (_, text) = s.get("/metrics");
+        let mut ps: Vec<u32> = text
+            .lines()
+            .filter(|l| l.starts_with("ldpstream_kafka_consumer_lag{"))
+            .filter_map(|l| {
+                let rest = l.split("partition=\"").nth(1)?;
+                rest.split('"').next()?.parse().ok()
+            })
+            .collect();
+        ps.sort();
+        ps
+    };
+    let mut a = Serve::start(&config("a"));
+    eventually("A reads everything", Duration::from_secs(60), || {
+        (a.reports_total() >= n as f64).then_some(())
+    });
+    eventually(
+        "A's lag on all 4 partitions",
+        Duration::from_secs(30),
+        || (lag_partitions(&a) == [0, 1, 2, 3]).then_some(()),
+    );
+    let mut b = Serve::start(&config("b"));
+    // B's share: two partitions of n/4 reports each, read from the beginning.
+    eventually("B reads its half", Duration::from_secs(60), || {
+        (b.reports_total() >= (n / 2) as f64).then_some(())
+    });
+    let (pa, pb) = eventually("lag series split 2 + 2", Duration::from_secs(30), || {
+        let (pa, pb) = (lag_partitions(&a), lag_partitions(&b));
+        (pa.len() == 2 && pb.len() == 2).then_some((pa, pb))
+    });
+    let mut all: Vec<u32> = pa.iter().chain(&pb).copied().collect();
+    all.sort();
+    assert_eq!(all, [0, 1, 2, 3], "A has {pa:?}, B has {pb:?}");
+    // Give a wrongly restarted partition time to show up as extra reports.
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(a.reports_total(), n as f64, "A read some partitions twice");
+    assert_eq!(b.reports_total(), (n / 2) as f64);
+    assert!(a.terminate(Duration::from_secs(60)).success());
+    assert!(b.terminate(Duration::from_secs(60)).success());
+}
