@@ -145,7 +145,7 @@ pub fn write_records_parquet(path: &Path, records: &[TestRecord]) -> Result<(), 
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use arrow::array::{
         Array, AsArray, BooleanArray, Float64Array, ListArray, MapArray, StringArray,
@@ -176,7 +176,7 @@ mod tests {
     }
 
     /// The nulls a plain global-window GOF record has.
-    fn sparse() -> TestRecord {
+    pub(crate) fn sparse() -> TestRecord {
         serde_json::from_value(serde_json::json!({
             "stream": "s", "test": "t", "method": "LocalExpGOF", "mechanism": "grr",
             "group": null, "window_start": null, "window_end": null, "n": 5,

@@ -122,3 +122,55 @@ fn finish(open: OpenFile) -> Result<(), ConnectorError> {
     info!(file = %done.display(), "Parquet result file complete");
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record_parquet::tests::sparse;
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn files_appear_only_when_complete() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut sink =
+            ParquetSink::open(dir.path().to_str().unwrap(), Duration::from_secs(3600)).unwrap();
+        sink.write(&[sparse(), sparse()]).unwrap();
+        sink.write(&[sparse()]).unwrap();
+        let open = names(dir.path());
+        assert_eq!(open.len(), 1);
+        assert!(open[0].starts_with(".results-") && open[0].ends_with(".parquet.inprogress"));
+        sink.close().unwrap();
+        let done = names(dir.path());
+        assert_eq!(done.len(), 1);
+        assert!(done[0].starts_with("results-") && done[0].ends_with(".parquet"));
+        // One row group per tick.
+        let reader =
+            SerializedFileReader::new(File::open(dir.path().join(&done[0])).unwrap()).unwrap();
+        assert_eq!(reader.metadata().num_row_groups(), 2);
+        assert_eq!(reader.metadata().file_metadata().num_rows(), 3);
+        // Closing twice is harmless.
+        sink.close().unwrap();
+    }
+
+    #[test]
+    fn files_roll_when_old_enough() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut sink = ParquetSink::open(dir.path().to_str().unwrap(), Duration::ZERO).unwrap();
+        sink.write(&[sparse()]).unwrap();
+        sink.write(&[sparse()]).unwrap();
+        let done = names(dir.path());
+        assert_eq!(done.len(), 2, "{done:?}");
+        assert!(done
+            .iter()
+            .all(|n| n.starts_with("results-") && n.ends_with(".parquet")));
+    }
+}
