@@ -381,6 +381,14 @@ fn kafka_json_serve_matches_batch() {
         "{ kind = \"tumbling\", size = \"1m\" }",
         &parquet,
     );
+    // Undecodable messages also go to a dead-letter topic.
+    let dead = unique("dead");
+    create_topic(&brokers, &dead);
+    let text = std::fs::read_to_string(&cfg).unwrap().replace(
+        "end_marker = true }",
+        &format!("end_marker = true, dead_letter_topic = \"{dead}\" }}"),
+    );
+    std::fs::write(&cfg, text).unwrap();
     let expected = batch_finals(dir.path(), "json");
     // 500 s of event time: 9 one-minute windows and the cumulative one, per group.
     assert_eq!(expected.len(), 20);
@@ -389,6 +397,24 @@ fn kafka_json_serve_matches_batch() {
     assert!(status.success());
     let got = last_finals(&jsonl(&dir.path().join("json.jsonl")));
     assert_eq!(got, expected);
+
+    let letters = consume_all(&brokers, &dead, 2, Duration::from_secs(60));
+    let mut payloads: Vec<&[u8]> = letters.iter().map(|l| l.payload.as_slice()).collect();
+    payloads.sort();
+    assert_eq!(
+        payloads,
+        [
+            br#"{"report":-3,"ts":1}"#.as_slice(),
+            b"{not json".as_slice()
+        ]
+    );
+    for l in &letters {
+        let reason = &l.headers["ldpstream-reason"];
+        assert!(reason.starts_with("JSON"), "{reason}");
+        let source = &l.headers["ldpstream-source"];
+        assert!(source.starts_with(&format!("{topic}/")), "{source}");
+        assert_eq!(l.key.as_deref(), Some(source.as_str()));
+    }
 }
 
 #[test]
@@ -493,6 +519,56 @@ fn kafka_kill_9_three_times_matches_batch() {
     }
 }
 
+struct Consumed {
+    key: Option<String>,
+    payload: Vec<u8>,
+    headers: std::collections::BTreeMap<String, String>,
+}
+
+/// Reads `count` messages from every partition of `topic` (from the beginning).
+fn consume_all(brokers: &str, topic: &str, count: usize, within: Duration) -> Vec<Consumed> {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::message::{Headers, Message};
+    use rdkafka::{Offset, TopicPartitionList};
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("group.id", unique("check"))
+        .create()
+        .unwrap();
+    let mut all = TopicPartitionList::new();
+    for p in 0..4 {
+        all.add_partition_offset(topic, p, Offset::Beginning)
+            .unwrap();
+    }
+    consumer.assign(&all).unwrap();
+    let mut out = Vec::new();
+    let deadline = Instant::now() + within;
+    while out.len() < count && Instant::now() < deadline {
+        if let Some(Ok(m)) = consumer.poll(Duration::from_millis(200)) {
+            let headers = m
+                .headers()
+                .map(|h| {
+                    h.iter()
+                        .map(|h| {
+                            (
+                                h.key.to_string(),
+                                String::from_utf8_lossy(h.value.unwrap_or_default()).into_owned(),
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            out.push(Consumed {
+                key: m.key().map(|k| String::from_utf8_lossy(k).into_owned()),
+                payload: m.payload().unwrap_or_default().to_vec(),
+                headers,
+            });
+        }
+    }
+    assert_eq!(out.len(), count, "messages on {topic}");
+    out
+}
+
 /// Waits until `check` returns Some, polling every 100 ms.
 fn eventually<T>(what: &str, within: Duration, mut check: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + within;
@@ -512,7 +588,6 @@ fn eventually<T>(what: &str, within: Duration, mut check: impl FnMut() -> Option
 fn kafka_group_progress_lag_and_result_sinks() {
     use arrow::array::Array;
     use rdkafka::consumer::{BaseConsumer, Consumer};
-    use rdkafka::message::Message;
     use rdkafka::{Offset, TopicPartitionList};
 
     let Some(brokers) = brokers() else { return };
@@ -634,34 +709,19 @@ window = {{ kind = "tumbling", size = "1m" }}
         .collect();
     assert!(!lines.is_empty());
     // The Kafka sink: the same records, one message each, keyed by result identity.
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", &brokers)
-        .set("group.id", unique("check"))
-        .create()
-        .unwrap();
-    let mut all = TopicPartitionList::new();
-    for p in 0..4 {
-        all.add_partition_offset(&results, p, Offset::Beginning)
-            .unwrap();
-    }
-    consumer.assign(&all).unwrap();
     let mut published: Vec<String> = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while published.len() < lines.len() && Instant::now() < deadline {
-        if let Some(Ok(m)) = consumer.poll(Duration::from_millis(200)) {
-            let payload = String::from_utf8(m.payload().unwrap().to_vec()).unwrap();
-            let record: Value = serde_json::from_str(&payload).unwrap();
-            let key = String::from_utf8(m.key().unwrap().to_vec()).unwrap();
-            assert_eq!(
-                key,
-                format!(
-                    "k|win||{}",
-                    record["window_start"].as_str().unwrap_or_default()
-                ),
-                "{payload}"
-            );
-            published.push(payload);
-        }
+    for m in consume_all(&brokers, &results, lines.len(), Duration::from_secs(60)) {
+        let payload = String::from_utf8(m.payload).unwrap();
+        let record: Value = serde_json::from_str(&payload).unwrap();
+        assert_eq!(
+            m.key.unwrap(),
+            format!(
+                "k|win||{}",
+                record["window_start"].as_str().unwrap_or_default()
+            ),
+            "{payload}"
+        );
+        published.push(payload);
     }
     let mut expected = lines.clone();
     expected.sort();

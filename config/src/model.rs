@@ -181,6 +181,10 @@ pub struct KafkaConfig {
     /// becomes bounded (for tests and replays).
     #[serde(default)]
     pub end_marker: bool,
+    /// Messages that do not decode are copied here (payload as is, with headers naming the
+    /// reason and the source topic/partition/offset), besides being counted.
+    #[serde(default)]
+    pub dead_letter_topic: Option<String>,
 }
 
 /// How Kafka messages encode reports.

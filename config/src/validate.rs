@@ -303,6 +303,15 @@ fn validate_kafka(key: &str, k: &crate::KafkaConfig) -> Result<(), ConfigError> 
             "a consumer group name",
         ));
     }
+    if let Some(t) = &k.dead_letter_topic {
+        if t.trim().is_empty() || k.topics.contains(t) {
+            return Err(ConfigError::invalid(
+                format!("{key}.dead_letter_topic"),
+                format!("{t:?}"),
+                "a non-empty topic name that is not one of `topics`",
+            ));
+        }
+    }
     for reserved in ["enable.auto.commit", "bootstrap.servers", "group.id"] {
         if k.options.contains_key(reserved) || k.options_from_env.contains_key(reserved) {
             return Err(ConfigError::invalid(

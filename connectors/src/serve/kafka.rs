@@ -18,6 +18,7 @@ use rdkafka::{Offset, TopicPartitionList};
 use tracing::{debug, info, warn};
 
 use super::checkpoint::Position;
+use super::dead_letter::DeadLetters;
 use super::kafka_group::{partition_key as key, GroupContext};
 use super::metrics::Metrics;
 use super::SourceBatch;
@@ -211,6 +212,14 @@ pub(crate) fn run_kafka(
         .map_err(|e| kafka_err("subscribe", e))?;
     info!(stream = %stream.name, group = %kafka.group_id, topics = ?kafka.topics, "joining the consumer group");
 
+    let mut dead_letters = kafka
+        .dead_letter_topic
+        .as_deref()
+        .map(|t| DeadLetters::open(kafka, t))
+        .transpose()?;
+    let dead_failed = metrics
+        .dead_letters_failed
+        .with_label_values(&[stream.name.as_str()]);
     let mut decoder = MessageDecoder::new(stream, mechanism, kafka.format);
     let single_topic = match kafka.topics.as_slice() {
         [only] => Some(only.as_str()),
@@ -264,6 +273,14 @@ pub(crate) fn run_kafka(
             }
             batch_started = None;
             clock.refresh();
+            if let Some(dl) = &mut dead_letters {
+                dead_failed.inc_by(dl.poll());
+            }
+        }
+        if done || stopping {
+            if let Some(dl) = &mut dead_letters {
+                dead_failed.inc_by(dl.flush());
+            }
         }
         if done {
             if let Some((since, messages)) = read_since {
@@ -331,6 +348,11 @@ pub(crate) fn run_kafka(
             Ok(Decoded::EndMarker) => {}
             Err(reason) => {
                 bad.inc();
+                if let Some(dl) = &dead_letters {
+                    let topic = single_topic.unwrap_or_else(|| message.topic());
+                    let source = format!("{topic}/{}@{}", message.partition(), message.offset());
+                    dl.send(message.payload().unwrap_or_default(), &reason, &source);
+                }
                 debug!(stream = %stream.name, topic = message.topic(), partition = message.partition(), offset = message.offset(), %reason, "bad message");
             }
         }

@@ -21,6 +21,7 @@ pub struct Metrics {
     pub window_reports: IntGaugeVec,
     pub estimate: GaugeVec,
     pub kafka_lag: IntGaugeVec,
+    pub dead_letters_failed: IntCounterVec,
     pub budget_remaining: GaugeVec,
     pub snapshot_seconds: Histogram,
     pub checkpoint_age: Gauge,
@@ -125,6 +126,16 @@ impl Metrics {
                         "Messages behind the partition's high watermark (Kafka sources).",
                     ),
                     &["topic", "partition"],
+                ),
+            )?,
+            dead_letters_failed: register(
+                &r,
+                IntCounterVec::new(
+                    Opts::new(
+                        "ldpstream_dead_letters_failed_total",
+                        "Undecodable messages that could not be delivered to the dead-letter topic.",
+                    ),
+                    &["stream"],
                 ),
             )?,
             budget_remaining: register(

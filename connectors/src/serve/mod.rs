@@ -7,6 +7,7 @@
 //! so a snapshot never waits for a fold and a fold never waits for a test.
 
 mod checkpoint;
+mod dead_letter;
 mod http;
 mod kafka;
 mod kafka_group;

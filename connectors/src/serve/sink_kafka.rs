@@ -26,10 +26,11 @@ const DEFAULTS: [(&str, &str); 3] = [
     ("compression.type", "lz4"),
 ];
 
+/// Counts failed deliveries (librdkafka reports them asynchronously, while polled).
 #[derive(Default)]
-struct Deliveries {
-    failed: AtomicU64,
-    last_error: Mutex<Option<String>>,
+pub(super) struct Deliveries {
+    pub(super) failed: AtomicU64,
+    pub(super) last_error: Mutex<Option<String>>,
 }
 
 impl ClientContext for Deliveries {}
