@@ -878,6 +878,24 @@ window = { kind = "global" }
     }
 
     #[test]
+    fn kafka_source_keys_validate() {
+        let kafka = GOOD.replace(
+            "source = { kind = \"parquet\", paths = [\"data/*.parquet\"] }",
+            "source = { kind = \"kafka\", brokers = \"b:9092\", topics = [\"events\"], group_id = \"g\", dead_letter_topic = \"events-dlq\" }",
+        );
+        Config::from_toml_str(&kafka, "t").unwrap();
+        let e = err(&kafka.replace("\"events-dlq\"", "\"events\""));
+        assert!(e.contains("source.dead_letter_topic = \"events\""), "{e}");
+        let e = err(&kafka.replace("group_id = \"g\"", "group_id = \"\""));
+        assert!(e.contains("source.group_id"), "{e}");
+        let e = err(&kafka.replace(
+            "group_id = \"g\"",
+            "group_id = \"g\", options = { \"enable.auto.commit\" = \"true\" }",
+        ));
+        assert!(e.contains("enable.auto.commit"), "{e}");
+    }
+
+    #[test]
     fn parse_errors_name_the_file() {
         match Config::from_toml_str("[[stream]\n", "bad.toml") {
             Err(ConfigError::Parse { origin, .. }) => assert_eq!(origin, "bad.toml"),
