@@ -7,11 +7,11 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use ldpstream_config::KafkaConfig;
-use rdkafka::config::ClientConfig;
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use tracing::warn;
 
+use super::kafka_client::client_config;
 use super::sink_kafka::Deliveries;
 use crate::error::ConnectorError;
 
@@ -26,18 +26,13 @@ impl DeadLetters {
     /// A producer with the source's own client options (security settings), so it reaches
     /// the same cluster the same way.
     pub(super) fn open(kafka: &KafkaConfig, topic: &str) -> Result<Self, ConnectorError> {
-        let mut config = ClientConfig::new();
-        for (k, v) in &kafka.options {
-            config.set(k, v);
-        }
-        for (k, var) in &kafka.options_from_env {
-            if let Ok(v) = std::env::var(var) {
-                config.set(k, v);
-            }
-        }
-        config
-            .set("bootstrap.servers", &kafka.brokers)
-            .set("linger.ms", "50");
+        let mut config = client_config(
+            &[("linger.ms", "50")],
+            &kafka.options,
+            &kafka.options_from_env,
+            &format!("dead-letter topic {topic:?}"),
+        )?;
+        config.set("bootstrap.servers", &kafka.brokers);
         let producer = config
             .create_with_context(Deliveries::default())
             .map_err(|e| {

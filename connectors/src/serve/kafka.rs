@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 
 use ldpstream_config::{KafkaConfig, StreamConfig};
 use ldpstream_engine::mechanism::Mechanism;
-use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
@@ -19,6 +18,7 @@ use tracing::{debug, info, warn};
 
 use super::checkpoint::Position;
 use super::dead_letter::DeadLetters;
+use super::kafka_client::client_config;
 use super::kafka_group::{partition_key as key, GroupContext};
 use super::metrics::Metrics;
 use super::SourceBatch;
@@ -152,22 +152,12 @@ pub(crate) fn run_kafka(
     stop: &AtomicBool,
     out: &SyncSender<SourceBatch>,
 ) -> Result<bool, ConnectorError> {
-    let mut config = ClientConfig::new();
-    for (k, v) in DEFAULTS {
-        config.set(k, v);
-    }
-    for (k, v) in &kafka.options {
-        config.set(k, v);
-    }
-    for (k, var) in &kafka.options_from_env {
-        let value = std::env::var(var).map_err(|_| {
-            ConnectorError::Invalid(format!(
-                "stream {:?}: Kafka option {k:?} comes from environment variable {var}, which is not set",
-                stream.name
-            ))
-        })?;
-        config.set(k, value);
-    }
+    let mut config = client_config(
+        &DEFAULTS,
+        &kafka.options,
+        &kafka.options_from_env,
+        &format!("stream {:?}", stream.name),
+    )?;
     config
         .set("bootstrap.servers", &kafka.brokers)
         .set("group.id", &kafka.group_id)

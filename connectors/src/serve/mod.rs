@@ -10,6 +10,7 @@ mod checkpoint;
 mod dead_letter;
 mod http;
 mod kafka;
+mod kafka_client;
 mod kafka_group;
 mod metrics;
 mod replay;

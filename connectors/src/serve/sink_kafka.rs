@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use ldpstream_engine::record::TestRecord;
 use rdkafka::client::ClientContext;
-use rdkafka::config::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
 
+use super::kafka_client::client_config;
 use super::metrics::group_label;
 use crate::error::ConnectorError;
 
@@ -74,22 +74,12 @@ impl KafkaSink {
         options: &std::collections::BTreeMap<String, String>,
         options_from_env: &std::collections::BTreeMap<String, String>,
     ) -> Result<Self, ConnectorError> {
-        let mut config = ClientConfig::new();
-        for (k, v) in DEFAULTS {
-            config.set(k, v);
-        }
-        for (k, v) in options {
-            config.set(k, v);
-        }
-        for (k, var) in options_from_env {
-            let value = std::env::var(var).map_err(|_| {
-                sink_err(
-                    topic,
-                    format!("option {k:?} comes from environment variable {var}, which is not set"),
-                )
-            })?;
-            config.set(k, value);
-        }
+        let mut config = client_config(
+            &DEFAULTS,
+            options,
+            options_from_env,
+            &format!("Kafka sink (topic {topic:?})"),
+        )?;
         config.set("bootstrap.servers", brokers);
         let producer = config
             .create_with_context(Deliveries::default())
