@@ -85,11 +85,10 @@ fn for_each_run<'a>(
             // `count` groups of 8 values, `width` bytes per group. A stream may end inside
             // its last run; what is there is decoded.
             let run_bytes = count.saturating_mul(width).min(data.len());
-            let available = if width == 0 {
-                count.saturating_mul(8)
-            } else {
-                run_bytes * 8 / width
-            };
+            // Width 0 packs any number of values into no bytes.
+            let available = (run_bytes * 8)
+                .checked_div(width)
+                .unwrap_or(count.saturating_mul(8));
             let len = count.saturating_mul(8).min(available).min(wanted);
             if len == 0 && count > 0 {
                 return Err(truncated);
