@@ -39,6 +39,15 @@ pub enum ConnectorError {
         expected: String,
         found: String,
     },
+    /// A column chunk read page by page (the dictionary-key path) that cannot be decoded.
+    #[error("{path}: column {column:?}, row group {row_group}: {source}")]
+    ColumnChunk {
+        path: String,
+        column: String,
+        row_group: usize,
+        #[source]
+        source: crate::parquet_dict::PageError,
+    },
     #[error(transparent)]
     Engine(#[from] ldpstream_engine::EngineError),
     #[error("{0}")]

@@ -292,6 +292,20 @@ fn fold_row_group(
     layout: &ReportLayout,
     pane_ms: i64,
 ) -> Result<PanedDelta, ConnectorError> {
+    if let Some(counted) = crate::parquet_dict::try_fold_row_group(file, rg, layout)? {
+        return Ok(counted);
+    }
+    fold_row_group_arrow(file, rg, first_row, layout, pane_ms)
+}
+
+/// Folds one row group from the batches of the Arrow reader: every layout and encoding.
+pub fn fold_row_group_arrow(
+    file: &InputFile,
+    rg: usize,
+    first_row: u64,
+    layout: &ReportLayout,
+    pane_ms: i64,
+) -> Result<PanedDelta, ConnectorError> {
     let path = file.path.as_path();
     let shown = || path.display().to_string();
     let arrow_err = |source| ConnectorError::Arrow {

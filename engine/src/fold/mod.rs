@@ -3,11 +3,13 @@
 
 mod bits;
 mod categories;
+mod dictionary;
 mod signed;
 mod sums;
 
 pub use bits::fold_bits;
 pub use categories::{count_categories, fold_categories};
+pub use dictionary::fold_key_counts;
 pub use signed::fold_signed;
 pub use sums::fold_sums;
 

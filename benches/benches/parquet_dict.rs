@@ -1,0 +1,91 @@
+//! One row group of 2²⁰ GenRR reports (SNAPPY, written like `ldpstream simulate`), folded
+//! two ways: the Arrow reader materializing dictionary-decoded values for the count kernel,
+//! and the dictionary-key path counting keys straight from the pages. Both include opening
+//! the file, reading and decompressing the pages (from the page cache); one core.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use arrow::array::UInt32Array;
+use arrow::datatypes::{DataType, Field, Schema};
+use arrow::record_batch::RecordBatch;
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use ldpstream_benches::random_categories;
+use ldpstream_config::MechanismConfig;
+use ldpstream_connectors::parquet_dict::try_fold_row_group;
+use ldpstream_connectors::parquet_in::{fold_row_group_arrow, inspect, ReportLayout};
+use ldpstream_engine::mechanism::Mechanism;
+use parquet::arrow::ArrowWriter;
+use parquet::basic::Compression;
+use parquet::file::properties::WriterProperties;
+use std::hint::black_box;
+
+const ROWS: usize = 1 << 20;
+
+fn write_file(d: u32) -> PathBuf {
+    let path = std::env::temp_dir().join(format!("ldpstream_bench_dict_d{d}_{ROWS}.parquet"));
+    let schema = Arc::new(Schema::new(vec![Field::new(
+        "report",
+        DataType::UInt32,
+        false,
+    )]));
+    let props = WriterProperties::builder()
+        .set_compression(Compression::SNAPPY)
+        .set_max_row_group_row_count(Some(ROWS))
+        .build();
+    let file = std::fs::File::create(&path).expect("create the bench file");
+    let mut writer = ArrowWriter::try_new(file, schema.clone(), Some(props)).expect("writer");
+    let values = UInt32Array::from(random_categories(ROWS, d, 7));
+    let batch = RecordBatch::try_new(schema, vec![Arc::new(values)]).expect("batch");
+    writer.write(&batch).expect("write");
+    writer.close().expect("close");
+    path
+}
+
+fn row_group(c: &mut Criterion) {
+    let mut group = c.benchmark_group("parquet_row_group_grr");
+    group.sample_size(30);
+    for d in [16u32, 1024] {
+        let path = write_file(d);
+        let mechanism = Mechanism::from_config(&MechanismConfig::Grr {
+            epsilon: 1.0,
+            domain: d,
+        })
+        .expect("valid mechanism");
+        let layout = ReportLayout {
+            mechanism,
+            report: "report".into(),
+            index: None,
+            group_by: Vec::new(),
+            ts: "ts".into(),
+            block_sizes: Vec::new(),
+        };
+        let file = inspect(std::slice::from_ref(&path), &layout)
+            .expect("inspect")
+            .remove(0);
+        assert!(
+            try_fold_row_group(&file, 0, &layout)
+                .expect("fold")
+                .is_some(),
+            "the bench file is dictionary-encoded"
+        );
+        group.throughput(Throughput::Elements(ROWS as u64));
+        group.bench_with_input(
+            BenchmarkId::new("arrow_materialize", d),
+            &file,
+            |b, file| {
+                b.iter(|| {
+                    fold_row_group_arrow(black_box(file), 0, 0, &layout, 60_000).expect("fold")
+                });
+            },
+        );
+        group.bench_with_input(BenchmarkId::new("dictionary_keys", d), &file, |b, file| {
+            b.iter(|| try_fold_row_group(black_box(file), 0, &layout).expect("fold"));
+        });
+        let _ = std::fs::remove_file(&path);
+    }
+    group.finish();
+}
+
+criterion_group!(benches, row_group);
+criterion_main!(benches);
