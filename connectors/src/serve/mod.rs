@@ -616,5 +616,7 @@ async fn snapshot_round(
             );
         }
     }
-    sinks.write(&records)
+    // File writes, and the Kafka sink's wait for acknowledgements, block: let the runtime
+    // move its other tasks (HTTP) off this worker meanwhile.
+    tokio::task::block_in_place(|| sinks.write(&records))
 }
