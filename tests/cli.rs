@@ -18,7 +18,7 @@ fn ldpstream(args: &[&str]) -> Output {
 }
 
 /// `ldpstream batch --config cfg --output out`, which must succeed.
-fn run_batch(cfg: &Path, out: &Path) {
+fn run_batch(cfg: &Path, out: &Path) -> Output {
     let o = ldpstream(&[
         "batch",
         "--config",
@@ -27,6 +27,7 @@ fn run_batch(cfg: &Path, out: &Path) {
         out.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
+    o
 }
 
 fn stderr(o: &Output) -> String {
@@ -236,14 +237,7 @@ fn simulate_then_batch_per_group() {
         .replace("null = \"uniform\"", "null = [0.4, 0.3, 0.1, 0.1, 0.1]");
     std::fs::write(&cfg, text).unwrap();
     let out = dir.path().join("out.jsonl");
-    let o = ldpstream(&[
-        "batch",
-        "--config",
-        cfg.to_str().unwrap(),
-        "--output",
-        out.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    run_batch(&cfg, &out);
     let recs = records(&out);
     assert_eq!(recs.len(), 2);
     assert_eq!(recs[0]["group"]["group"], "a");
@@ -537,14 +531,7 @@ b = "b"
     )
     .unwrap();
     let out = dir.path().join("o.jsonl");
-    let o = ldpstream(&[
-        "batch",
-        "--config",
-        cfg.to_str().unwrap(),
-        "--output",
-        out.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    let o = run_batch(&cfg, &out);
     assert!(
         stderr(&o).contains("s/ind: 0 of 3 groups with q < alpha"),
         "{}",
