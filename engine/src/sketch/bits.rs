@@ -1,5 +1,5 @@
-use super::codec::Reader;
-use super::Rejections;
+use super::codec::{write_header, Reader};
+use super::{add_table, Rejections};
 use crate::error::EngineError;
 
 /// Bit-flip reports: how many reports had bit j set, for each of the d bits, and `n`.
@@ -54,15 +54,7 @@ impl BitSketch {
     }
 
     pub fn merge(&mut self, other: &BitSketch) -> Result<(), EngineError> {
-        if other.bit_counts.len() != self.bit_counts.len() {
-            return Err(EngineError::ShapeMismatch {
-                expected: self.bit_counts.len(),
-                found: other.bit_counts.len(),
-            });
-        }
-        for (a, b) in self.bit_counts.iter_mut().zip(&other.bit_counts) {
-            *a += b;
-        }
+        add_table(&mut self.bit_counts, &other.bit_counts)?;
         self.n += other.n;
         self.rejected.merge(&other.rejected);
         Ok(())
@@ -70,8 +62,7 @@ impl BitSketch {
 
     /// Body: d (u32), n (u64), d bit counts (u64).
     pub(crate) fn write_body(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&(self.bit_counts.len() as u32).to_le_bytes());
-        out.extend_from_slice(&self.n.to_le_bytes());
+        write_header(out, self.bit_counts.len(), self.n);
         for c in &self.bit_counts {
             out.extend_from_slice(&c.to_le_bytes());
         }

@@ -2,6 +2,13 @@
 
 use crate::error::EngineError;
 
+/// The header every sketch body starts with: the table length d (u32), then n (u64).
+pub(crate) fn write_header(out: &mut Vec<u8>, d: usize, n: u64) {
+    // Domains are bounded by the config far below u32::MAX.
+    out.extend_from_slice(&(d as u32).to_le_bytes());
+    out.extend_from_slice(&n.to_le_bytes());
+}
+
 pub(crate) struct Reader<'a> {
     bytes: &'a [u8],
 }

@@ -1,5 +1,5 @@
-use super::codec::Reader;
-use super::{checked_sum, Rejections};
+use super::codec::{write_header, Reader};
+use super::{add_table, checked_sum, Rejections};
 use crate::error::EngineError;
 
 /// A table of per-category counts plus `n`: the sufficient statistic of GenRR, raw and
@@ -56,15 +56,7 @@ impl CountSketch {
 
     /// Exact merge: counts, `n` and rejections add.
     pub fn merge(&mut self, other: &CountSketch) -> Result<(), EngineError> {
-        if other.counts.len() != self.counts.len() {
-            return Err(EngineError::ShapeMismatch {
-                expected: self.counts.len(),
-                found: other.counts.len(),
-            });
-        }
-        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
-            *a += b;
-        }
+        add_table(&mut self.counts, &other.counts)?;
         self.n += other.n;
         self.rejected.merge(&other.rejected);
         Ok(())
@@ -72,9 +64,7 @@ impl CountSketch {
 
     /// Body: d (u32), n (u64), d counts (u64).
     pub(crate) fn write_body(&self, out: &mut Vec<u8>) {
-        // Domains are bounded by the config far below u32::MAX.
-        out.extend_from_slice(&(self.counts.len() as u32).to_le_bytes());
-        out.extend_from_slice(&self.n.to_le_bytes());
+        write_header(out, self.counts.len(), self.n);
         for c in &self.counts {
             out.extend_from_slice(&c.to_le_bytes());
         }

@@ -22,6 +22,23 @@ pub use sums::{SumSketch, FIXED_POINT_SCALE};
 use crate::error::EngineError;
 use codec::Reader;
 
+/// Adds `from` into `into` entry by entry: the exact merge of two tables of one shape.
+pub(crate) fn add_table<T: Copy + std::ops::AddAssign>(
+    into: &mut [T],
+    from: &[T],
+) -> Result<(), EngineError> {
+    if from.len() != into.len() {
+        return Err(EngineError::ShapeMismatch {
+            expected: into.len(),
+            found: from.len(),
+        });
+    }
+    for (a, &b) in into.iter_mut().zip(from) {
+        *a += b;
+    }
+    Ok(())
+}
+
 /// The first bytes of every serialized sketch.
 pub const MAGIC: [u8; 4] = *b"LDPS";
 /// The serialization format this build writes and reads.

@@ -1,5 +1,5 @@
-use super::codec::Reader;
-use super::{checked_sum, Rejections};
+use super::codec::{write_header, Reader};
+use super::{add_table, checked_sum, Rejections};
 use crate::error::EngineError;
 
 /// Reports of a public ±1 family (Hadamard rows or cohorts): for each row j, how many
@@ -79,18 +79,8 @@ impl SignedSketch {
     }
 
     pub fn merge(&mut self, other: &SignedSketch) -> Result<(), EngineError> {
-        if other.plus.len() != self.plus.len() {
-            return Err(EngineError::ShapeMismatch {
-                expected: self.plus.len(),
-                found: other.plus.len(),
-            });
-        }
-        for (a, b) in self.plus.iter_mut().zip(&other.plus) {
-            *a += b;
-        }
-        for (a, b) in self.minus.iter_mut().zip(&other.minus) {
-            *a += b;
-        }
+        add_table(&mut self.plus, &other.plus)?;
+        add_table(&mut self.minus, &other.minus)?;
         self.n += other.n;
         self.rejected.merge(&other.rejected);
         Ok(())
@@ -98,8 +88,7 @@ impl SignedSketch {
 
     /// Body: rows (u32), n (u64), rows plus counts (u64), rows minus counts (u64).
     pub(crate) fn write_body(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&(self.plus.len() as u32).to_le_bytes());
-        out.extend_from_slice(&self.n.to_le_bytes());
+        write_header(out, self.plus.len(), self.n);
         for c in self.plus.iter().chain(&self.minus) {
             out.extend_from_slice(&c.to_le_bytes());
         }

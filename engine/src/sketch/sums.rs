@@ -1,5 +1,5 @@
-use super::codec::Reader;
-use super::Rejections;
+use super::codec::{write_header, Reader};
+use super::{add_table, Rejections};
 use crate::error::EngineError;
 
 /// Noise reports are real vectors; their sum is kept in fixed point at this resolution
@@ -87,15 +87,7 @@ impl SumSketch {
     }
 
     pub fn merge(&mut self, other: &SumSketch) -> Result<(), EngineError> {
-        if other.sums.len() != self.sums.len() {
-            return Err(EngineError::ShapeMismatch {
-                expected: self.sums.len(),
-                found: other.sums.len(),
-            });
-        }
-        for (a, b) in self.sums.iter_mut().zip(&other.sums) {
-            *a += b;
-        }
+        add_table(&mut self.sums, &other.sums)?;
         self.n += other.n;
         self.rejected.merge(&other.rejected);
         Ok(())
@@ -103,8 +95,7 @@ impl SumSketch {
 
     /// Body: d (u32), n (u64), d sums (i128, little-endian two's complement).
     pub(crate) fn write_body(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&(self.sums.len() as u32).to_le_bytes());
-        out.extend_from_slice(&self.n.to_le_bytes());
+        write_header(out, self.sums.len(), self.n);
         for s in &self.sums {
             out.extend_from_slice(&s.to_le_bytes());
         }
