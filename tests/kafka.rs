@@ -3,10 +3,8 @@
 //! messages on 4-partition topics, final windows compared with `batch` over the same
 //! reports, and kill -9 at three seeded points with a restart from the checkpoint.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -20,6 +18,9 @@ use rdkafka::config::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use serde_json::Value;
+
+mod common;
+use common::{bin, eventually, Serve};
 
 const T0: i64 = 1_767_225_600_000;
 
@@ -35,10 +36,6 @@ fn brokers() -> Option<String> {
             None
         }
     }
-}
-
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_ldpstream")
 }
 
 fn create_topic(brokers: &str, name: &str) {
@@ -119,122 +116,6 @@ fn write_parquet(path: &Path, reports: Vec<u32>, ts: Vec<i64>, groups: Option<Ve
     let mut w = ArrowWriter::try_new(std::fs::File::create(path).unwrap(), schema, None).unwrap();
     w.write(&batch).unwrap();
     w.close().unwrap();
-}
-
-struct Serve {
-    child: Child,
-    addr: String,
-}
-
-impl Serve {
-    fn start(config: &Path) -> Serve {
-        let mut child = Command::new(bin())
-            .args([
-                "serve",
-                "--config",
-                config.to_str().unwrap(),
-                "--listen",
-                "127.0.0.1:0",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stderr = BufReader::new(child.stderr.take().unwrap());
-        let mut line = String::new();
-        let mut addr = None;
-        while stderr.read_line(&mut line).unwrap() > 0 {
-            if let Some(a) = line
-                .trim()
-                .strip_prefix("ldpstream serve: listening on http://")
-            {
-                addr = Some(a.to_string());
-                break;
-            }
-            line.clear();
-        }
-        std::thread::spawn(move || {
-            let mut rest = String::new();
-            let _ = stderr.read_to_string(&mut rest);
-            if !rest.trim().is_empty() {
-                eprintln!("serve stderr: {rest}");
-            }
-        });
-        Serve {
-            child,
-            addr: addr.expect("serve prints its address"),
-        }
-    }
-
-    /// `ldpstream_reports_total` of the stream, or 0 when the endpoint is not answering.
-    fn reports_total(&self) -> f64 {
-        let Ok(mut s) = TcpStream::connect(&self.addr) else {
-            return 0.0;
-        };
-        let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-        let _ = write!(
-            s,
-            "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-        );
-        let mut text = String::new();
-        let _ = s.read_to_string(&mut text);
-        text.lines()
-            .find(|l| l.starts_with("ldpstream_reports_total{"))
-            .and_then(|l| l.rsplit(' ').next())
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0.0)
-    }
-
-    fn get(&self, path: &str) -> (u16, String) {
-        let Ok(mut s) = TcpStream::connect(&self.addr) else {
-            return (0, String::new());
-        };
-        let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-        let _ = write!(
-            s,
-            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-        );
-        let mut text = String::new();
-        let _ = s.read_to_string(&mut text);
-        let status = text
-            .split(' ')
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0);
-        let body = text
-            .split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_string())
-            .unwrap_or_default();
-        (status, body)
-    }
-
-    fn terminate(&mut self, within: Duration) -> std::process::ExitStatus {
-        let pid = self.child.id().to_string();
-        assert!(Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success());
-        self.wait(within)
-    }
-
-    fn wait(&mut self, within: Duration) -> std::process::ExitStatus {
-        let deadline = Instant::now() + within;
-        loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                return s;
-            }
-            assert!(Instant::now() < deadline, "serve did not finish");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn last_finals(records: &[Value]) -> std::collections::BTreeMap<String, Value> {
@@ -392,7 +273,7 @@ fn kafka_json_serve_matches_batch() {
     let expected = batch_finals(dir.path(), "json");
     // 500 s of event time: 9 one-minute windows and the cumulative one, per group.
     assert_eq!(expected.len(), 20);
-    let mut serve = Serve::start(&cfg);
+    let mut serve = Serve::start(&cfg, &[]);
     let status = serve.wait(Duration::from_secs(120));
     assert!(status.success());
     let got = last_finals(&jsonl(&dir.path().join("json.jsonl")));
@@ -483,7 +364,7 @@ fn kafka_kill_9_three_times_matches_batch() {
             .wrapping_add(1442695040888963407);
         let fraction = 0.1 + ((seed >> 33) % 800) as f64 / 1000.0;
         let target = fraction * n as f64;
-        let mut first = Serve::start(&cfg);
+        let mut first = Serve::start(&cfg, &[]);
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
             assert!(
@@ -502,7 +383,7 @@ fn kafka_kill_9_three_times_matches_batch() {
             .path()
             .join(format!("{run}-ck/checkpoint.ldpc"))
             .exists();
-        let mut second = Serve::start(&cfg);
+        let mut second = Serve::start(&cfg, &[]);
         let status = second.wait(Duration::from_secs(180));
         assert!(status.success(), "{run}: restart exited with {status:?}");
         let got = last_finals(&jsonl(&dir.path().join(format!("{run}.jsonl"))));
@@ -569,18 +450,6 @@ fn consume_all(brokers: &str, topic: &str, count: usize, within: Duration) -> Ve
     out
 }
 
-/// Waits until `check` returns Some, polling every 100 ms.
-fn eventually<T>(what: &str, within: Duration, mut check: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(v) = check() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 /// An unbounded stream in a consumer group: every report is read, progress is committed to
 /// the group, the lag gauge appears per partition, and on SIGTERM the Kafka and Parquet
 /// sinks hold exactly the records the JSON-lines sink got.
@@ -641,7 +510,7 @@ window = {{ kind = "tumbling", size = "1m" }}
         ),
     )
     .unwrap();
-    let mut serve = Serve::start(&cfg);
+    let mut serve = Serve::start(&cfg, &[]);
     eventually("every report read", Duration::from_secs(90), || {
         (serve.reports_total() >= n as f64).then_some(())
     });
@@ -850,7 +719,7 @@ window = {{ kind = "cumulative" }}
         ps.sort();
         ps
     };
-    let mut a = Serve::start(&config("a"));
+    let mut a = Serve::start(&config("a"), &[]);
     eventually("A reads everything", Duration::from_secs(60), || {
         (a.reports_total() >= n as f64).then_some(())
     });
@@ -859,7 +728,7 @@ window = {{ kind = "cumulative" }}
         Duration::from_secs(30),
         || (lag_partitions(&a) == [0, 1, 2, 3]).then_some(()),
     );
-    let mut b = Serve::start(&config("b"));
+    let mut b = Serve::start(&config("b"), &[]);
     // B's share: two partitions of n/4 reports each, read from the beginning.
     eventually("B reads its half", Duration::from_secs(60), || {
         (b.reports_total() >= (n / 2) as f64).then_some(())

@@ -2,108 +2,15 @@
 //! its Prometheus metrics, SIGTERM handling, and the Parquet replay source checked against
 //! `batch` over the same file.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::Write;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_ldpstream")
-}
-
-/// A `serve` child on a free loopback port; killed on drop if still running.
-struct Serve {
-    child: Child,
-    addr: String,
-}
-
-impl Serve {
-    fn start(config: &Path, extra: &[&str]) -> Serve {
-        let mut child = Command::new(bin())
-            .args(["serve", "--config", config.to_str().unwrap()])
-            .args(["--listen", "127.0.0.1:0"])
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("serve starts");
-        let mut stderr = BufReader::new(child.stderr.take().unwrap());
-        let mut addr = None;
-        let mut line = String::new();
-        while stderr.read_line(&mut line).unwrap() > 0 {
-            if let Some(rest) = line
-                .trim()
-                .strip_prefix("ldpstream serve: listening on http://")
-            {
-                addr = Some(rest.to_string());
-                break;
-            }
-            line.clear();
-        }
-        // Keep draining stderr so the child never blocks on a full pipe.
-        std::thread::spawn(move || {
-            let mut sink = String::new();
-            let _ = stderr.read_to_string(&mut sink);
-        });
-        Serve {
-            child,
-            addr: addr.expect("serve prints its address"),
-        }
-    }
-
-    fn get(&self, path: &str) -> (u16, String) {
-        let mut s = TcpStream::connect(&self.addr).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        write!(
-            s,
-            "GET {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
-            self.addr
-        )
-        .unwrap();
-        let mut text = String::new();
-        s.read_to_string(&mut text).unwrap();
-        let (head, body) = text.split_once("\r\n\r\n").unwrap();
-        let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
-        (status, body.to_string())
-    }
-
-    fn terminate(mut self) -> std::process::ExitStatus {
-        let pid = self.child.id().to_string();
-        let killed = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-        assert!(killed.success());
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "serve did not exit after SIGTERM"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// The value of the sample `name{labels}` in Prometheus text, where `labels` is a substring
-/// of the label set.
-fn sample(text: &str, name: &str, labels: &str) -> Option<f64> {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .find(|l| l.starts_with(&format!("{name}{{")) && l.contains(labels))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-}
+mod common;
+use common::{bin, sample, Serve};
 
 fn promtool_check(text: &str) {
     let Ok(mut child) = Command::new("promtool")
@@ -165,7 +72,7 @@ fn serve_simulator_metrics_show_the_switch() {
     let config = dir.path().join("sim.toml");
     std::fs::write(&config, SIMULATOR.replace("OUT", out.to_str().unwrap())).unwrap();
     let started = Instant::now();
-    let serve = Serve::start(&config, &[]);
+    let mut serve = Serve::start(&config, &[]);
     assert_eq!(serve.get("/healthz").0, 200);
 
     // Before the switch (the simulator starts uniform): wait for a snapshot of the
@@ -225,7 +132,7 @@ fn serve_simulator_metrics_show_the_switch() {
         .iter()
         .any(|r| r["test"] == "gof_2s" && r["reject"] == true));
 
-    let status = serve.terminate();
+    let status = serve.terminate(Duration::from_secs(30));
     assert!(
         status.success(),
         "serve exited with {status:?} after SIGTERM"
@@ -380,17 +287,6 @@ fn last_finals(records: &[Value]) -> std::collections::BTreeMap<String, Value> {
         .collect()
 }
 
-fn wait_exit(child: &mut Child, within: Duration) -> std::process::ExitStatus {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            return s;
-        }
-        assert!(Instant::now() < deadline, "serve did not finish");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// kill -9 at three seeded points of a throttled replay, restart from the checkpoint, and
 /// let it finish: the final windows must equal `batch` over the same file exactly.
 #[test]
@@ -495,7 +391,7 @@ window = {{ kind = "cumulative" }}
             .exists();
         restored_runs += usize::from(checkpointed);
         let mut second = Serve::start(&config, &[]);
-        let status = wait_exit(&mut second.child, Duration::from_secs(60));
+        let status = second.wait(Duration::from_secs(60));
         assert!(status.success(), "{run}: restart exited with {status:?}");
         let got = last_finals(&jsonl(&dir.path().join(format!("{run}.jsonl"))));
         assert_eq!(
@@ -576,7 +472,7 @@ window = {{ kind = "tumbling", size = "1s" }}
         ),
     )
     .unwrap();
-    let serve = Serve::start(&config, &[]);
+    let mut serve = Serve::start(&config, &[]);
     let deadline = Instant::now() + Duration::from_secs(30);
     let released = loop {
         let records: Vec<Value> = std::fs::read_to_string(&out)
@@ -605,5 +501,5 @@ window = {{ kind = "tumbling", size = "1s" }}
     .expect("the budget gauge is exported");
     assert!((left - 1.0).abs() < 1e-12, "budget left {left}");
     promtool_check(&metrics);
-    assert!(serve.terminate().success());
+    assert!(serve.terminate(Duration::from_secs(30)).success());
 }

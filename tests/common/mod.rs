@@ -1,0 +1,136 @@
+//! The `serve` child-process harness shared by the integration tests.
+// Each test crate uses a different subset of these helpers.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_ldpstream")
+}
+
+/// A `serve` child on a free loopback port; killed on drop if still running.
+pub struct Serve {
+    pub child: Child,
+    pub addr: String,
+}
+
+impl Serve {
+    /// Starts `serve --config config --listen 127.0.0.1:0 [extra]` and reads the address it
+    /// prints. Its later stderr is relayed to the test's, so a failure shows the service's log.
+    pub fn start(config: &Path, extra: &[&str]) -> Serve {
+        let mut child = Command::new(bin())
+            .args(["serve", "--config", config.to_str().unwrap()])
+            .args(["--listen", "127.0.0.1:0"])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("serve starts");
+        let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        let mut addr = None;
+        let mut line = String::new();
+        while stderr.read_line(&mut line).unwrap() > 0 {
+            if let Some(rest) = line
+                .trim()
+                .strip_prefix("ldpstream serve: listening on http://")
+            {
+                addr = Some(rest.to_string());
+                break;
+            }
+            line.clear();
+        }
+        // Keep draining stderr so the child never blocks on a full pipe.
+        std::thread::spawn(move || {
+            let mut rest = String::new();
+            let _ = stderr.read_to_string(&mut rest);
+            if !rest.trim().is_empty() {
+                eprintln!("serve stderr: {rest}");
+            }
+        });
+        Serve {
+            child,
+            addr: addr.expect("serve prints its address"),
+        }
+    }
+
+    /// Status and body of `GET path`; status 0 when the endpoint is not answering.
+    pub fn get(&self, path: &str) -> (u16, String) {
+        let Ok(mut s) = TcpStream::connect(&self.addr) else {
+            return (0, String::new());
+        };
+        let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+        let _ = write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+            self.addr
+        );
+        let mut text = String::new();
+        let _ = s.read_to_string(&mut text);
+        let Some((head, body)) = text.split_once("\r\n\r\n") else {
+            return (0, String::new());
+        };
+        let status = head
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        (status, body.to_string())
+    }
+
+    /// `ldpstream_reports_total` of the (first) stream, or 0 when not answering.
+    pub fn reports_total(&self) -> f64 {
+        sample(&self.get("/metrics").1, "ldpstream_reports_total", "").unwrap_or(0.0)
+    }
+
+    pub fn wait(&mut self, within: Duration) -> ExitStatus {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return s;
+            }
+            assert!(Instant::now() < deadline, "serve did not finish");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGTERM, then the exit status.
+    pub fn terminate(&mut self, within: Duration) -> ExitStatus {
+        let pid = self.child.id().to_string();
+        let killed = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        assert!(killed.success());
+        self.wait(within)
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The value of the sample `name{labels}` in Prometheus text, where `labels` is a substring
+/// of the label set.
+pub fn sample(text: &str, name: &str, labels: &str) -> Option<f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find(|l| l.starts_with(&format!("{name}{{")) && l.contains(labels))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+/// Waits until `check` returns Some, polling every 100 ms.
+pub fn eventually<T>(what: &str, within: Duration, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
