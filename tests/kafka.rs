@@ -5,13 +5,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use arrow::array::{ArrayRef, StringArray, TimestampMillisecondArray, UInt32Array};
-use arrow::datatypes::{Field, Schema};
-use arrow::record_batch::RecordBatch;
-use parquet::arrow::ArrowWriter;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
@@ -20,7 +15,7 @@ use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use serde_json::Value;
 
 mod common;
-use common::{bin, eventually, Serve};
+use common::{bin, eventually, write_timed_reports, Serve};
 
 const T0: i64 = 1_767_225_600_000;
 
@@ -89,33 +84,6 @@ fn unique(prefix: &str) -> String {
         .unwrap()
         .as_nanos();
     format!("{prefix}-{}-{nanos}", std::process::id())
-}
-
-fn write_parquet(path: &Path, reports: Vec<u32>, ts: Vec<i64>, groups: Option<Vec<String>>) {
-    let mut columns: Vec<(&str, ArrayRef)> = vec![
-        ("report", Arc::new(UInt32Array::from(reports))),
-        (
-            "ts",
-            Arc::new(TimestampMillisecondArray::from(ts).with_timezone("UTC")),
-        ),
-    ];
-    if let Some(g) = groups {
-        columns.push(("g", Arc::new(StringArray::from(g))));
-    }
-    let schema = Arc::new(Schema::new(
-        columns
-            .iter()
-            .map(|(n, a)| Field::new(*n, a.data_type().clone(), false))
-            .collect::<Vec<_>>(),
-    ));
-    let batch = RecordBatch::try_new(
-        schema.clone(),
-        columns.into_iter().map(|(_, a)| a).collect(),
-    )
-    .unwrap();
-    let mut w = ArrowWriter::try_new(std::fs::File::create(path).unwrap(), schema, None).unwrap();
-    w.write(&batch).unwrap();
-    w.close().unwrap();
 }
 
 fn last_finals(records: &[Value]) -> std::collections::BTreeMap<String, Value> {
@@ -251,7 +219,7 @@ fn kafka_json_serve_matches_batch() {
     }
     produce(&brokers, &topic, &messages);
     let parquet = dir.path().join("json.parquet");
-    write_parquet(&parquet, reports, ts, Some(groups));
+    write_timed_reports(&parquet, reports, ts, Some(groups));
     let cfg = config(
         dir.path(),
         "json",
@@ -338,7 +306,7 @@ fn kafka_kill_9_three_times_matches_batch() {
     );
     drop(messages);
     let parquet = dir.path().join("kill.parquet");
-    write_parquet(&parquet, reports, ts, None);
+    write_timed_reports(&parquet, reports, ts, None);
 
     let mut seed: u64 = 0x0dd5eed;
     let mut expected = None;

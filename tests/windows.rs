@@ -1,15 +1,17 @@
 //! `batch` over event-time windows: tumbling, sliding and cumulative results from a
 //! Parquet file with a `ts` column, checked against counts known by construction.
 
-use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, TimestampMillisecondArray, UInt32Array};
+use arrow::array::{ArrayRef, UInt32Array};
 use arrow::datatypes::{Field, Schema};
 use arrow::record_batch::RecordBatch;
 use parquet::arrow::ArrowWriter;
 use serde_json::Value;
+
+mod common;
+use common::write_timed_reports;
 
 fn ldpstream(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_ldpstream"))
@@ -20,30 +22,6 @@ fn ldpstream(args: &[&str]) -> Output {
 
 /// 2026-01-01T00:00:00Z in milliseconds.
 const T0: i64 = 1_767_225_600_000;
-
-fn write(path: &Path, reports: Vec<u32>, ts: Vec<i64>) {
-    let columns: Vec<(&str, ArrayRef)> = vec![
-        ("report", Arc::new(UInt32Array::from(reports))),
-        (
-            "ts",
-            Arc::new(TimestampMillisecondArray::from(ts).with_timezone("UTC")),
-        ),
-    ];
-    let schema = Arc::new(Schema::new(
-        columns
-            .iter()
-            .map(|(n, a)| Field::new(*n, a.data_type().clone(), false))
-            .collect::<Vec<_>>(),
-    ));
-    let batch = RecordBatch::try_new(
-        schema.clone(),
-        columns.into_iter().map(|(_, a)| a).collect(),
-    )
-    .unwrap();
-    let mut w = ArrowWriter::try_new(std::fs::File::create(path).unwrap(), schema, None).unwrap();
-    w.write(&batch).unwrap();
-    w.close().unwrap();
-}
 
 #[test]
 fn batch_cuts_tumbling_sliding_and_cumulative_windows() {
@@ -58,8 +36,8 @@ fn batch_cuts_tumbling_sliding_and_cumulative_windows() {
             target.1.push(T0 + m * 60_000 + (i * 37) % 60_000);
         }
     }
-    write(&dir.path().join("a.parquet"), a.0, a.1);
-    write(&dir.path().join("b.parquet"), b.0, b.1);
+    write_timed_reports(&dir.path().join("a.parquet"), a.0, a.1, None);
+    write_timed_reports(&dir.path().join("b.parquet"), b.0, b.1, None);
     let config = dir.path().join("c.toml");
     std::fs::write(
         &config,

@@ -6,7 +6,13 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use arrow::array::{ArrayRef, StringArray, TimestampMillisecondArray, UInt32Array};
+use arrow::datatypes::{Field, Schema};
+use arrow::record_batch::RecordBatch;
+use parquet::arrow::ArrowWriter;
 
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_ldpstream")
@@ -133,4 +139,38 @@ pub fn eventually<T>(what: &str, within: Duration, mut check: impl FnMut() -> Op
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// A Parquet file of GenRR-style reports with UTC event times and, optionally, a `g`
+/// group column.
+pub fn write_timed_reports(
+    path: &Path,
+    reports: Vec<u32>,
+    ts: Vec<i64>,
+    groups: Option<Vec<String>>,
+) {
+    let mut columns: Vec<(&str, ArrayRef)> = vec![
+        ("report", Arc::new(UInt32Array::from(reports))),
+        (
+            "ts",
+            Arc::new(TimestampMillisecondArray::from(ts).with_timezone("UTC")),
+        ),
+    ];
+    if let Some(g) = groups {
+        columns.push(("g", Arc::new(StringArray::from(g))));
+    }
+    let schema = Arc::new(Schema::new(
+        columns
+            .iter()
+            .map(|(n, a)| Field::new(*n, a.data_type().clone(), false))
+            .collect::<Vec<_>>(),
+    ));
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        columns.into_iter().map(|(_, a)| a).collect(),
+    )
+    .unwrap();
+    let mut w = ArrowWriter::try_new(std::fs::File::create(path).unwrap(), schema, None).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
 }
