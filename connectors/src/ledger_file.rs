@@ -47,27 +47,20 @@ impl LedgerBook {
         Ok(book)
     }
 
-    /// Writes atomically: temporary file in the same directory, fsync, rename.
+    /// Writes atomically (see [`crate::atomic_file`]).
     pub fn save(&self, path: &Path) -> Result<(), ConnectorError> {
         let shown = path.display().to_string();
-        let io = |source| ConnectorError::Io {
-            path: shown.clone(),
-            source,
-        };
         let text = serde_json::to_string_pretty(self)
             .map_err(|e| ConnectorError::Invalid(format!("{shown}: cannot encode ledger: {e}")))?;
-        let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-        let result = (|| {
+        crate::atomic_file::write_atomically(path, |mut f| {
             use std::io::Write;
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(text.as_bytes())?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, path)
-        })();
-        if result.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
-        result.map_err(io)
+            f.write_all(text.as_bytes())
+                .map_err(|source| ConnectorError::Io {
+                    path: shown.clone(),
+                    source,
+                })?;
+            Ok(f)
+        })
     }
 
     /// The stream's ledger with the config's budget (spends carry over), or None when the

@@ -1,6 +1,7 @@
 //! ldpstream's connectors: Parquet in and out, the report simulator, and the batch job that
 //! wires them to the engine.
 
+pub mod atomic_file;
 pub mod batch;
 pub mod decode;
 pub mod error;

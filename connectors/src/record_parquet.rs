@@ -133,7 +133,7 @@ pub(crate) fn record_writer(file: File, path: &Path) -> Result<ArrowWriter<File>
 /// then renamed, so a reader never sees a half-written file.
 pub fn write_records_parquet(path: &Path, records: &[TestRecord]) -> Result<(), ConnectorError> {
     let batch = records_to_batch(records)?;
-    crate::jsonl::write_atomically(path, |file| {
+    crate::atomic_file::write_atomically(path, |file| {
         let mut writer = record_writer(file, path)?;
         let pq = |source| ConnectorError::Parquet {
             path: path.display().to_string(),

@@ -12,7 +12,6 @@
 //! A trailing FNV-1a 64 checksum covers everything before it. Version 1 files still read.
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -291,8 +290,7 @@ pub fn decode(bytes: &[u8], origin: &str) -> Result<Vec<StreamCheckpoint>, Conne
     Ok(out)
 }
 
-/// Writes `bytes` as the directory's checkpoint: temporary file, fsync, rename over the
-/// previous checkpoint, fsync of the directory so the rename itself is durable.
+/// Writes `bytes` as the directory's checkpoint, atomically (see [`crate::atomic_file`]).
 pub fn write_atomically(dir: &Path, bytes: &[u8]) -> Result<PathBuf, ConnectorError> {
     let io = |path: &Path| {
         let path = path.display().to_string();
@@ -300,15 +298,10 @@ pub fn write_atomically(dir: &Path, bytes: &[u8]) -> Result<PathBuf, ConnectorEr
     };
     std::fs::create_dir_all(dir).map_err(io(dir))?;
     let target = dir.join(FILE_NAME);
-    let tmp = dir.join(format!(".{FILE_NAME}.tmp-{}", std::process::id()));
-    let mut file = File::create(&tmp).map_err(io(&tmp))?;
-    file.write_all(bytes).map_err(io(&tmp))?;
-    file.sync_all().map_err(io(&tmp))?;
-    drop(file);
-    std::fs::rename(&tmp, &target).map_err(io(&target))?;
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io(dir))?;
+    crate::atomic_file::write_atomically(&target, |mut file| {
+        file.write_all(bytes).map_err(io(&target))?;
+        Ok(file)
+    })?;
     Ok(target)
 }
 
