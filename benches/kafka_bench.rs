@@ -88,7 +88,7 @@ fn produce(
             if json {
                 format!(r#"{{"report":{r},"ts":{ts}}}"#).into_bytes()
             } else {
-                ldpstream_connectors::decode::encode_binary_u32(Some(ts), r, &[])
+                ldpstream_connectors::kafka::decode::encode_binary_u32(Some(ts), r, &[])
             }
         };
         loop {

@@ -289,13 +289,16 @@ fn kafka_kill_9_three_times_matches_batch() {
         let p = ((x >> 50) % 4) as i32;
         messages.push((
             p,
-            ldpstream_connectors::decode::encode_binary_u32(Some(t), r, &[]),
+            ldpstream_connectors::kafka::decode::encode_binary_u32(Some(t), r, &[]),
         ));
         reports.push(r);
         ts.push(t);
     }
     for p in 0..4 {
-        messages.push((p, ldpstream_connectors::decode::BINARY_END_MARKER.to_vec()));
+        messages.push((
+            p,
+            ldpstream_connectors::kafka::decode::BINARY_END_MARKER.to_vec(),
+        ));
     }
     let started = Instant::now();
     produce(&brokers, &topic, &messages);
@@ -446,7 +449,7 @@ fn kafka_group_progress_lag_and_result_sinks() {
             let t = T0 + 10 * i as i64;
             (
                 (i % 4) as i32,
-                ldpstream_connectors::decode::encode_binary_u32(Some(t), r, &[]),
+                ldpstream_connectors::kafka::decode::encode_binary_u32(Some(t), r, &[]),
             )
         })
         .collect();
@@ -637,7 +640,7 @@ fn kafka_second_instance_takes_half_the_partitions() {
         .map(|i| {
             (
                 (i % 4) as i32,
-                ldpstream_connectors::decode::encode_binary_u32(
+                ldpstream_connectors::kafka::decode::encode_binary_u32(
                     Some(T0 + i as i64),
                     (i % 8) as u32,
                     &[],

@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 
 use criterion::Criterion;
 use ldpstream_config::Config;
-use ldpstream_connectors::windows::{evaluate_snapshot, take_due};
 use ldpstream_engine::mechanism::Mechanism;
 use ldpstream_engine::sketch::{BitSketch, Sketch};
+use ldpstream_engine::stream::{evaluate_snapshot, take_due};
 use ldpstream_engine::window::{Grouped, PaneStore};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -69,7 +69,7 @@ fn round(s: &Setup) {
     let due = take_due(stream, &mut store, true).expect("snapshot");
     let mut records = 0;
     let mut noise = ldpstream_engine::curator::secure_rng();
-    let mut private = ldpstream_connectors::batch::Private {
+    let mut private = ldpstream_engine::stream::Private {
         ledger: None,
         noise: &mut noise,
     };

@@ -24,7 +24,9 @@ pub fn write_atomically(
     let file_name = target
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
-        .ok_or_else(|| ConnectorError::Invalid(format!("path {shown:?} has no file name")))?;
+        .ok_or_else(|| ConnectorError::NoFileName {
+            path: shown.to_string(),
+        })?;
     let tmp = dir.join(format!(".{file_name}.tmp-{}", std::process::id()));
     let result = File::create(&tmp)
         .map_err(io)

@@ -46,14 +46,72 @@ pub enum ConnectorError {
         column: String,
         row_group: usize,
         #[source]
-        source: crate::parquet_dict::PageError,
+        source: crate::parquet::page_error::PageError,
     },
+    #[error("{path:?} has no file name")]
+    NoFileName { path: String },
+    #[error("{what}: {message}")]
+    Distribution { what: String, message: String },
+    /// A librdkafka call that failed; `context` says which and for whom.
+    #[error("Kafka {context}: {source}")]
+    Kafka {
+        context: String,
+        #[source]
+        source: rdkafka::error::KafkaError,
+    },
+    #[error("Kafka topic {topic:?} does not exist (or has no partitions) on {brokers}")]
+    NoSuchTopic { topic: String, brokers: String },
+    #[error(
+        "{owner}: Kafka option {option:?} comes from environment variable {var}, which is not set"
+    )]
+    MissingEnv {
+        owner: String,
+        option: String,
+        var: String,
+    },
+    /// Records the broker did not acknowledge.
+    #[error("Kafka sink (topic {topic:?}): {message}")]
+    Delivery { topic: String, message: String },
+    #[error("serializing a record: {0}")]
+    Serialize(#[source] serde_json::Error),
+    #[error(transparent)]
+    Stream(#[from] ldpstream_engine::stream::StreamError),
     #[error(transparent)]
     Engine(#[from] ldpstream_engine::EngineError),
-    #[error("{0}")]
-    Invalid(String),
-    /// A checkpoint that cannot be restored; the service refuses to start rather than
-    /// count reports twice or lose them.
-    #[error("checkpoint {path}: {message}")]
-    Checkpoint { path: String, message: String },
+}
+
+/// Whose fault an error is: it decides the exit code and what the message asks of the
+/// reader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// The command line, the config or an environment variable (exit 2).
+    User,
+    /// A file, a broker or the operating system (exit 1).
+    External,
+    /// A bug in ldpstream (exit 1).
+    Internal,
+}
+
+impl ConnectorError {
+    pub fn fault(&self) -> Fault {
+        use ConnectorError::*;
+        match self {
+            NoMatch { .. }
+            | BadPattern { .. }
+            | NoFileName { .. }
+            | Distribution { .. }
+            | MissingEnv { .. } => Fault::User,
+            Io { .. }
+            | Parquet { .. }
+            | Arrow { .. }
+            | MissingColumn { .. }
+            | WrongType { .. }
+            | ColumnChunk { .. }
+            | Kafka { .. }
+            | NoSuchTopic { .. }
+            | Delivery { .. } => Fault::External,
+            Stream(e) if e.is_input() => Fault::External,
+            Stream(_) | Serialize(_) | Engine(_) => Fault::Internal,
+        }
+    }
 }

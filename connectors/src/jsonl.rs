@@ -1,5 +1,4 @@
-//! Result files, written atomically: a reader never sees half a result file. JSON Lines by
-//! default; a path ending in `.parquet` gets Parquet (see [`crate::record_parquet`]).
+//! Result files as JSON Lines, written atomically: a reader never sees half a result file.
 
 use std::io::{BufWriter, Write};
 use std::path::Path;
@@ -8,10 +7,9 @@ use ldpstream_engine::record::TestRecord;
 
 use crate::error::ConnectorError;
 
-/// Writes one JSON object per line to `path` (`-` for stdout), or a Parquet file when the
-/// path ends in `.parquet`. A file is written to a temporary name in the same directory,
-/// synced, then renamed over the target.
-pub fn write_records(path: &str, records: &[TestRecord]) -> Result<(), ConnectorError> {
+/// Writes one JSON object per line to `path` (`-` for stdout). A file is written to a
+/// temporary name in the same directory, synced, then renamed over the target.
+pub fn write_jsonl(path: &str, records: &[TestRecord]) -> Result<(), ConnectorError> {
     let io = |source| ConnectorError::Io {
         path: path.to_string(),
         source,
@@ -23,12 +21,6 @@ pub fn write_records(path: &str, records: &[TestRecord]) -> Result<(), Connector
         return out.flush().map_err(io);
     }
     let target = Path::new(path);
-    if target
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("parquet"))
-    {
-        return crate::record_parquet::write_records_parquet(target, records);
-    }
     crate::atomic_file::write_atomically(target, |file| {
         let mut out = BufWriter::new(file);
         write_lines(&mut out, records).map_err(io)?;

@@ -1,21 +1,21 @@
-//! ldpstream's connectors: Parquet in and out, the report simulator, and the batch job that
-//! wires them to the engine.
+//! ldpstream's connectors: sources and sinks only, one folder per external system.
+//! [`parquet`] and [`kafka`] read reports and write results, [`simulator`] makes reports,
+//! [`jsonl`] writes results as JSON Lines. Every source is run through one [`Source`]
+//! interface with a typed [`Position`]. Folding and testing live in the engine.
 
 pub mod atomic_file;
-pub mod batch;
-pub mod decode;
+pub mod emit;
 pub mod error;
-pub mod grouping;
-pub(crate) mod json_message;
 pub mod jsonl;
-pub mod ledger_file;
-pub mod paned;
-pub mod parquet_dict;
-pub mod parquet_in;
-pub mod record_parquet;
-pub mod rle_hybrid;
-pub mod serve;
-pub mod simulate;
-pub mod windows;
+pub mod kafka;
+pub mod parquet;
+pub mod position;
+pub mod simulator;
+pub mod sinks;
+pub mod source;
 
-pub use error::ConnectorError;
+pub use emit::{SourceBatch, SourceEvents};
+pub use error::{ConnectorError, Fault};
+pub use position::{KafkaPosition, Position};
+pub use sinks::Sinks;
+pub use source::{Source, SourceEnd};

@@ -10,12 +10,12 @@ use arrow::array::UInt32Array;
 use arrow::datatypes::{DataType, Field, Schema};
 use arrow::record_batch::RecordBatch;
 use ldpstream_config::MechanismConfig;
-use ldpstream_connectors::parquet_dict::{count_chunk, count_row_group, try_fold_row_group};
-use ldpstream_connectors::parquet_in::{
-    fold_files, fold_row_group_arrow, inspect, InputFile, ReportLayout,
-};
+use ldpstream_connectors::parquet::dictionary::{count_chunk, count_row_group, try_fold_row_group};
+use ldpstream_connectors::parquet::files::{inspect, InputFile};
+use ldpstream_connectors::parquet::reader::{fold_files, fold_row_group_arrow};
 use ldpstream_connectors::ConnectorError;
 use ldpstream_engine::mechanism::Mechanism;
+use ldpstream_engine::stream::ReportLayout;
 use ldpstream_engine::window::Grouped;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{BrotliLevel, Compression, GzipLevel, ZstdLevel};
@@ -206,8 +206,7 @@ proptest! {
             }
         }
         // And the whole file through the dispatching fold that `batch` uses.
-        let bar = indicatif_free_bar();
-        let all = fold_files(std::slice::from_ref(&file), &layout, 60_000, &bar).expect("fold");
+        let all = fold_files(std::slice::from_ref(&file), &layout, 60_000, &|_| {}).expect("fold");
         let mut expected = Grouped::new();
         for rg in 0..file.row_group_rows.len() {
             ldpstream_engine::window::merge_grouped(&mut expected, &arrow_fold(&file, rg, &layout))
@@ -257,11 +256,6 @@ proptest! {
         let pages = vec![Ok(dictionary_page), Ok(data_page)];
         let _ = count_chunk(pages.into_iter(), optional, u64::from(num_values));
     }
-}
-
-/// A hidden progress bar: the tests run without a terminal anyway.
-fn indicatif_free_bar() -> indicatif::ProgressBar {
-    indicatif::ProgressBar::hidden()
 }
 
 fn temp_file(dir: &tempfile::TempDir, name: &str) -> PathBuf {

@@ -1,6 +1,7 @@
 //! The ldpstream engine: local randomizers, mergeable count sketches, batch fold kernels,
-//! estimators and hypothesis tests. It performs no I/O; connectors feed it Arrow arrays and
-//! take its [`record::TestRecord`]s away.
+//! estimators and hypothesis tests, and the stream layer (panes, due windows, evaluation)
+//! that the batch job and the service share. It performs no I/O; sources hand it Arrow
+//! batches and sinks take its [`record::TestRecord`]s away.
 
 pub mod audit;
 pub mod curator;
@@ -13,6 +14,7 @@ pub mod plan;
 pub mod record;
 pub mod sketch;
 pub mod stats;
+pub mod stream;
 pub mod window;
 
 pub use error::EngineError;

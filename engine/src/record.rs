@@ -83,3 +83,16 @@ pub struct TestRecord {
     #[serde(default)]
     pub late_reports: u64,
 }
+
+impl TestRecord {
+    /// The record's group as `k=v,k2=v2` (empty for an ungrouped stream): the label of its
+    /// metrics series and part of its Kafka message key.
+    pub fn group_label(&self) -> String {
+        self.group.as_ref().map_or_else(String::new, |g| {
+            g.iter()
+                .map(|(k, v)| format!("{k}={}", v.as_deref().unwrap_or("")))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+    }
+}

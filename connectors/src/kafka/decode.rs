@@ -1,0 +1,474 @@
+//! Kafka message decoding straight into Arrow builders, JSON or the compact binary layout.
+//!
+//! JSON: one object per message with the stream's column names, e.g.
+//! `{"report": 3, "ts": 1767225600000, "group": "a"}`; bit-flip reports are the hex of the
+//! packed bytes (`"report": "0a01"`), Hadamard and cohort reports carry `row`/`cohort`
+//! beside a ±1 `report`, noise reports are arrays of d numbers; `ts` is milliseconds since
+//! the epoch (optional). `{"end": true}` is the end marker.
+//!
+//! Binary (little-endian): byte 0 = 1 (a report) or 0xFF (the end marker); bytes 1..9 =
+//! event time, i64 milliseconds (i64::MIN for none); then the report: `u32` (grr, matrix,
+//! raw), ⌈d/8⌉ bytes (bitflip), `u32` index + `i8` (hadamard, cohort), d × `f32` (gauss,
+//! laplace); then per `group_by` column a `u16` length and that many UTF-8 bytes.
+//! A GenRR report is 13 bytes.
+
+use std::sync::Arc;
+
+use arrow::array::{
+    ArrayRef, FixedSizeBinaryBuilder, FixedSizeListBuilder, Float64Builder, Int8Builder,
+    StringBuilder, TimestampMillisecondBuilder, UInt32Builder,
+};
+use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+use arrow::record_batch::RecordBatch;
+use ldpstream_config::{MessageFormat, StreamConfig};
+use ldpstream_engine::mechanism::Mechanism;
+
+use super::json_message::{self, JsonFields};
+use crate::error::ConnectorError;
+
+/// Why a message was not decoded; the label of `ldpstream_reports_rejected_total`.
+pub const BAD_MESSAGE: &str = "bad_message";
+
+/// What a message turned out to be.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Decoded {
+    Report,
+    EndMarker,
+}
+
+enum ReportBuilder {
+    U32(UInt32Builder),
+    Bits(FixedSizeBinaryBuilder, usize),
+    Indexed(UInt32Builder, Int8Builder),
+    Vector(FixedSizeListBuilder<Float64Builder>, usize),
+}
+
+/// Builders for one batch of a stream's reports.
+pub struct MessageDecoder {
+    format: MessageFormat,
+    report_name: String,
+    index_name: Option<String>,
+    ts_name: String,
+    group_names: Vec<String>,
+    report: ReportBuilder,
+    ts: TimestampMillisecondBuilder,
+    groups: Vec<StringBuilder>,
+    rows: usize,
+}
+
+fn bad(what: impl Into<String>) -> String {
+    what.into()
+}
+
+impl MessageDecoder {
+    pub fn new(stream: &StreamConfig, mechanism: &Mechanism, format: MessageFormat) -> Self {
+        let d = mechanism.domain();
+        let (report, index_name) = match mechanism {
+            Mechanism::Grr(_) | Mechanism::Channel(_) | Mechanism::Raw { .. } => {
+                (ReportBuilder::U32(UInt32Builder::new()), None)
+            }
+            Mechanism::BitFlip(m) => (
+                ReportBuilder::Bits(
+                    FixedSizeBinaryBuilder::new(m.report_bytes() as i32),
+                    m.report_bytes(),
+                ),
+                None,
+            ),
+            Mechanism::Hadamard(_) => (
+                ReportBuilder::Indexed(UInt32Builder::new(), Int8Builder::new()),
+                Some(stream.columns.row.clone()),
+            ),
+            Mechanism::Cohort(_) => (
+                ReportBuilder::Indexed(UInt32Builder::new(), Int8Builder::new()),
+                Some(stream.columns.cohort.clone()),
+            ),
+            Mechanism::Noise(_) => (
+                ReportBuilder::Vector(
+                    FixedSizeListBuilder::new(Float64Builder::new(), d as i32)
+                        .with_field(Arc::new(Field::new("item", DataType::Float64, false))),
+                    d,
+                ),
+                None,
+            ),
+        };
+        MessageDecoder {
+            format,
+            report_name: stream.columns.report.clone(),
+            index_name,
+            ts_name: stream.columns.ts.clone(),
+            group_names: stream.columns.group_by.clone(),
+            report,
+            ts: TimestampMillisecondBuilder::new().with_timezone("UTC"),
+            groups: stream
+                .columns
+                .group_by
+                .iter()
+                .map(|_| StringBuilder::new())
+                .collect(),
+            rows: 0,
+        }
+    }
+
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Appends one message. On error nothing is appended and the reason is returned.
+    pub fn push(&mut self, payload: &[u8]) -> Result<Decoded, String> {
+        match self.format {
+            MessageFormat::Json => self.push_json(payload),
+            MessageFormat::Binary => self.push_binary(payload),
+        }
+    }
+
+    fn push_json(&mut self, payload: &[u8]) -> Result<Decoded, String> {
+        let m = JsonFields::parse(payload)?;
+        if m.is_end_marker() {
+            return Ok(Decoded::EndMarker);
+        }
+        let report = m
+            .raw(&self.report_name)
+            .ok_or_else(|| bad(format!("JSON: no {:?} field", self.report_name)))?;
+        let ts = m
+            .integer(&self.ts_name)
+            .map_err(|_| bad("JSON: ts is not integer ms"))?;
+        let mut groups = Vec::with_capacity(self.group_names.len());
+        for g in &self.group_names {
+            groups.push(
+                m.string(g)
+                    .map_err(|_| bad(format!("JSON: group {g:?} is not a string")))?,
+            );
+        }
+        // Validate everything before appending, so a bad message leaves no partial row.
+        match &mut self.report {
+            ReportBuilder::U32(b) => {
+                let x = report
+                    .parse::<u32>()
+                    .map_err(|_| bad("JSON: report is not a u32"))?;
+                b.append_value(x);
+            }
+            ReportBuilder::Bits(b, width) => {
+                let hex =
+                    json_message::string(report).map_err(|_| bad("JSON: report is not hex"))?;
+                let bytes = decode_hex(&hex).ok_or_else(|| bad("JSON: report is not hex"))?;
+                if bytes.len() != *width {
+                    return Err(bad(format!(
+                        "JSON: {} report bytes, expected {width}",
+                        bytes.len()
+                    )));
+                }
+                b.append_value(&bytes).map_err(|e| bad(e.to_string()))?;
+            }
+            ReportBuilder::Indexed(idx, sign) => {
+                let name = self.index_name.as_deref().unwrap_or("row");
+                let i = m
+                    .integer(name)
+                    .ok()
+                    .flatten()
+                    .and_then(|x| u32::try_from(x).ok())
+                    .ok_or_else(|| bad(format!("JSON: {name:?} is not a u32")))?;
+                let s = report
+                    .parse::<i8>()
+                    .map_err(|_| bad("JSON: report is not an i8"))?;
+                idx.append_value(i);
+                sign.append_value(s);
+            }
+            ReportBuilder::Vector(b, d) => {
+                let values = json_message::numbers(report)
+                    .ok()
+                    .filter(|v| v.len() == *d)
+                    .ok_or_else(|| bad(format!("JSON: report is not an array of {d} numbers")))?;
+                b.values().append_slice(&values);
+                b.append(true);
+            }
+        }
+        self.ts.append_option(ts);
+        for (b, g) in self.groups.iter_mut().zip(groups) {
+            b.append_option(g);
+        }
+        self.rows += 1;
+        Ok(Decoded::Report)
+    }
+
+    fn push_binary(&mut self, p: &[u8]) -> Result<Decoded, String> {
+        match p.first() {
+            Some(0xFF) => return Ok(Decoded::EndMarker),
+            Some(1) => {}
+            _ => return Err(bad("binary: unknown message kind")),
+        }
+        let short = || bad("binary: message too short");
+        let ts_bytes: [u8; 8] = p
+            .get(1..9)
+            .ok_or_else(short)?
+            .try_into()
+            .map_err(|_| short())?;
+        let ts = i64::from_le_bytes(ts_bytes);
+        let body = &p[9..];
+        let report_len = match &self.report {
+            ReportBuilder::U32(_) => 4,
+            ReportBuilder::Bits(_, w) => *w,
+            ReportBuilder::Indexed(..) => 5,
+            ReportBuilder::Vector(_, d) => 4 * d,
+        };
+        let (report, mut rest) = (
+            body.get(..report_len).ok_or_else(short)?,
+            &body[report_len..],
+        );
+        let mut groups = Vec::with_capacity(self.group_names.len());
+        for _ in &self.group_names {
+            let len = rest.get(..2).ok_or_else(short)?;
+            let len = u16::from_le_bytes([len[0], len[1]]) as usize;
+            let s = rest.get(2..2 + len).ok_or_else(short)?;
+            groups.push(std::str::from_utf8(s).map_err(|_| bad("binary: group is not UTF-8"))?);
+            rest = &rest[2 + len..];
+        }
+        if !rest.is_empty() {
+            return Err(bad("binary: trailing bytes"));
+        }
+        match &mut self.report {
+            ReportBuilder::U32(b) => b.append_value(u32::from_le_bytes([
+                report[0], report[1], report[2], report[3],
+            ])),
+            ReportBuilder::Bits(b, _) => b.append_value(report).map_err(|e| bad(e.to_string()))?,
+            ReportBuilder::Indexed(idx, sign) => {
+                idx.append_value(u32::from_le_bytes([
+                    report[0], report[1], report[2], report[3],
+                ]));
+                sign.append_value(report[4] as i8);
+            }
+            ReportBuilder::Vector(b, _) => {
+                for c in report.chunks_exact(4) {
+                    b.values()
+                        .append_value(f64::from(f32::from_le_bytes([c[0], c[1], c[2], c[3]])));
+                }
+                b.append(true);
+            }
+        }
+        self.ts.append_option((ts != i64::MIN).then_some(ts));
+        for (b, g) in self.groups.iter_mut().zip(groups) {
+            b.append_value(g);
+        }
+        self.rows += 1;
+        Ok(Decoded::Report)
+    }
+
+    /// The rows appended so far as a batch in the stream's schema; the builders restart.
+    pub fn finish(&mut self) -> Result<RecordBatch, ConnectorError> {
+        let mut fields = Vec::new();
+        let mut columns: Vec<ArrayRef> = Vec::new();
+        let report_name = self.report_name.clone();
+        match &mut self.report {
+            ReportBuilder::U32(b) => columns.push(Arc::new(b.finish())),
+            ReportBuilder::Bits(b, _) => columns.push(Arc::new(b.finish())),
+            ReportBuilder::Indexed(idx, sign) => {
+                let a = Arc::new(idx.finish());
+                fields.push(Field::new(
+                    self.index_name.as_deref().unwrap_or("row"),
+                    DataType::UInt32,
+                    false,
+                ));
+                columns.push(a);
+                columns.push(Arc::new(sign.finish()));
+            }
+            ReportBuilder::Vector(b, _) => columns.push(Arc::new(b.finish())),
+        }
+        let report_type = columns[columns.len() - 1].data_type().clone();
+        fields.push(Field::new(report_name, report_type, false));
+        fields.push(Field::new(
+            &self.ts_name,
+            DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into())),
+            true,
+        ));
+        columns.push(Arc::new(self.ts.finish()));
+        for (name, b) in self.group_names.iter().zip(&mut self.groups) {
+            fields.push(Field::new(name, DataType::Utf8, true));
+            columns.push(Arc::new(b.finish()));
+        }
+        self.rows = 0;
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).map_err(|source| {
+            ConnectorError::Arrow {
+                path: "decoded Kafka messages".into(),
+                source,
+            }
+        })
+    }
+}
+
+fn decode_hex(s: &str) -> Option<Vec<u8>> {
+    if s.len() % 2 != 0 {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+/// Encodes a GenRR-style (u32) report in the binary layout; for producers and tests.
+pub fn encode_binary_u32(ts_ms: Option<i64>, report: u32, groups: &[&str]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(13);
+    out.push(1);
+    out.extend_from_slice(&ts_ms.unwrap_or(i64::MIN).to_le_bytes());
+    out.extend_from_slice(&report.to_le_bytes());
+    for g in groups {
+        out.extend_from_slice(&(g.len() as u16).to_le_bytes());
+        out.extend_from_slice(g.as_bytes());
+    }
+    out
+}
+
+/// The binary end marker.
+pub const BINARY_END_MARKER: [u8; 1] = [0xFF];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Array, FixedSizeBinaryArray, StringArray, UInt32Array};
+    use ldpstream_config::Config;
+
+    fn stream(mechanism: &str, group_by: &str) -> (StreamConfig, Mechanism) {
+        let text = format!(
+            "[[stream]]\nname = \"s\"\nsource = {{ kind = \"kafka\", brokers = \"b:1\", topics = [\"t\"], group_id = \"g\" }}\nmechanism = {mechanism}\ncolumns = {{ group_by = [{group_by}] }}\n"
+        );
+        let c = Config::from_toml_str(&text, "t").unwrap();
+        let s = c.streams[0].clone();
+        let m = Mechanism::from_config(&s.mechanism).unwrap();
+        (s, m)
+    }
+
+    #[test]
+    fn json_and_binary_decode_to_the_same_rows() {
+        let (s, m) = stream("{ kind = \"grr\", epsilon = 1.0, domain = 4 }", "\"g\"");
+        let mut json = MessageDecoder::new(&s, &m, MessageFormat::Json);
+        let mut bin = MessageDecoder::new(&s, &m, MessageFormat::Binary);
+        for (i, (x, g)) in [(3u32, "a"), (0, "b"), (7, "a")].iter().enumerate() {
+            let ts = 1_000 + i as i64;
+            let j = format!(r#"{{"report": {x}, "ts": {ts}, "g": "{g}"}}"#);
+            assert_eq!(json.push(j.as_bytes()), Ok(Decoded::Report));
+            assert_eq!(
+                bin.push(&encode_binary_u32(Some(ts), *x, &[g])),
+                Ok(Decoded::Report)
+            );
+        }
+        assert!(json.push(br#"{"report": -1}"#).is_err());
+        assert!(json.push(b"not json").is_err());
+        assert!(bin.push(&[1, 2, 3]).is_err());
+        assert_eq!(json.push(br#"{"end": true}"#), Ok(Decoded::EndMarker));
+        assert_eq!(bin.push(&BINARY_END_MARKER), Ok(Decoded::EndMarker));
+        let a = json.finish().unwrap();
+        let b = bin.finish().unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a.num_rows(), 3);
+        let r = a.column_by_name("report").unwrap();
+        let r = r.as_any().downcast_ref::<UInt32Array>().unwrap();
+        assert_eq!(r.values().to_vec(), vec![3, 0, 7]);
+        let g = a.column_by_name("g").unwrap();
+        assert_eq!(
+            g.as_any().downcast_ref::<StringArray>().unwrap().value(1),
+            "b"
+        );
+        // The builders restart empty.
+        assert_eq!(json.finish().unwrap().num_rows(), 0);
+    }
+
+    #[test]
+    fn bitflip_reports_are_hex() {
+        let (s, m) = stream("{ kind = \"bitflip\", epsilon = 1.0, domain = 10 }", "");
+        let mut json = MessageDecoder::new(&s, &m, MessageFormat::Json);
+        assert_eq!(json.push(br#"{"report": "0a01"}"#), Ok(Decoded::Report));
+        assert!(json.push(br#"{"report": "0a"}"#).is_err());
+        assert!(json.push(br#"{"report": "zz01"}"#).is_err());
+        let batch = json.finish().unwrap();
+        let r = batch.column_by_name("report").unwrap();
+        let r = r.as_any().downcast_ref::<FixedSizeBinaryArray>().unwrap();
+        assert_eq!(r.value(0), &[0x0a, 0x01]);
+        assert!(batch.column_by_name("ts").unwrap().is_null(0));
+    }
+
+    #[test]
+    fn indexed_reports_decode_from_json_and_binary() {
+        for (mechanism, index) in [
+            ("{ kind = \"hadamard\", epsilon = 1.0, domain = 6 }", "row"),
+            (
+                "{ kind = \"cohort\", epsilon = 1.0, domain = 4, cohorts = 32, seed = 3 }",
+                "cohort",
+            ),
+        ] {
+            let (s, m) = stream(mechanism, "");
+            let mut json = MessageDecoder::new(&s, &m, MessageFormat::Json);
+            let mut bin = MessageDecoder::new(&s, &m, MessageFormat::Binary);
+            for (i, sign) in [(5u32, 1i8), (0, -1), (7, 1)] {
+                let j = format!(r#"{{"{index}": {i}, "report": {sign}, "ts": 1000}}"#);
+                assert_eq!(json.push(j.as_bytes()), Ok(Decoded::Report), "{j}");
+                let mut b = vec![1u8];
+                b.extend_from_slice(&1000i64.to_le_bytes());
+                b.extend_from_slice(&i.to_le_bytes());
+                b.push(sign as u8);
+                assert_eq!(bin.push(&b), Ok(Decoded::Report));
+            }
+            // The index is required and must be a u32; the sign must fit an i8.
+            assert!(json.push(br#"{"report": 1}"#).is_err());
+            let bad_index = format!(r#"{{"{index}": -1, "report": 1}}"#);
+            assert!(json.push(bad_index.as_bytes()).is_err());
+            let bad_sign = format!(r#"{{"{index}": 1, "report": 300}}"#);
+            assert!(json.push(bad_sign.as_bytes()).is_err());
+            let a = json.finish().unwrap();
+            assert_eq!(a, bin.finish().unwrap());
+            let idx = a.column_by_name(index).unwrap();
+            let idx = idx.as_any().downcast_ref::<UInt32Array>().unwrap();
+            assert_eq!(idx.values().to_vec(), vec![5, 0, 7]);
+            let r = a.column_by_name("report").unwrap();
+            let r = r
+                .as_any()
+                .downcast_ref::<arrow::array::Int8Array>()
+                .unwrap();
+            assert_eq!(r.values().to_vec(), vec![1, -1, 1]);
+        }
+    }
+
+    #[test]
+    fn noise_vectors_decode_from_json_and_binary() {
+        for kind in ["gauss", "laplace"] {
+            let privacy = if kind == "gauss" {
+                "rho = 0.5"
+            } else {
+                "epsilon = 1.0"
+            };
+            let (s, m) = stream(
+                &format!("{{ kind = \"{kind}\", {privacy}, domain = 3 }}"),
+                "",
+            );
+            let mut json = MessageDecoder::new(&s, &m, MessageFormat::Json);
+            let mut bin = MessageDecoder::new(&s, &m, MessageFormat::Binary);
+            // Values exact in f32, so the binary (f32) and JSON (f64) paths agree.
+            let v = [0.5f32, -1.25, 2.0];
+            assert_eq!(
+                json.push(br#"{"report": [0.5, -1.25, 2.0], "ts": 7}"#),
+                Ok(Decoded::Report)
+            );
+            let mut b = vec![1u8];
+            b.extend_from_slice(&7i64.to_le_bytes());
+            for x in v {
+                b.extend_from_slice(&x.to_le_bytes());
+            }
+            assert_eq!(bin.push(&b), Ok(Decoded::Report));
+            assert!(json.push(br#"{"report": [0.5, 1.0]}"#).is_err());
+            assert!(json.push(br#"{"report": [0.5, "x", 1.0]}"#).is_err());
+            assert!(bin.push(&b[..b.len() - 1]).is_err());
+            let a = json.finish().unwrap();
+            assert_eq!(a, bin.finish().unwrap());
+            assert_eq!(a.num_rows(), 1);
+            let r = a.column_by_name("report").unwrap();
+            let r = r
+                .as_any()
+                .downcast_ref::<arrow::array::FixedSizeListArray>()
+                .unwrap();
+            let vals = r.value(0);
+            let vals = vals
+                .as_any()
+                .downcast_ref::<arrow::array::Float64Array>()
+                .unwrap();
+            assert_eq!(vals.values().to_vec(), vec![0.5, -1.25, 2.0]);
+        }
+    }
+}

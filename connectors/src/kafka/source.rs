@@ -1,0 +1,365 @@
+//! The Kafka source: a librdkafka consumer in the configured consumer group, auto-commit
+//! off. The group assigns partitions; each starts at the offset stored in the checkpoint
+//! (or at the beginning, for a partition no checkpoint has seen), and offsets are
+//! committed to the group only as progress reports (rule 5). Messages are decoded straight
+//! into Arrow builders and cut into batches by `max_batch_rows` / `max_batch_delay`.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::SyncSender;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ldpstream_config::{KafkaConfig, StreamConfig};
+use ldpstream_engine::mechanism::Mechanism;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::message::Message;
+use rdkafka::{Offset, TopicPartitionList};
+use tracing::{debug, info, warn};
+
+use super::client::client_config;
+use super::dead_letter::DeadLetters;
+use super::decode::{Decoded, MessageDecoder};
+use super::group::GroupContext;
+use crate::emit::{SourceBatch, SourceEvents};
+use crate::error::ConnectorError;
+use crate::position::{KafkaPosition, Position, TopicPartition};
+
+/// Defaults tuned for throughput on large fetch responses (see the README); any of them
+/// can be overridden through `options`.
+const DEFAULTS: [(&str, &str); 5] = [
+    ("fetch.queue.backoff.ms", "10"),
+    ("queued.min.messages", "500000"),
+    ("session.timeout.ms", "6000"),
+    ("auto.offset.reset", "earliest"),
+    // Feeds `ldpstream_kafka_consumer_lag` (see `GroupContext::stats`).
+    ("statistics.interval.ms", "5000"),
+];
+
+/// How often offsets are committed to the group.
+const PROGRESS_INTERVAL: Duration = Duration::from_secs(5);
+
+fn kafka_err(what: &str, source: rdkafka::error::KafkaError) -> ConnectorError {
+    ConnectorError::Kafka {
+        context: what.to_string(),
+        source,
+    }
+}
+
+/// Next offsets of the messages taken since the last batch cut, without a string key or
+/// a map insert per message: a slot per (topic, partition), keyed only at the cut.
+#[derive(Default)]
+struct TakenOffsets {
+    topics: Vec<String>,
+    next: Vec<Vec<Option<u64>>>,
+    ended: Vec<TopicPartition>,
+}
+
+impl TakenOffsets {
+    /// With one subscribed topic every message is from it, and the topic name (a UTF-8
+    /// check of a C string per message in rdkafka) need not be read.
+    fn single(topic: &str) -> Self {
+        TakenOffsets {
+            topics: vec![topic.to_string()],
+            next: vec![Vec::new()],
+            ended: Vec::new(),
+        }
+    }
+
+    fn note(&mut self, topic: &str, partition: i32, next: u64) {
+        let t = match self.topics.iter().position(|x| x == topic) {
+            Some(t) => t,
+            None => {
+                self.topics.push(topic.to_string());
+                self.next.push(Vec::new());
+                self.topics.len() - 1
+            }
+        };
+        self.note_at(t, partition, next);
+    }
+
+    fn note_at(&mut self, t: usize, partition: i32, next: u64) {
+        let Ok(p) = usize::try_from(partition) else {
+            return;
+        };
+        let slots = &mut self.next[t];
+        if slots.len() <= p {
+            slots.resize(p + 1, None);
+        }
+        slots[p] = Some(next);
+    }
+
+    fn is_empty(&self) -> bool {
+        self.ended.is_empty() && self.next.iter().flatten().all(Option::is_none)
+    }
+
+    fn take(&mut self) -> KafkaPosition {
+        let mut out = KafkaPosition {
+            ended: std::mem::take(&mut self.ended).into_iter().collect(),
+            ..KafkaPosition::default()
+        };
+        for (topic, slots) in self.topics.iter().zip(&mut self.next) {
+            for (p, slot) in slots.iter_mut().enumerate() {
+                if let Some(next) = slot.take() {
+                    out.next.insert((topic.clone(), p as i32), next);
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The time, read from the OS only every few hundred messages while messages stream in:
+/// at a million messages a second a clock read per message is a tenth of the source's
+/// time. [`refresh`](Self::refresh) reads it for real whenever the source is about to
+/// wait, so batch-delay decisions are never more than a few hundred messages stale.
+struct CoarseClock {
+    now: Instant,
+    since_read: u32,
+}
+
+impl CoarseClock {
+    const STRIDE: u32 = 256;
+
+    fn new() -> Self {
+        CoarseClock {
+            now: Instant::now(),
+            since_read: 0,
+        }
+    }
+
+    fn tick(&mut self) -> Instant {
+        self.since_read += 1;
+        if self.since_read >= Self::STRIDE {
+            self.refresh();
+        }
+        self.now
+    }
+
+    fn refresh(&mut self) -> Instant {
+        self.since_read = 0;
+        self.now = Instant::now();
+        self.now
+    }
+}
+
+/// Consumes until `stop`, or (with `end_marker`) until every assigned partition delivered
+/// its end marker. Returns true when the input ended.
+pub fn run_kafka(
+    stream: &StreamConfig,
+    kafka: &KafkaConfig,
+    mechanism: &Mechanism,
+    resume: &Position,
+    events: Arc<dyn SourceEvents>,
+    stop: &AtomicBool,
+    out: &SyncSender<SourceBatch>,
+) -> Result<bool, ConnectorError> {
+    let resume = resume.kafka();
+    let mut config = client_config(
+        &DEFAULTS,
+        &kafka.options,
+        &kafka.options_from_env,
+        &format!("stream {:?}", stream.name),
+    )?;
+    config
+        .set("bootstrap.servers", &kafka.brokers)
+        .set("group.id", &kafka.group_id)
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false");
+    let consumer: BaseConsumer<GroupContext> = config
+        .create_with_context(GroupContext::new(&stream.name, &resume, events.clone()))
+        .map_err(|e| kafka_err("consumer configuration", e))?;
+
+    // Fail early, naming the topic, rather than waiting forever in a group with nothing
+    // to assign.
+    let mut all_partitions = Vec::new();
+    for topic in &kafka.topics {
+        let md = consumer
+            .fetch_metadata(Some(topic), Duration::from_secs(30))
+            .map_err(|e| kafka_err(&format!("metadata of topic {topic:?}"), e))?;
+        let t = md
+            .topics()
+            .iter()
+            .find(|t| t.name() == topic)
+            .filter(|t| !t.partitions().is_empty())
+            .ok_or_else(|| ConnectorError::NoSuchTopic {
+                topic: topic.clone(),
+                brokers: kafka.brokers.clone(),
+            })?;
+        all_partitions.extend(t.partitions().iter().map(|p| (topic.clone(), p.id())));
+    }
+    let mut ended: std::collections::BTreeSet<TopicPartition> = all_partitions
+        .iter()
+        .filter(|tp| resume.ended.contains(tp))
+        .cloned()
+        .collect();
+    if kafka.end_marker && ended.len() == all_partitions.len() {
+        events.connected();
+        return Ok(true);
+    }
+    let topics: Vec<&str> = kafka.topics.iter().map(String::as_str).collect();
+    consumer
+        .subscribe(&topics)
+        .map_err(|e| kafka_err("subscribe", e))?;
+    info!(stream = %stream.name, group = %kafka.group_id, topics = ?kafka.topics, "joining the consumer group");
+
+    let mut dead_letters = kafka
+        .dead_letter_topic
+        .as_deref()
+        .map(|t| DeadLetters::open(kafka, t))
+        .transpose()?;
+    let mut decoder = MessageDecoder::new(stream, mechanism, kafka.format);
+    let single_topic = match kafka.topics.as_slice() {
+        [only] => Some(only.as_str()),
+        _ => None,
+    };
+    let mut taken = single_topic.map_or_else(TakenOffsets::default, TakenOffsets::single);
+    let mut assigned: Vec<(String, i32)> = Vec::new();
+    let mut joined = false;
+    // Every assigned partition has sent its end marker (kept current at the two places
+    // that change it, not recomputed per message).
+    let mut all_ended = false;
+    // For the throughput figure in the log: when reading started, and messages read.
+    let mut read_since: Option<(Instant, u64)> = None;
+    let mut clock = CoarseClock::new();
+    let mut batch_started: Option<Instant> = None;
+    let mut last_progress = clock.now;
+    let delay = stream.max_batch_delay.as_std();
+    let mut committed: BTreeMap<TopicPartition, u64> = BTreeMap::new();
+    loop {
+        if let Some(now) = consumer.context().take_assignment() {
+            assigned = now;
+            all_ended = all_assigned_ended(&assigned, &ended);
+            if !joined {
+                joined = true;
+                events.connected();
+                read_since = Some((Instant::now(), 0));
+            }
+        }
+        let now = clock.tick();
+        let stopping = stop.load(Ordering::Relaxed);
+        let done = kafka.end_marker && all_ended;
+        let full = decoder.rows() >= stream.max_batch_rows;
+        let due = batch_started.is_some_and(|t| now.duration_since(t) >= delay);
+        if (full || due || stopping || done) && (decoder.rows() > 0 || !taken.is_empty()) {
+            let batch = decoder.finish()?;
+            let sent = taken.take();
+            for (k, v) in &sent.next {
+                committed.insert(k.clone(), *v);
+            }
+            if out
+                .send(SourceBatch {
+                    batch,
+                    position: Position::Kafka(sent),
+                })
+                .is_err()
+            {
+                return Ok(false);
+            }
+            batch_started = None;
+            clock.refresh();
+            if let Some(dl) = &mut dead_letters {
+                events.dead_letters_failed(dl.poll());
+            }
+        }
+        if done || stopping {
+            if let Some(dl) = &mut dead_letters {
+                events.dead_letters_failed(dl.flush());
+            }
+        }
+        if done {
+            if let Some((since, messages)) = read_since {
+                let secs = since.elapsed().as_secs_f64();
+                info!(stream = %stream.name, messages, secs, rate = messages as f64 / secs.max(1e-9), "Kafka input ended: messages read since the group assigned the partitions");
+            }
+            return Ok(true);
+        }
+        if stopping {
+            return Ok(false);
+        }
+        if now.duration_since(last_progress) >= PROGRESS_INTERVAL {
+            if !committed.is_empty() {
+                commit_progress(&consumer, &committed);
+            }
+            last_progress = clock.refresh();
+        }
+        // Take what is already fetched without a timed wait (no clock reads); only when
+        // the queue is empty read the clock and wait, at most until the batch is due.
+        let message = match consumer.poll(Duration::ZERO) {
+            Some(m) => m,
+            None => {
+                let now = clock.refresh();
+                let timeout = match batch_started {
+                    Some(t) => delay
+                        .saturating_sub(now.duration_since(t))
+                        .min(Duration::from_millis(100)),
+                    None => Duration::from_millis(100),
+                };
+                match consumer.poll(timeout) {
+                    Some(m) => m,
+                    None => continue,
+                }
+            }
+        };
+        let message = match message {
+            Ok(m) => m,
+            Err(e) => {
+                warn!(stream = %stream.name, error = %e, "Kafka consumer error");
+                continue;
+            }
+        };
+        if let Some((_, n)) = &mut read_since {
+            *n += 1;
+        }
+        let next = (message.offset() + 1).max(0) as u64;
+        match single_topic {
+            Some(_) => taken.note_at(0, message.partition(), next),
+            None => taken.note(message.topic(), message.partition(), next),
+        }
+        if batch_started.is_none() {
+            batch_started = Some(clock.now);
+        }
+        match decoder.push(message.payload().unwrap_or_default()) {
+            Ok(Decoded::Report) => {}
+            Ok(Decoded::EndMarker) if kafka.end_marker => {
+                let k = (
+                    single_topic.unwrap_or_else(|| message.topic()).to_string(),
+                    message.partition(),
+                );
+                taken.ended.push(k.clone());
+                ended.insert(k);
+                all_ended = all_assigned_ended(&assigned, &ended);
+            }
+            Ok(Decoded::EndMarker) => {}
+            Err(reason) => {
+                events.bad_message();
+                if let Some(dl) = &dead_letters {
+                    let topic = single_topic.unwrap_or_else(|| message.topic());
+                    let source = format!("{topic}/{}@{}", message.partition(), message.offset());
+                    dl.send(message.payload().unwrap_or_default(), &reason, &source);
+                }
+                debug!(stream = %stream.name, topic = message.topic(), partition = message.partition(), offset = message.offset(), %reason, "bad message");
+            }
+        }
+    }
+}
+
+fn commit_progress(
+    consumer: &BaseConsumer<GroupContext>,
+    positions: &BTreeMap<TopicPartition, u64>,
+) {
+    let mut tpl = TopicPartitionList::new();
+    for ((topic, partition), &offset) in positions {
+        let _ = tpl.add_partition_offset(topic, *partition, Offset::Offset(offset as i64));
+    }
+    if let Err(e) = consumer.commit(&tpl, CommitMode::Async) {
+        debug!(error = %e, "progress commit failed (harmless: the checkpoint holds the offsets)");
+    }
+}
+
+fn all_assigned_ended(
+    assigned: &[TopicPartition],
+    ended: &std::collections::BTreeSet<TopicPartition>,
+) -> bool {
+    !assigned.is_empty() && assigned.iter().all(|tp| ended.contains(tp))
+}

@@ -1,0 +1,17 @@
+//! Parquet: the bounded source (schema check up front, row groups folded in parallel, a
+//! dictionary-key fast path with its own RLE/bit-packed decoder), the replay source of
+//! `serve`, the record schema and the rolling result sink.
+
+pub mod dictionary;
+pub mod files;
+pub mod page_error;
+pub mod reader;
+pub mod record_schema;
+pub mod replay;
+pub mod rle_hybrid;
+pub mod sink;
+
+pub use files::{inspect, resolve_inputs, InputFile};
+pub use reader::{fold_files, BATCH_ROWS};
+pub use record_schema::{record_schema, records_to_batch, write_records_parquet};
+pub use sink::ParquetSink;

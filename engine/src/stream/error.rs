@@ -1,0 +1,42 @@
+use thiserror::Error;
+
+use crate::EngineError;
+
+/// Errors of the stream layer. `origin` names where the batch came from (a file path, or
+/// `stream NAME` for a live source), so every message points at the input at fault.
+#[derive(Debug, Error)]
+pub enum StreamError {
+    #[error("{origin}: {source}")]
+    Arrow {
+        origin: String,
+        #[source]
+        source: arrow::error::ArrowError,
+    },
+    #[error("{origin}: column {column:?} not found (expected {expected}); the file has columns: {available}")]
+    MissingColumn {
+        origin: String,
+        column: String,
+        expected: String,
+        available: String,
+    },
+    #[error("{origin}: column {column:?} has type {found}, expected {expected}")]
+    WrongType {
+        origin: String,
+        column: String,
+        expected: String,
+        found: String,
+    },
+    /// A curator-model test on a stream without a privacy budget (the config validator
+    /// refuses this; reaching it means the config was built by hand).
+    #[error("stream {stream:?} has private tests but no budget_epsilon")]
+    NoBudget { stream: String },
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+}
+
+impl StreamError {
+    /// True when the fault is in the input (a file or message), not in ldpstream.
+    pub fn is_input(&self) -> bool {
+        !matches!(self, StreamError::Engine(_) | StreamError::NoBudget { .. })
+    }
+}

@@ -1,0 +1,235 @@
+//! A window's test results: sketches merged down to each test's groups, two-sample tests
+//! paired, curator-model tests charged to the ledger, and Benjamini–Hochberg q-values
+//! across the groups of one test and window.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use ldpstream_config::{StreamConfig, TestConfig, TestKind};
+use rand::rngs::StdRng;
+use tracing::warn;
+
+use super::due::{rfc3339, stream_pane_width, take_due, WindowSnapshot};
+use super::error::StreamError;
+use super::layout::{block_column, ReportLayout};
+use super::paned::PanedDelta;
+use crate::curator::ledger::PrivacyLedger;
+use crate::evaluate::{evaluate, evaluate_private, evaluate_two_sample, BlockCounts, Scope};
+use crate::mechanism::Mechanism;
+use crate::record::TestRecord;
+use crate::sketch::Sketch;
+use crate::stats::bh_q_values;
+use crate::window::{Bounds, GroupKey, Grouped, PaneStore};
+use crate::EngineError;
+
+/// Project a fold key (values of `fold_columns`) onto `wanted` columns.
+fn project(key: &GroupKey, fold_columns: &[String], wanted: &[String]) -> GroupKey {
+    wanted
+        .iter()
+        .map(|w| {
+            fold_columns
+                .iter()
+                .position(|c| c == w)
+                .and_then(|i| key.get(i).cloned())
+                .flatten()
+        })
+        .collect()
+}
+
+/// Merges the sketches whose projected keys agree.
+fn merge_by(
+    sketches: &Grouped,
+    fold_columns: &[String],
+    wanted: &[String],
+    keep: impl Fn(&GroupKey) -> bool,
+) -> Result<BTreeMap<GroupKey, Sketch>, StreamError> {
+    let mut out: BTreeMap<GroupKey, Sketch> = BTreeMap::new();
+    for (key, sketch) in sketches.iter().filter(|(k, _)| keep(k)) {
+        match out.entry(project(key, fold_columns, wanted)) {
+            std::collections::btree_map::Entry::Occupied(mut e) => e.get_mut().merge(sketch)?,
+            std::collections::btree_map::Entry::Vacant(e) => {
+                e.insert(sketch.clone());
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn scope(columns: &[String], key: &GroupKey, bounds: Option<Bounds>) -> Scope {
+    Scope {
+        group: (!columns.is_empty())
+            .then(|| columns.iter().cloned().zip(key.iter().cloned()).collect()),
+        window_start: bounds.map(|b| rfc3339(b.start)),
+        window_end: bounds.map(|b| rfc3339(b.end)),
+    }
+}
+
+/// What curator-model tests need: the stream's ledger (None when it has no budget) and
+/// the noise generator (a CSPRNG unless the caller asked for an insecure seed).
+pub struct Private<'a> {
+    pub ledger: Option<&'a mut PrivacyLedger>,
+    pub noise: &'a mut StdRng,
+}
+
+/// The records of one test over one window's sketches, keyed by `key_columns`: sketches are
+/// merged down to the test's groups, two-sample tests pair their labelled samples,
+/// curator-model tests spend from the ledger, and every record gets its Benjamini–Hochberg
+/// q-value across the window's groups.
+pub fn evaluate_test_groups(
+    stream: &StreamConfig,
+    test: &TestConfig,
+    mechanism: &Mechanism,
+    sketches: &Grouped,
+    fold_columns: &[String],
+    bounds: Option<Bounds>,
+    private: &mut Private,
+) -> Result<Vec<TestRecord>, StreamError> {
+    let window = (bounds.map(|b| b.start), bounds.map(|b| b.end));
+    let fold_columns = fold_columns.to_vec();
+    let empty_group;
+    let sketches = if sketches.is_empty() && stream.columns.group_by.is_empty() {
+        empty_group = Grouped::from([(vec![None; fold_columns.len()], mechanism.new_sketch())]);
+        &empty_group
+    } else {
+        sketches
+    };
+    let group_by = &stream.columns.group_by;
+    let mut batch = Vec::new();
+    {
+        match (&test.kind, &test.by, &test.a, &test.b) {
+            (TestKind::TwoSample, Some(by), Some(a), Some(b)) => {
+                let record_columns: Vec<String> =
+                    group_by.iter().filter(|c| *c != by).cloned().collect();
+                let by_index = fold_columns.iter().position(|c| c == by);
+                let side = |value: &String| {
+                    merge_by(sketches, &fold_columns, &record_columns, |k| {
+                        by_index
+                            .and_then(|i| k.get(i))
+                            .is_some_and(|v| v.as_ref() == Some(value))
+                    })
+                };
+                let (sa, sb) = (side(a)?, side(b)?);
+                let keys: BTreeSet<&GroupKey> = sa.keys().chain(sb.keys()).collect();
+                let empty = mechanism.new_sketch();
+                for key in keys {
+                    let x = sa.get(key).unwrap_or(&empty);
+                    let y = sb.get(key).unwrap_or(&empty);
+                    batch.push(evaluate_two_sample(
+                        stream,
+                        test,
+                        mechanism,
+                        scope(&record_columns, key, bounds),
+                        x,
+                        y,
+                    )?);
+                }
+            }
+            (TestKind::Uniformity | TestKind::Identity, _, _, _) => {
+                let ledger =
+                    private
+                        .ledger
+                        .as_deref_mut()
+                        .ok_or_else(|| StreamError::NoBudget {
+                            stream: stream.name.clone(),
+                        })?;
+                let by_block = match test.block_size {
+                    Some(size) => {
+                        let mut wanted = group_by.clone();
+                        wanted.push(block_column(size));
+                        Some(merge_by(sketches, &fold_columns, &wanted, |_| true)?)
+                    }
+                    None => None,
+                };
+                for (key, sketch) in merge_by(sketches, &fold_columns, group_by, |_| true)? {
+                    let d = mechanism.domain();
+                    let block_counts = |b: u64| -> Result<Vec<u64>, EngineError> {
+                        let mut k = key.clone();
+                        k.push(Some(b.to_string()));
+                        Ok(match by_block.as_ref().and_then(|m| m.get(&k)) {
+                            Some(Sketch::Counts(c)) => c.counts().to_vec(),
+                            _ => vec![0; d],
+                        })
+                    };
+                    let blocks: Option<BlockCounts> =
+                        by_block.as_ref().map(|_| &block_counts as BlockCounts);
+                    batch.push(evaluate_private(
+                        stream,
+                        test,
+                        mechanism,
+                        scope(group_by, &key, bounds),
+                        &sketch,
+                        window,
+                        ledger,
+                        &mut *private.noise,
+                        blocks,
+                    )?);
+                }
+            }
+            _ => {
+                for (key, sketch) in merge_by(sketches, &fold_columns, group_by, |_| true)? {
+                    batch.push(evaluate(
+                        stream,
+                        test,
+                        mechanism,
+                        scope(group_by, &key, bounds),
+                        &sketch,
+                    )?);
+                }
+            }
+        }
+    }
+    let q = bh_q_values(&batch.iter().map(|r| r.p_value).collect::<Vec<_>>());
+    for (r, q) in batch.iter_mut().zip(q) {
+        r.q_value = q;
+    }
+    Ok(batch)
+}
+
+/// One record per (test, window, group). The input is exhausted, so every window is final
+/// and no report is late: each one lands in its window whatever order files were read in.
+pub fn evaluate_stream(
+    stream: &StreamConfig,
+    mechanism: &Mechanism,
+    folded: &PanedDelta,
+    private: &mut Private,
+) -> Result<Vec<TestRecord>, StreamError> {
+    if stream.tests.is_empty() {
+        warn!(stream = %stream.name, "stream has no [[stream.test]] entries; nothing to report");
+    }
+    let mut store = PaneStore::new(stream_pane_width(stream), 0);
+    folded.apply(&mut store)?;
+    store.finish();
+    let mut records = Vec::new();
+    for snapshot in take_due(stream, &mut store, false)? {
+        records.extend(evaluate_snapshot(stream, mechanism, &snapshot, private)?);
+    }
+    Ok(records)
+}
+
+/// The records of one window snapshot. Curator-model (private) tests release only final
+/// windows: every release spends privacy budget, and provisional snapshots repeat.
+pub fn evaluate_snapshot(
+    stream: &StreamConfig,
+    mechanism: &Mechanism,
+    snapshot: &WindowSnapshot,
+    private: &mut Private,
+) -> Result<Vec<TestRecord>, StreamError> {
+    let test = &stream.tests[snapshot.test];
+    if matches!(test.kind, TestKind::Uniformity | TestKind::Identity) && !snapshot.is_final {
+        return Ok(Vec::new());
+    }
+    let key_columns = ReportLayout::of(stream, mechanism).key_columns();
+    let mut records = evaluate_test_groups(
+        stream,
+        test,
+        mechanism,
+        &snapshot.sketches,
+        &key_columns,
+        snapshot.bounds,
+        private,
+    )?;
+    for record in &mut records {
+        record.is_final = snapshot.is_final;
+        record.late_reports = snapshot.late;
+    }
+    Ok(records)
+}

@@ -1,0 +1,119 @@
+//! The grouped fold of one decoded batch: rows are permuted once so that each group's rows
+//! are contiguous, then each group's slice goes through the mechanism's batch kernel.
+
+use arrow::array::{Array, ArrayRef, StringArray, UInt32Array};
+use arrow::compute::take;
+use arrow::datatypes::DataType;
+use arrow::record_batch::RecordBatch;
+
+use super::error::StreamError;
+use super::groups::group_rows;
+use super::layout::ReportLayout;
+use crate::fold::fold_batch;
+use crate::sketch::Sketch;
+use crate::window::Grouped;
+use crate::EngineError;
+
+/// Folds one decoded batch into `out`. Grouped batches are permuted once so that each
+/// group's rows are contiguous, then every group's slice goes through the same batch kernel
+/// as an ungrouped stream: one kernel call per group and batch, never one per row.
+pub fn fold_record_batch(
+    batch: &RecordBatch,
+    layout: &ReportLayout,
+    origin: &str,
+    out: &mut Grouped,
+) -> Result<(), StreamError> {
+    let arrow_err = |source| StreamError::Arrow {
+        origin: origin.to_string(),
+        source,
+    };
+    let report = column(batch, &layout.report, origin)?;
+    let index = layout
+        .index
+        .as_ref()
+        .map(|c| column(batch, c, origin))
+        .transpose()?;
+    let fold = |sketch: &mut Sketch, report: &dyn Array, index: Option<&dyn Array>| {
+        fold_batch(&layout.mechanism, sketch, report, index).map_err(|e| match e {
+            EngineError::WrongArrayType { expected, found } => StreamError::WrongType {
+                origin: origin.to_string(),
+                column: layout.report.clone(),
+                expected,
+                found,
+            },
+            other => StreamError::Engine(other),
+        })
+    };
+    let key_columns = layout.key_columns();
+    if key_columns.is_empty() {
+        let sketch = out
+            .entry(Vec::new())
+            .or_insert_with(|| layout.mechanism.new_sketch());
+        return fold(sketch, report.as_ref(), index.as_deref());
+    }
+    let mut owned: Vec<ArrayRef> = Vec::with_capacity(key_columns.len());
+    for g in &key_columns {
+        let utf8 = arrow::compute::cast(column(batch, g, origin)?.as_ref(), &DataType::Utf8)
+            .map_err(arrow_err)?;
+        owned.push(utf8);
+    }
+    let strings: Vec<&StringArray> = owned
+        .iter()
+        .map(|a| a.as_any().downcast_ref::<StringArray>())
+        .collect::<Option<_>>()
+        .ok_or_else(|| StreamError::WrongType {
+            origin: origin.to_string(),
+            column: key_columns.join(", "),
+            expected: "columns that cast to Utf8".into(),
+            found: "a column whose cast did not produce Utf8".into(),
+        })?;
+    let groups = group_rows(&strings, batch.num_rows());
+    // Counting sort of row indices by group id.
+    let mut starts = vec![0u32; groups.keys.len() + 1];
+    for &g in &groups.ids {
+        starts[g as usize + 1] += 1;
+    }
+    for k in 1..starts.len() {
+        starts[k] += starts[k - 1];
+    }
+    let mut cursor = starts.clone();
+    let mut order = vec![0u32; groups.ids.len()];
+    for (row, &g) in groups.ids.iter().enumerate() {
+        order[cursor[g as usize] as usize] = row as u32;
+        cursor[g as usize] += 1;
+    }
+    let order = UInt32Array::from(order);
+    let report = take(report.as_ref(), &order, None).map_err(arrow_err)?;
+    let index = index
+        .map(|a| take(a.as_ref(), &order, None))
+        .transpose()
+        .map_err(arrow_err)?;
+    for (g, key) in groups.keys.into_iter().enumerate() {
+        let (from, to) = (starts[g] as usize, starts[g + 1] as usize);
+        let report_slice = report.slice(from, to - from);
+        let index_slice = index.as_ref().map(|a| a.slice(from, to - from));
+        let sketch = out
+            .entry(key)
+            .or_insert_with(|| layout.mechanism.new_sketch());
+        fold(sketch, report_slice.as_ref(), index_slice.as_deref())?;
+    }
+    Ok(())
+}
+
+fn column(batch: &RecordBatch, name: &str, origin: &str) -> Result<ArrayRef, StreamError> {
+    batch
+        .column_by_name(name)
+        .cloned()
+        .ok_or_else(|| StreamError::MissingColumn {
+            origin: origin.to_string(),
+            column: name.to_string(),
+            expected: "a column the schema check found".into(),
+            available: batch
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| f.name().clone())
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
+}

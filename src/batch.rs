@@ -1,0 +1,98 @@
+//! The batch job: every stream of a config over Parquet files, to test records.
+
+use std::path::PathBuf;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use ldpstream_config::{Config, SourceConfig, StreamConfig};
+use ldpstream_connectors::parquet::{fold_files, inspect, resolve_inputs};
+use ldpstream_engine::mechanism::Mechanism;
+use ldpstream_engine::record::TestRecord;
+use ldpstream_engine::stream::{
+    evaluate_stream, stream_pane_width, PanedDelta, Private, ReportLayout,
+};
+use rand::rngs::StdRng;
+use tracing::info;
+
+use crate::error::Error;
+use crate::ledger_file::LedgerBook;
+
+/// Runs every stream of `config` over its Parquet files (or `inputs`, when given) and
+/// returns one record per (stream, test, window, group). Curator-model tests spend from
+/// `ledgers`; the caller saves them before it releases the records.
+pub fn run_batch(
+    config: &Config,
+    inputs: &[String],
+    ledgers: &mut LedgerBook,
+    noise: &mut StdRng,
+) -> Result<Vec<TestRecord>, Error> {
+    let mut records = Vec::new();
+    for stream in &config.streams {
+        let patterns = match (&stream.source, inputs.is_empty()) {
+            (_, false) => inputs.to_vec(),
+            (SourceConfig::Parquet { paths, .. }, true) => paths.clone(),
+            (SourceConfig::Simulator(_) | SourceConfig::Kafka(_), true) => {
+                return Err(Error::NotBatchSource {
+                    stream: stream.name.clone(),
+                })
+            }
+        };
+        let files = resolve_inputs(&patterns)?;
+        let mechanism = Mechanism::from_config(&stream.mechanism)?;
+        let sketches = fold_stream(stream, &mechanism, &files)?;
+        let mut ledger = ledgers.for_stream(stream);
+        let mut private = Private {
+            ledger: ledger.as_mut(),
+            noise: &mut *noise,
+        };
+        records.extend(evaluate_stream(
+            stream,
+            &mechanism,
+            &sketches,
+            &mut private,
+        )?);
+        if let Some(l) = ledger {
+            ledgers.streams.insert(stream.name.clone(), l);
+        }
+    }
+    Ok(records)
+}
+
+/// Checks and folds a stream's files into per-pane, per-group sketches.
+pub fn fold_stream(
+    stream: &StreamConfig,
+    mechanism: &Mechanism,
+    files: &[PathBuf],
+) -> Result<PanedDelta, Error> {
+    let layout = ReportLayout::of(stream, mechanism);
+    let inputs = inspect(files, &layout)?;
+    let total: u64 = inputs.iter().flat_map(|f| &f.row_group_rows).sum();
+    info!(stream = %stream.name, files = inputs.len(), rows = total, "folding");
+    let bar = progress_bar(total);
+    let started = std::time::Instant::now();
+    let sketches = fold_files(&inputs, &layout, stream_pane_width(stream), &|rows| {
+        bar.inc(rows)
+    })?;
+    bar.finish_and_clear();
+    let secs = started.elapsed().as_secs_f64();
+    info!(
+        stream = %stream.name,
+        rows = total,
+        panes = sketches.panes.len(),
+        late = sketches.late,
+        seconds = secs,
+        rows_per_second = total as f64 / secs.max(1e-9),
+        "folded"
+    );
+    Ok(sketches)
+}
+
+/// A progress bar on stderr that draws only when stderr is a terminal.
+pub fn progress_bar(total_rows: u64) -> ProgressBar {
+    let bar = ProgressBar::with_draw_target(Some(total_rows), ProgressDrawTarget::stderr());
+    if let Ok(style) = ProgressStyle::with_template(
+        "{elapsed_precise} [{wide_bar}] {human_pos}/{human_len} rows, {per_sec}, ETA {eta}",
+    ) {
+        bar.set_style(style);
+    }
+    bar
+}

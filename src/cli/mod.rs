@@ -1,0 +1,190 @@
+//! One file per subcommand; this module holds what several of them share: the mechanism
+//! flags, distribution parsing, and the usage error that exits with code 2.
+
+pub mod audit;
+pub mod batch;
+pub mod plan;
+pub mod serve;
+pub mod simulate;
+
+use anyhow::{anyhow, Result};
+use clap::ValueEnum;
+use ldpstream_config::MechanismConfig;
+use ldpstream_engine::mechanism::Mechanism;
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum MechanismKind {
+    /// Generalized randomized response.
+    Grr,
+    /// Bit flipping (unary encoding).
+    Bitflip,
+    /// One-hot plus Gaussian noise (--rho).
+    Gauss,
+    /// One-hot plus Laplace noise.
+    Laplace,
+    /// Hadamard response.
+    Hadamard,
+    /// Seeded random ±1 cohorts (--cohorts, --cohort-seed).
+    Cohort,
+    /// A column-stochastic channel (--matrix).
+    Matrix,
+    /// No randomization (curator model).
+    Raw,
+}
+
+/// The mechanism flags shared by `simulate` and `audit`.
+#[derive(clap::Args)]
+pub struct MechanismArgs {
+    #[arg(long, value_enum)]
+    mechanism: MechanismKind,
+    /// Local privacy parameter ε (> 0); not used by gauss, matrix or raw.
+    #[arg(long)]
+    epsilon: Option<f64>,
+    /// zCDP parameter ρ (> 0) of gauss.
+    #[arg(long)]
+    rho: Option<f64>,
+    /// Number of categories d (>= 2); matrix takes it from --matrix.
+    #[arg(long)]
+    domain: Option<u32>,
+    /// Number of cohorts of the cohort mechanism (>= domain).
+    #[arg(long, default_value_t = 64)]
+    cohorts: u32,
+    /// Public seed of the cohort family.
+    #[arg(long, default_value_t = 0)]
+    cohort_seed: u64,
+    /// The channel of the matrix mechanism: rows (signals) separated by ';', entries
+    /// (one per type) by ','. Every column sums to 1.
+    #[arg(long)]
+    matrix: Option<String>,
+}
+
+impl MechanismArgs {
+    pub fn config(&self) -> Result<MechanismConfig> {
+        let epsilon = || {
+            self.epsilon
+                .ok_or_else(|| usage("--epsilon is required for this mechanism"))
+        };
+        let domain = || {
+            self.domain
+                .ok_or_else(|| usage("--domain is required for this mechanism"))
+        };
+        let config = match self.mechanism {
+            MechanismKind::Grr => MechanismConfig::Grr {
+                epsilon: epsilon()?,
+                domain: domain()?,
+            },
+            MechanismKind::Bitflip => MechanismConfig::Bitflip {
+                epsilon: epsilon()?,
+                domain: domain()?,
+            },
+            MechanismKind::Laplace => MechanismConfig::Laplace {
+                epsilon: epsilon()?,
+                domain: domain()?,
+            },
+            MechanismKind::Hadamard => MechanismConfig::Hadamard {
+                epsilon: epsilon()?,
+                domain: domain()?,
+            },
+            MechanismKind::Gauss => MechanismConfig::Gauss {
+                rho: self
+                    .rho
+                    .ok_or_else(|| usage("--rho is required for gauss"))?,
+                domain: domain()?,
+            },
+            MechanismKind::Cohort => MechanismConfig::Cohort {
+                epsilon: epsilon()?,
+                domain: domain()?,
+                cohorts: self.cohorts,
+                seed: self.cohort_seed,
+            },
+            MechanismKind::Raw => MechanismConfig::Raw { domain: domain()? },
+            MechanismKind::Matrix => {
+                let text = self
+                    .matrix
+                    .as_deref()
+                    .ok_or_else(|| usage("--matrix is required for matrix"))?;
+                MechanismConfig::Matrix {
+                    matrix: parse_matrix(text)?,
+                }
+            }
+        };
+        config
+            .validate("--mechanism")
+            .map_err(|e| usage(e.to_string()))?;
+        Ok(config)
+    }
+
+    pub fn build(&self) -> Result<Mechanism> {
+        Mechanism::from_config(&self.config()?).map_err(|e| usage(e.to_string()))
+    }
+}
+
+fn parse_matrix(text: &str) -> Result<Vec<Vec<f64>>> {
+    text.split(';')
+        .map(|row| {
+            row.split(',')
+                .map(|v| {
+                    v.trim()
+                        .parse::<f64>()
+                        .map_err(|_| usage(format!("--matrix: {v:?} is not a number")))
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// A mistake in the command line that clap's own checks cannot see; exits with code 2.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+pub fn usage(message: impl Into<String>) -> anyhow::Error {
+    anyhow!(UsageError(message.into()))
+}
+
+/// `"uniform"` or `d` comma-separated probabilities; `flag` names the option in messages.
+pub fn parse_distribution(text: &str, d: u32, flag: &str) -> Result<Vec<f64>> {
+    if text == "uniform" {
+        return Ok(vec![1.0 / f64::from(d); d as usize]);
+    }
+    let p: Vec<f64> = text
+        .split(',')
+        .map(|s| {
+            s.trim()
+                .parse::<f64>()
+                .map_err(|_| usage(format!("{flag}: {s:?} is not a number")))
+        })
+        .collect::<Result<_>>()?;
+    if p.len() != d as usize {
+        return Err(usage(format!(
+            "{flag} has {} entries; --domain is {d}",
+            p.len()
+        )));
+    }
+    if let Some(x) = p.iter().find(|x| !(x.is_finite() && **x >= 0.0)) {
+        return Err(usage(format!(
+            "{flag} entry {x} is not a probability (finite, >= 0)"
+        )));
+    }
+    let sum: f64 = p.iter().sum();
+    if (sum - 1.0).abs() > 1e-9 {
+        return Err(usage(format!("{flag} sums to {sum}; it must sum to 1")));
+    }
+    Ok(p)
+}
+
+/// A seed for a simulation or audit run when none was given (it is logged).
+pub fn rand_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    // RandomState is keyed from the OS; good enough to pick a simulation seed we then log.
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(std::process::id().into());
+    h.finish()
+}

@@ -1,0 +1,246 @@
+//! `ldpstream plan`: power, sample size and mechanism choice.
+
+use anyhow::{Context, Result};
+use ldpstream_engine::plan::{self, Alternative, Hypotheses, PlanMechanism};
+
+use super::{parse_distribution, usage};
+
+#[derive(clap::Args)]
+pub struct PlanArgs {
+    /// Number of categories d (>= 2).
+    #[arg(long)]
+    domain: u32,
+    /// Local privacy parameter ε (> 0). Gaussian noise is planned at ρ = ε²/2.
+    // Negative numbers parse as values so that our own range message explains them.
+    #[arg(long, allow_negative_numbers = true)]
+    epsilon: f64,
+    /// Level of the tests.
+    #[arg(long, default_value_t = 0.05, allow_negative_numbers = true)]
+    alpha: f64,
+    /// The null p0: "uniform" or d comma-separated probabilities, all > 0.
+    #[arg(long, default_value = "uniform")]
+    null: String,
+    /// The alternative p1: d comma-separated probabilities, or "paninski:DIST" for
+    /// p1_j = p0_j (1 ± DIST) in alternating signs.
+    #[arg(long)]
+    alternative: String,
+    /// Report the power of each mechanism at this many reports.
+    #[arg(long, conflicts_with = "power", required_unless_present = "power")]
+    n: Option<u64>,
+    /// Report the reports each mechanism needs to reach this power (in (alpha, 1)).
+    #[arg(long, allow_negative_numbers = true)]
+    power: Option<f64>,
+    /// Also write power-versus-n curves of all mechanisms to this SVG file.
+    #[arg(long)]
+    plot: Option<std::path::PathBuf>,
+}
+
+/// Domains beyond this would make the planner allocate gigabytes for one probability vector.
+const MAX_PLAN_DOMAIN: u32 = 1 << 24;
+
+/// What the planner found for one mechanism.
+struct PlanRow {
+    mechanism: PlanMechanism,
+    df: u32,
+    /// λ at the given n, or at the required n.
+    lambda: Option<f64>,
+    /// Power at the given n (a `--n` plan).
+    power: Option<f64>,
+    /// Reports needed for the target (a `--power` plan); the reason when unreachable.
+    required: Option<std::result::Result<u64, String>>,
+}
+
+fn format_number(x: f64) -> String {
+    if x != 0.0 && !(1e-3..1e6).contains(&x.abs()) {
+        format!("{x:.4e}")
+    } else {
+        format!("{x:.4}")
+    }
+}
+
+pub fn run(args: PlanArgs) -> Result<()> {
+    let d = args.domain;
+    if !(2..=MAX_PLAN_DOMAIN).contains(&d) {
+        return Err(usage(format!(
+            "--domain {d} must be between 2 and {MAX_PLAN_DOMAIN}"
+        )));
+    }
+    if !(args.epsilon.is_finite() && args.epsilon > 0.0) {
+        return Err(usage(format!(
+            "--epsilon {} must be a finite number > 0",
+            args.epsilon
+        )));
+    }
+    if !(args.alpha > 0.0 && args.alpha < 1.0) {
+        return Err(usage(format!("--alpha {} must be in (0, 1)", args.alpha)));
+    }
+    if let Some(target) = args.power {
+        if !(target > args.alpha && target < 1.0) {
+            return Err(usage(format!(
+                "--power {target} must be above --alpha {} and below 1",
+                args.alpha
+            )));
+        }
+    }
+    if args.n == Some(0) {
+        return Err(usage("--n 0: give at least 1 report"));
+    }
+    let p0 = parse_distribution(&args.null, d, "--null")?;
+    if let Some(x) = p0.iter().find(|x| **x <= 0.0) {
+        return Err(usage(format!(
+            "--null entry {x} must be > 0: every test divides by the null's cells"
+        )));
+    }
+    let bad_alternative = |e: ldpstream_engine::EngineError| {
+        usage(format!("--alternative {:?}: {e}", args.alternative))
+    };
+    let h: Hypotheses = args
+        .alternative
+        .parse::<Alternative>()
+        .and_then(|alt| alt.against(&p0))
+        .map_err(bad_alternative)?;
+
+    // The flags were checked above, so what the planner still refuses is the combination
+    // (e.g. a near point-mass null at a large ε): a usage error too.
+    let degenerate = |e: ldpstream_engine::EngineError| {
+        usage(format!(
+            "--null {:?} with --epsilon {}: {e}",
+            args.null, args.epsilon
+        ))
+    };
+    let mechanisms = PlanMechanism::all(args.epsilon);
+    let rows = mechanisms
+        .iter()
+        .map(|&m| -> Result<PlanRow> {
+            let df = m.df(h.domain());
+            let row = match (args.n, args.power) {
+                (Some(n), _) => PlanRow {
+                    mechanism: m,
+                    df,
+                    lambda: Some(plan::noncentrality(m, &h, n).map_err(degenerate)?),
+                    power: Some(plan::power(m, &h, args.alpha, n).map_err(degenerate)?),
+                    required: None,
+                },
+                (None, Some(target)) => match plan::required_n(m, &h, args.alpha, target) {
+                    Ok(n) => PlanRow {
+                        mechanism: m,
+                        df,
+                        lambda: Some(plan::noncentrality(m, &h, n).map_err(degenerate)?),
+                        power: None,
+                        required: Some(Ok(n)),
+                    },
+                    Err(e @ ldpstream_engine::EngineError::PowerUnreachable { .. }) => PlanRow {
+                        mechanism: m,
+                        df,
+                        lambda: None,
+                        power: None,
+                        required: Some(Err(e.to_string())),
+                    },
+                    Err(e) => return Err(degenerate(e)),
+                },
+                (None, None) => return Err(usage("give --n or --power")),
+            };
+            Ok(row)
+        })
+        .collect::<Result<Vec<_>>>()?;
+
+    print_plan(&args, &h, &rows);
+
+    if let Some(path) = &args.plot {
+        let svg =
+            plan::power_svg(&mechanisms, &h, args.alpha, args.power, args.n).map_err(degenerate)?;
+        std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("wrote power curves to {}", path.display());
+    }
+    Ok(())
+}
+
+fn print_plan(args: &PlanArgs, h: &Hypotheses, rows: &[PlanRow]) {
+    println!(
+        "plan: d = {}, ε = {}, α = {}, null = {}, alternative = {} (TV distance {:.4})",
+        h.domain(),
+        args.epsilon,
+        args.alpha,
+        args.null,
+        args.alternative,
+        h.tv_distance()
+    );
+    let (lambda_head, last_head) = match (args.n, args.power) {
+        (Some(n), _) => (format!("λ at n = {n}"), format!("power at n = {n}")),
+        (None, target) => (
+            "λ at that n".to_string(),
+            format!("n for power {}", target.unwrap_or(f64::NAN)),
+        ),
+    };
+    println!();
+    println!(
+        "{:<16} {:<16} {:>5} {:>18} {:>20}",
+        "mechanism", "test", "ν", lambda_head, last_head
+    );
+    for row in rows {
+        let lambda = row.lambda.map_or("-".to_string(), format_number);
+        let last = match (&row.power, &row.required) {
+            (Some(p), _) => format!("{p:.4}"),
+            (None, Some(Ok(n))) => n.to_string(),
+            (None, Some(Err(_))) => "never".to_string(),
+            (None, None) => "-".to_string(),
+        };
+        println!(
+            "{:<16} {:<16} {:>5} {:>18} {:>20}",
+            row.mechanism.name(),
+            row.mechanism.test_name(),
+            row.df,
+            lambda,
+            last
+        );
+    }
+    println!();
+    for row in rows {
+        if let Some(Err(reason)) = &row.required {
+            println!("note: {reason}");
+        }
+    }
+    let rho = args.epsilon * args.epsilon / 2.0;
+    println!(
+        "note: Gaussian noise is planned at ρ = ε²/2 = {rho} (ρ-zCDP, which ε-LDP implies; \
+         it is not ε-LDP itself)"
+    );
+
+    // Higher power, or fewer reports, is better; blind (λ = 0) or unreachable is worst.
+    let score = |row: &PlanRow| match (&row.power, &row.required) {
+        (Some(_), _) if row.lambda == Some(0.0) => f64::INFINITY,
+        (Some(p), _) => -p,
+        (None, Some(Ok(n))) => *n as f64,
+        _ => f64::INFINITY,
+    };
+    let best_of = |rows: &mut dyn Iterator<Item = &PlanRow>| {
+        rows.filter(|r| score(r).is_finite())
+            .min_by(|a, b| score(a).total_cmp(&score(b)))
+            .map(|r| r.mechanism)
+    };
+    let describe = |m: PlanMechanism| {
+        let row = rows.iter().find(|r| r.mechanism == m);
+        let detail = match row.map(|r| (&r.power, &r.required)) {
+            Some((Some(p), _)) => format!("highest power, {p:.4}"),
+            Some((None, Some(Ok(n)))) => format!("fewest reports, {n}"),
+            _ => String::new(),
+        };
+        format!("{} ({}; {detail})", m.name(), m.test_name())
+    };
+    match best_of(&mut rows.iter()) {
+        None => println!("best: none of the mechanisms can detect this alternative"),
+        Some(best) => {
+            println!("best: {}", describe(best));
+            if matches!(best, PlanMechanism::Gauss { .. }) {
+                let ldp = best_of(
+                    &mut rows
+                        .iter()
+                        .filter(|r| !matches!(r.mechanism, PlanMechanism::Gauss { .. })),
+                );
+                if let Some(ldp) = ldp {
+                    println!("best ε-LDP mechanism: {}", describe(ldp));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,53 @@
+//! `ldpstream serve`: the long-running service.
+
+use anyhow::{Context, Result};
+use ldpstream_config::Config;
+
+use super::usage;
+
+#[derive(clap::Args)]
+pub struct ServeArgs {
+    /// The TOML config (see config/README.md).
+    #[arg(long)]
+    config: std::path::PathBuf,
+    /// Stop after this long, as on SIGTERM (e.g. "90s", "5m"); runs until Ctrl-C or
+    /// SIGTERM when omitted (or until every bounded source is exhausted).
+    #[arg(long)]
+    duration: Option<String>,
+    /// HTTP address, overriding `serve.listen`; a port of 0 picks a free one (printed on
+    /// stderr).
+    #[arg(long)]
+    listen: Option<String>,
+}
+
+pub fn run(args: ServeArgs) -> Result<()> {
+    let config = Config::from_path(&args.config)?;
+    let duration = args
+        .duration
+        .as_deref()
+        .map(|d| {
+            ldpstream_config::DurationMs::parse(d)
+                .map(|d| d.as_std())
+                .map_err(|e| usage(format!("--duration: {e}")))
+        })
+        .transpose()?;
+    if let Some(listen) = &args.listen {
+        if listen.parse::<std::net::SocketAddr>().is_err() {
+            return Err(usage(format!(
+                "--listen {listen:?}: expected an IP address and port, e.g. 127.0.0.1:9898"
+            )));
+        }
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(ldpstream::serve::run(
+        config,
+        ldpstream::serve::ServeOptions {
+            duration,
+            listen: args.listen,
+        },
+    ))?;
+    Ok(())
+}

@@ -1,0 +1,67 @@
+//! Errors of the batch job and the service. Each keeps its source error and says whose
+//! fault it is ([`Fault`]), which the binary turns into the exit code.
+
+use ldpstream_config::ConfigError;
+use ldpstream_connectors::ConnectorError;
+pub use ldpstream_connectors::Fault;
+use ldpstream_engine::stream::StreamError;
+use ldpstream_engine::EngineError;
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum Error {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Connector(#[from] ConnectorError),
+    #[error(transparent)]
+    Stream(#[from] StreamError),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// `batch` reads Parquet only.
+    #[error("stream {stream:?} has a simulator or Kafka source, which only `serve` runs; give `batch` Parquet files with --input")]
+    NotBatchSource { stream: String },
+    /// A checkpoint that cannot be restored; the service refuses to start rather than
+    /// count reports twice or lose them.
+    #[error("checkpoint {path}: {message}")]
+    Checkpoint { path: String, message: String },
+    #[error("{path}: {message}")]
+    Ledger { path: String, message: String },
+    #[error("listen address {address}: {source}")]
+    Listen {
+        address: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{what}: {source}")]
+    Thread {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{what} task failed: {source}")]
+    Task {
+        what: &'static str,
+        #[source]
+        source: tokio::task::JoinError,
+    },
+    #[error("metrics registry: {0}")]
+    Metrics(#[from] prometheus::Error),
+}
+
+impl Error {
+    pub fn fault(&self) -> Fault {
+        match self {
+            Error::Config(_) | Error::NotBatchSource { .. } => Fault::User,
+            Error::Connector(e) => e.fault(),
+            Error::Stream(e) if e.is_input() => Fault::External,
+            Error::Checkpoint { .. }
+            | Error::Ledger { .. }
+            | Error::Listen { .. }
+            | Error::Thread { .. } => Fault::External,
+            Error::Stream(_) | Error::Engine(_) | Error::Task { .. } | Error::Metrics(_) => {
+                Fault::Internal
+            }
+        }
+    }
+}

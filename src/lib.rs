@@ -1,0 +1,12 @@
+//! ldpstream's jobs: the batch job over Parquet files ([`batch`]) and the long-running
+//! service ([`serve`]). Both read through the connectors' sources, fold and test through
+//! the engine's stream layer, and write through the connectors' sinks. The binary
+//! (`src/main.rs`, `src/cli/`) only parses the command line and calls in here.
+
+pub mod batch;
+pub mod error;
+pub mod ledger_file;
+pub mod output;
+pub mod serve;
+
+pub use error::{Error, Fault};

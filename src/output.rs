@@ -1,0 +1,24 @@
+//! Where the batch job's records go: JSON Lines by default (`-` for stdout), Parquet when
+//! the path ends in `.parquet`. Either way the file appears whole or not at all.
+
+use std::path::Path;
+
+use ldpstream_connectors::jsonl::write_jsonl;
+use ldpstream_connectors::parquet::write_records_parquet;
+use ldpstream_engine::record::TestRecord;
+
+use crate::error::Error;
+
+pub fn write_records(path: &str, records: &[TestRecord]) -> Result<(), Error> {
+    let target = Path::new(path);
+    let parquet = path != "-"
+        && target
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("parquet"));
+    if parquet {
+        write_records_parquet(target, records)?;
+    } else {
+        write_jsonl(path, records)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,423 @@
+//! Checkpoints: every stream's panes (as [`Sketch::to_bytes`]), watermark state and source
+//! position, written together, atomically (temporary file, fsync, rename, fsync of the
+//! directory), so that a restart neither loses nor double-counts a report (rule 5).
+//!
+//! Layout, little-endian: `"LDPC"`, format version (u8), stream count (u32), then per
+//! stream: name, pane width (i64), max event time, late count, finalized-through, first
+//! pane (options are a u8 flag then an i64), source position (u32 count of
+//! (string, u64) pairs), retired groups, pane count (u32) and per pane its start (i64) and
+//! groups. Groups: count (u32), then per group the key (u32 count of optional strings)
+//! and the sketch bytes (u32 length first). Version 2 adds, per stream after the panes, the
+//! privacy-budget ledger of curator-model streams (u8 flag, then its JSON as a string).
+//! A trailing FNV-1a 64 checksum covers everything before it. Version 1 files still read.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use ldpstream_engine::sketch::Sketch;
+use ldpstream_engine::window::{GroupKey, Grouped, PaneStore, RestoredPanes};
+
+use ldpstream_connectors::atomic_file;
+use ldpstream_connectors::{ConnectorError, Position};
+
+use crate::error::Error;
+
+pub const MAGIC: [u8; 4] = *b"LDPC";
+pub const VERSION: u8 = 2;
+/// The file name of the latest checkpoint inside the checkpoint directory.
+pub const FILE_NAME: &str = "checkpoint.ldpc";
+
+/// One stream's checkpointed state.
+#[derive(Debug)]
+pub struct StreamCheckpoint {
+    pub name: String,
+    pub pane_width: i64,
+    pub panes: RestoredPanes,
+    pub position: Position,
+    /// Curator-model streams: the privacy-budget ledger, so spends survive restarts.
+    pub ledger: Option<ldpstream_engine::curator::ledger::PrivacyLedger>,
+}
+
+impl StreamCheckpoint {
+    /// Copies a store's state (call with the store locked, together with the position).
+    pub fn capture(name: &str, store: &PaneStore, position: Position) -> Self {
+        StreamCheckpoint {
+            name: name.to_string(),
+            pane_width: store.width(),
+            panes: RestoredPanes {
+                max_event: store.max_event(),
+                late: store.late(),
+                finalized_through: store.finalized_through(),
+                first_pane: store.first_pane(),
+                retired: store.retired().clone(),
+                panes: store.panes().clone(),
+            },
+            position,
+            ledger: None,
+        }
+    }
+}
+
+fn checksum(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+fn put_opt(out: &mut Vec<u8>, v: Option<i64>) {
+    out.push(u8::from(v.is_some()));
+    out.extend_from_slice(&v.unwrap_or(0).to_le_bytes());
+}
+
+fn put_str(out: &mut Vec<u8>, s: &str) {
+    out.extend_from_slice(&(s.len() as u32).to_le_bytes());
+    out.extend_from_slice(s.as_bytes());
+}
+
+fn put_grouped(out: &mut Vec<u8>, g: &Grouped) {
+    out.extend_from_slice(&(g.len() as u32).to_le_bytes());
+    for (key, sketch) in g {
+        out.extend_from_slice(&(key.len() as u32).to_le_bytes());
+        for v in key {
+            out.push(u8::from(v.is_some()));
+            put_str(out, v.as_deref().unwrap_or(""));
+        }
+        let bytes = sketch.to_bytes();
+        out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+        out.extend_from_slice(&bytes);
+    }
+}
+
+pub fn encode(streams: &[StreamCheckpoint]) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(&MAGIC);
+    out.push(VERSION);
+    out.extend_from_slice(&(streams.len() as u32).to_le_bytes());
+    for s in streams {
+        put_str(&mut out, &s.name);
+        out.extend_from_slice(&s.pane_width.to_le_bytes());
+        put_opt(&mut out, s.panes.max_event);
+        out.extend_from_slice(&s.panes.late.to_le_bytes());
+        put_opt(&mut out, s.panes.finalized_through);
+        put_opt(&mut out, s.panes.first_pane);
+        let entries = s.position.to_entries();
+        out.extend_from_slice(&(entries.len() as u32).to_le_bytes());
+        for (k, v) in &entries {
+            put_str(&mut out, k);
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        put_grouped(&mut out, &s.panes.retired);
+        out.extend_from_slice(&(s.panes.panes.len() as u32).to_le_bytes());
+        for (start, g) in &s.panes.panes {
+            out.extend_from_slice(&start.to_le_bytes());
+            put_grouped(&mut out, g);
+        }
+        // The ledger is small and rarely read: JSON keeps it inspectable.
+        let ledger = s
+            .ledger
+            .as_ref()
+            .and_then(|l| serde_json::to_string(l).ok());
+        out.push(u8::from(ledger.is_some()));
+        put_str(&mut out, ledger.as_deref().unwrap_or(""));
+    }
+    let sum = checksum(&out);
+    out.extend_from_slice(&sum.to_le_bytes());
+    out
+}
+
+/// Reads a checkpoint; `origin` names it in errors.
+struct Reader<'a> {
+    bytes: &'a [u8],
+    origin: &'a str,
+}
+
+impl<'a> Reader<'a> {
+    fn corrupt(&self, what: &str) -> Error {
+        Error::Checkpoint {
+            path: self.origin.to_string(),
+            message: format!("corrupt: truncated or malformed while reading {what}"),
+        }
+    }
+
+    fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8], Error> {
+        if self.bytes.len() < n {
+            return Err(self.corrupt(what));
+        }
+        let (head, tail) = self.bytes.split_at(n);
+        self.bytes = tail;
+        Ok(head)
+    }
+
+    fn u8(&mut self, what: &str) -> Result<u8, Error> {
+        Ok(self.take(1, what)?[0])
+    }
+
+    fn u32(&mut self, what: &str) -> Result<u32, Error> {
+        let b = self.take(4, what)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    fn u64(&mut self, what: &str) -> Result<u64, Error> {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(self.take(8, what)?);
+        Ok(u64::from_le_bytes(a))
+    }
+
+    fn i64(&mut self, what: &str) -> Result<i64, Error> {
+        Ok(self.u64(what)? as i64)
+    }
+
+    fn opt(&mut self, what: &str) -> Result<Option<i64>, Error> {
+        let flag = self.u8(what)?;
+        let v = self.i64(what)?;
+        Ok((flag != 0).then_some(v))
+    }
+
+    fn string(&mut self, what: &str) -> Result<String, Error> {
+        let n = self.u32(what)? as usize;
+        let b = self.take(n, what)?;
+        String::from_utf8(b.to_vec()).map_err(|_| self.corrupt(what))
+    }
+
+    fn grouped(&mut self) -> Result<Grouped, Error> {
+        let groups = self.u32("group count")?;
+        let mut g = Grouped::new();
+        for _ in 0..groups {
+            let cols = self.u32("group key")?;
+            let mut key: GroupKey = Vec::new();
+            for _ in 0..cols {
+                let present = self.u8("group key value")? != 0;
+                let v = self.string("group key value")?;
+                key.push(present.then_some(v));
+            }
+            let n = self.u32("sketch length")? as usize;
+            let bytes = self.take(n, "sketch")?;
+            let sketch = Sketch::from_bytes(bytes).map_err(|e| Error::Checkpoint {
+                path: self.origin.to_string(),
+                message: format!("corrupt sketch: {e}"),
+            })?;
+            g.insert(key, sketch);
+        }
+        Ok(g)
+    }
+}
+
+pub fn decode(bytes: &[u8], origin: &str) -> Result<Vec<StreamCheckpoint>, Error> {
+    let err = |message: String| Error::Checkpoint {
+        path: origin.to_string(),
+        message,
+    };
+    if bytes.len() < 5 || bytes[..4] != MAGIC {
+        return Err(err("not an ldpstream checkpoint (bad magic)".into()));
+    }
+    let version = bytes[4];
+    if version != VERSION && version != 1 {
+        return Err(err(format!(
+            "unsupported checkpoint format version {} (this build reads version {VERSION}); \
+             move the file aside to start from scratch",
+            bytes[4]
+        )));
+    }
+    if bytes.len() < 13 {
+        return Err(err("corrupt: truncated".into()));
+    }
+    let (body, sum) = bytes.split_at(bytes.len() - 8);
+    let mut a = [0u8; 8];
+    a.copy_from_slice(sum);
+    if checksum(body) != u64::from_le_bytes(a) {
+        return Err(err("corrupt: checksum mismatch".into()));
+    }
+    let mut r = Reader {
+        bytes: &body[5..],
+        origin,
+    };
+    let n = r.u32("stream count")?;
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let name = r.string("stream name")?;
+        let pane_width = r.i64("pane width")?;
+        let max_event = r.opt("max event time")?;
+        let late = r.u64("late count")?;
+        let finalized_through = r.opt("finalized-through")?;
+        let first_pane = r.opt("first pane")?;
+        let mut entries = Vec::new();
+        for _ in 0..r.u32("position count")? {
+            let k = r.string("position key")?;
+            entries.push((k, r.u64("position")?));
+        }
+        let retired = r.grouped()?;
+        let mut panes = BTreeMap::new();
+        for _ in 0..r.u32("pane count")? {
+            let start = r.i64("pane start")?;
+            panes.insert(start, r.grouped()?);
+        }
+        let ledger = if version >= 2 {
+            let present = r.u8("ledger flag")? != 0;
+            let text = r.string("ledger")?;
+            if present {
+                Some(
+                    serde_json::from_str(&text)
+                        .map_err(|e| err(format!("corrupt ledger of stream {name:?}: {e}")))?,
+                )
+            } else {
+                None
+            }
+        } else {
+            None
+        };
+        let position = Position::from_entries(entries).map_err(|e| {
+            err(format!(
+                "stream {name:?}: unknown source position entry {:?}",
+                e.0
+            ))
+        })?;
+        out.push(StreamCheckpoint {
+            name,
+            pane_width,
+            panes: RestoredPanes {
+                max_event,
+                late,
+                finalized_through,
+                first_pane,
+                retired,
+                panes,
+            },
+            position,
+            ledger,
+        });
+    }
+    if !r.bytes.is_empty() {
+        return Err(err("corrupt: trailing bytes".into()));
+    }
+    Ok(out)
+}
+
+/// Writes `bytes` as the directory's checkpoint, atomically (see [`crate::atomic_file`]).
+pub fn write_atomically(dir: &Path, bytes: &[u8]) -> Result<PathBuf, Error> {
+    let io = |path: &Path| {
+        let path = path.display().to_string();
+        move |source| ConnectorError::Io { path, source }
+    };
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    let target = dir.join(FILE_NAME);
+    atomic_file::write_atomically(&target, |mut file| {
+        file.write_all(bytes).map_err(io(&target))?;
+        Ok(file)
+    })?;
+    Ok(target)
+}
+
+/// The directory's checkpoint, or None when there is none yet.
+pub fn read_latest(dir: &Path) -> Result<Option<Vec<StreamCheckpoint>>, Error> {
+    let path = dir.join(FILE_NAME);
+    match std::fs::read(&path) {
+        Ok(bytes) => decode(&bytes, &path.display().to_string()).map(Some),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(ConnectorError::Io {
+            path: path.display().to_string(),
+            source,
+        }
+        .into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ldpstream_config::MechanismConfig;
+    use ldpstream_engine::mechanism::Mechanism;
+
+    fn store() -> PaneStore {
+        let m = Mechanism::from_config(&MechanismConfig::Grr {
+            epsilon: 1.0,
+            domain: 5,
+        })
+        .unwrap();
+        let mut store = PaneStore::new(1000, 250);
+        for (pane, group, reports) in [
+            (0i64, Some("a"), vec![0u32, 1, 4, 9]),
+            (1000, None, vec![2, 2, 3]),
+            (5000, Some("b"), vec![1]),
+        ] {
+            let mut s = m.new_sketch();
+            let arr = arrow::array::UInt32Array::from(reports);
+            ldpstream_engine::fold::fold_batch(&m, &mut s, &arr, None).unwrap();
+            let g = Grouped::from([(vec![group.map(str::to_string)], s)]);
+            store.merge_pane(pane, &g).unwrap();
+        }
+        store.observe(5100);
+        store.add_late(7);
+        store.mark_finalized(1000).unwrap();
+        store
+    }
+
+    #[test]
+    fn round_trip_restores_the_store_exactly() {
+        let s = store();
+        let mut kafka = ldpstream_connectors::KafkaPosition::default();
+        kafka.next.insert(("events".to_string(), 0), 12);
+        kafka.next.insert(("events".to_string(), 3), 7);
+        let pos = Position::Kafka(kafka);
+        let bytes = encode(&[StreamCheckpoint::capture("s", &s, pos.clone())]);
+        let dir = tempfile::tempdir().unwrap();
+        write_atomically(dir.path(), &bytes).unwrap();
+        let back = read_latest(dir.path()).unwrap().unwrap();
+        assert_eq!(back.len(), 1);
+        assert_eq!(back[0].name, "s");
+        assert_eq!(back[0].position, pos);
+        let restored =
+            PaneStore::restore(1000, 250, back.into_iter().next().unwrap().panes).unwrap();
+        assert_eq!(restored.panes(), s.panes());
+        assert_eq!(restored.retired(), s.retired());
+        assert_eq!(restored.watermark(), s.watermark());
+        assert_eq!(restored.late(), 7);
+        assert_eq!(restored.finalized_through(), s.finalized_through());
+        assert_eq!(restored.everything().unwrap(), s.everything().unwrap());
+        // No temporary file is left behind.
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from(FILE_NAME)]);
+    }
+
+    #[test]
+    fn corrupt_and_unknown_version_checkpoints_are_clear_errors() {
+        let bytes = encode(&[StreamCheckpoint::capture("s", &store(), Position::Start)]);
+        let mut flipped = bytes.clone();
+        flipped[40] ^= 0x10;
+        let e = decode(&flipped, "ck").unwrap_err().to_string();
+        assert!(e.contains("ck") && e.contains("checksum mismatch"), "{e}");
+        let mut newer = bytes.clone();
+        newer[4] = 9;
+        let e = decode(&newer, "ck").unwrap_err().to_string();
+        assert!(
+            e.contains("unsupported checkpoint format version 9") && e.contains("reads version 2"),
+            "{e}"
+        );
+        let e = decode(b"PAR1....", "ck").unwrap_err().to_string();
+        assert!(e.contains("bad magic"), "{e}");
+        let e = decode(&bytes[..bytes.len() / 2], "ck")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("corrupt"), "{e}");
+    }
+
+    /// The privacy ledger rides in the checkpoint, so spends survive a restart.
+    #[test]
+    fn ledger_survives_the_round_trip() {
+        use ldpstream_engine::curator::ledger::PrivacyLedger;
+        let mut part = StreamCheckpoint::capture("raw", &store(), Position::Start);
+        let mut ledger = PrivacyLedger::new(2.0);
+        ledger
+            .try_spend(Some(0), Some(60_000), 0.5, "raw/t")
+            .unwrap();
+        part.ledger = Some(ledger.clone());
+        let back = decode(&encode(&[part]), "ck").unwrap();
+        assert_eq!(back[0].ledger, Some(ledger));
+    }
+}

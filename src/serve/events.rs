@@ -1,0 +1,63 @@
+//! What a stream's source reports while it runs, turned into metrics and readiness.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use ldpstream_connectors::kafka::BAD_MESSAGE;
+use ldpstream_connectors::SourceEvents;
+
+use super::shared::Shared;
+
+/// The [`SourceEvents`] of one stream.
+pub(super) struct StreamEvents {
+    stream: String,
+    shared: Arc<Shared>,
+}
+
+impl StreamEvents {
+    pub(super) fn new(stream: &str, shared: Arc<Shared>) -> Self {
+        StreamEvents {
+            stream: stream.to_string(),
+            shared,
+        }
+    }
+}
+
+impl SourceEvents for StreamEvents {
+    fn connected(&self) {
+        self.shared.connecting.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    fn bad_message(&self) {
+        self.shared
+            .metrics
+            .rejected
+            .with_label_values(&[self.stream.as_str(), BAD_MESSAGE])
+            .inc();
+    }
+
+    fn dead_letters_failed(&self, count: u64) {
+        self.shared
+            .metrics
+            .dead_letters_failed
+            .with_label_values(&[self.stream.as_str()])
+            .inc_by(count);
+    }
+
+    fn partition_lag(&self, topic: &str, partition: i32, lag: i64) {
+        self.shared
+            .metrics
+            .kafka_lag
+            .with_label_values(&[topic, &partition.to_string()])
+            .set(lag);
+    }
+
+    fn partition_revoked(&self, topic: &str, partition: i32) {
+        // Another instance reads it now; a frozen last value would mislead a dashboard.
+        let _ = self
+            .shared
+            .metrics
+            .kafka_lag
+            .remove_label_values(&[topic, &partition.to_string()]);
+    }
+}

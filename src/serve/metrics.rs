@@ -1,0 +1,217 @@
+//! The service's Prometheus metrics, in one registry. Names follow
+//! `ldpstream_<name>_<unit>[_total]`; each is updated where its event happens.
+
+use prometheus::{
+    Encoder, Gauge, GaugeVec, Histogram, HistogramOpts, IntCounterVec, IntGaugeVec, Opts, Registry,
+    TextEncoder,
+};
+
+use ldpstream_engine::record::TestRecord;
+
+/// Every metric the service exports.
+#[derive(Clone)]
+pub struct Metrics {
+    registry: Registry,
+    pub reports: IntCounterVec,
+    pub rejected: IntCounterVec,
+    pub late: IntCounterVec,
+    pub statistic: GaugeVec,
+    pub p_value: GaugeVec,
+    pub reject: IntGaugeVec,
+    pub window_reports: IntGaugeVec,
+    pub estimate: GaugeVec,
+    pub kafka_lag: IntGaugeVec,
+    pub dead_letters_failed: IntCounterVec,
+    pub budget_remaining: GaugeVec,
+    pub snapshot_seconds: Histogram,
+    pub checkpoint_age: Gauge,
+}
+
+fn register<T: prometheus::core::Collector + Clone + 'static>(
+    registry: &Registry,
+    metric: prometheus::Result<T>,
+) -> prometheus::Result<T> {
+    let metric = metric?;
+    registry.register(Box::new(metric.clone()))?;
+    Ok(metric)
+}
+
+impl Metrics {
+    pub fn new() -> prometheus::Result<Self> {
+        let r = Registry::new();
+        let result_labels = ["stream", "test", "group"];
+        Ok(Metrics {
+            reports: register(
+                &r,
+                IntCounterVec::new(
+                    Opts::new("ldpstream_reports_total", "Reports received, per stream."),
+                    &["stream"],
+                ),
+            )?,
+            rejected: register(
+                &r,
+                IntCounterVec::new(
+                    Opts::new(
+                        "ldpstream_reports_rejected_total",
+                        "Reports received but not folded, per stream and reason.",
+                    ),
+                    &["stream", "reason"],
+                ),
+            )?,
+            late: register(
+                &r,
+                IntCounterVec::new(
+                    Opts::new(
+                        "ldpstream_reports_late_total",
+                        "Reports not folded because their pane had closed (behind the watermark).",
+                    ),
+                    &["stream"],
+                ),
+            )?,
+            statistic: register(
+                &r,
+                GaugeVec::new(
+                    Opts::new(
+                        "ldpstream_test_statistic",
+                        "Test statistic of the newest window snapshot.",
+                    ),
+                    &result_labels,
+                ),
+            )?,
+            p_value: register(
+                &r,
+                GaugeVec::new(
+                    Opts::new(
+                        "ldpstream_test_p_value",
+                        "Asymptotic p-value of the newest window snapshot.",
+                    ),
+                    &result_labels,
+                ),
+            )?,
+            reject: register(
+                &r,
+                IntGaugeVec::new(
+                    Opts::new(
+                        "ldpstream_test_reject",
+                        "1 when the newest window snapshot rejects the null, else 0.",
+                    ),
+                    &result_labels,
+                ),
+            )?,
+            window_reports: register(
+                &r,
+                IntGaugeVec::new(
+                    Opts::new(
+                        "ldpstream_window_reports",
+                        "Reports folded into the newest window snapshot.",
+                    ),
+                    &result_labels,
+                ),
+            )?,
+            estimate: register(
+                &r,
+                GaugeVec::new(
+                    Opts::new(
+                        "ldpstream_estimate",
+                        "Debiased frequency estimate per category, newest window snapshot.",
+                    ),
+                    &["stream", "test", "group", "category"],
+                ),
+            )?,
+            kafka_lag: register(
+                &r,
+                IntGaugeVec::new(
+                    Opts::new(
+                        "ldpstream_kafka_consumer_lag",
+                        "Messages behind the partition's high watermark (Kafka sources).",
+                    ),
+                    &["topic", "partition"],
+                ),
+            )?,
+            dead_letters_failed: register(
+                &r,
+                IntCounterVec::new(
+                    Opts::new(
+                        "ldpstream_dead_letters_failed_total",
+                        "Undecodable messages that could not be delivered to the dead-letter topic.",
+                    ),
+                    &["stream"],
+                ),
+            )?,
+            budget_remaining: register(
+                &r,
+                GaugeVec::new(
+                    Opts::new(
+                        "ldpstream_privacy_budget_remaining",
+                        "Curator-model streams: the privacy budget (epsilon) left for a release over all time.",
+                    ),
+                    &["stream"],
+                ),
+            )?,
+            snapshot_seconds: register(
+                &r,
+                Histogram::with_opts(
+                    HistogramOpts::new(
+                        "ldpstream_snapshot_duration_seconds",
+                        "Time to copy a stream's due windows and evaluate their tests.",
+                    )
+                    .buckets(vec![
+                        0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+                        2.5,
+                    ]),
+                ),
+            )?,
+            checkpoint_age: register(
+                &r,
+                Gauge::with_opts(Opts::new(
+                    "ldpstream_checkpoint_age_seconds",
+                    "Seconds since the last checkpoint was written or restored (0 without checkpoints).",
+                )),
+            )?,
+            registry: r,
+        })
+    }
+
+    /// Sets the result gauges from a record; the newest window's record wins.
+    pub fn observe_record(&self, record: &TestRecord) {
+        let group = record.group_label();
+        let labels = [record.stream.as_str(), record.test.as_str(), group.as_str()];
+        if let Some(s) = record.statistic {
+            self.statistic.with_label_values(&labels).set(s);
+        }
+        if let Some(p) = record.p_value {
+            self.p_value.with_label_values(&labels).set(p);
+        }
+        self.reject
+            .with_label_values(&labels)
+            .set(i64::from(record.reject));
+        self.window_reports
+            .with_label_values(&labels)
+            .set(i64::try_from(record.n).unwrap_or(i64::MAX));
+        for (j, e) in record.estimate.iter().enumerate() {
+            let category = j.to_string();
+            self.estimate
+                .with_label_values(&[
+                    record.stream.as_str(),
+                    record.test.as_str(),
+                    group.as_str(),
+                    category.as_str(),
+                ])
+                .set(*e);
+        }
+    }
+
+    /// The text exposition format.
+    pub fn render(&self) -> String {
+        let mut out = Vec::new();
+        // Encoding into a Vec cannot fail on I/O; a failure would be a bad metric name,
+        // which the constructor already rejected.
+        if TextEncoder::new()
+            .encode(&self.registry.gather(), &mut out)
+            .is_err()
+        {
+            return String::new();
+        }
+        String::from_utf8(out).unwrap_or_default()
+    }
+}

@@ -1,0 +1,516 @@
+//! `ldpstream serve`: the long-running service.
+//!
+//! Per stream, a source thread decodes batches and a fold thread folds each one into a
+//! per-pane delta *outside* any lock, then merges the delta into the stream's
+//! [`PaneStore`] under a short lock. The tokio scheduler ticks every `snapshot_interval`,
+//! copies the due windows under the same short lock and evaluates the tests on the copies,
+//! so a snapshot never waits for a fold and a fold never waits for a test.
+
+mod checkpoint;
+mod events;
+mod http;
+mod metrics;
+mod shared;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::sync_channel;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use ldpstream_config::{Config, SourceConfig, StreamConfig};
+use ldpstream_connectors::{Position, Sinks, Source, SourceBatch};
+use ldpstream_engine::curator::ledger::PrivacyLedger;
+use ldpstream_engine::mechanism::Mechanism;
+use ldpstream_engine::record::TestRecord;
+use ldpstream_engine::sketch::RejectReason;
+use ldpstream_engine::stream::{
+    evaluate_snapshot, fold_paned_batch, stream_pane_width, take_due, PanedDelta, Private,
+    ReportLayout,
+};
+use ldpstream_engine::window::PaneStore;
+use tokio::sync::mpsc;
+use tokio::time::MissedTickBehavior;
+use tracing::{error, info, warn};
+
+pub use metrics::Metrics;
+pub use shared::Shared;
+
+use crate::error::Error;
+use checkpoint::StreamCheckpoint;
+
+/// Command-line overrides of the config's `[serve]` table.
+#[derive(Debug, Clone, Default)]
+pub struct ServeOptions {
+    /// Stop (as on SIGTERM) after this long.
+    pub duration: Option<Duration>,
+    /// Replaces `serve.listen`.
+    pub listen: Option<String>,
+}
+
+/// What changes together and is checkpointed together: the panes, where the source had
+/// got to when they last changed, and (curator-model streams) the privacy-budget ledger.
+struct StreamState {
+    store: PaneStore,
+    position: Position,
+    ledger: Option<PrivacyLedger>,
+}
+
+/// One stream, shared by its fold thread, the scheduler and the HTTP handlers.
+struct StreamRuntime {
+    config: StreamConfig,
+    mechanism: Mechanism,
+    layout: ReportLayout,
+    state: Mutex<StreamState>,
+}
+
+impl StreamRuntime {
+    fn state(&self) -> MutexGuard<'_, StreamState> {
+        // A fold thread that panicked mid-merge is a bug; the state is still the best
+        // there is, so keep serving it.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// What a stream's worker reports to the scheduler.
+enum WorkerEvent {
+    /// A bounded source delivered all its input; every window of the stream is closed.
+    Ended(String),
+    Failed(String, Error),
+}
+
+/// Runs the service until SIGINT/SIGTERM, `options.duration`, or (when every source is
+/// bounded) the end of input. On the way out it stops the sources, lets each fold thread
+/// finish its in-flight batch, and emits a last round of results.
+pub async fn run(config: Config, options: ServeOptions) -> Result<(), Error> {
+    let started = Instant::now();
+    let metrics = Metrics::new()?;
+    let shared = Arc::new(Shared {
+        metrics: metrics.clone(),
+        results: Mutex::new(BTreeMap::new()),
+        ready: AtomicBool::new(false),
+        connecting: AtomicUsize::new(
+            config
+                .streams
+                .iter()
+                .filter(|s| matches!(s.source, SourceConfig::Kafka(_)))
+                .count(),
+        ),
+    });
+    let listen = options
+        .listen
+        .clone()
+        .unwrap_or_else(|| config.serve.listen.clone());
+    let listener = tokio::net::TcpListener::bind(&listen)
+        .await
+        .map_err(|source| Error::Listen {
+            address: listen.clone(),
+            source,
+        })?;
+    let local = listener.local_addr().map_err(|source| Error::Listen {
+        address: listen.clone(),
+        source,
+    })?;
+    // Tests and scripts read this line to find the port when `listen` ends in `:0`.
+    eprintln!("ldpstream serve: listening on http://{local}");
+    info!(%local, "HTTP endpoint up");
+    let (http_stop_tx, http_stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let http = tokio::spawn({
+        let app = http::router(shared.clone());
+        async move {
+            let served = axum::serve(listener, app)
+                .with_graceful_shutdown(async move {
+                    let _ = http_stop_rx.await;
+                })
+                .await;
+            if let Err(e) = served {
+                error!(error = %e, "HTTP server stopped");
+            }
+        }
+    });
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let (events_tx, mut events) = mpsc::unbounded_channel::<WorkerEvent>();
+    let checkpoint_dir = config.serve.checkpoint_dir.as_ref().map(PathBuf::from);
+    let mut restored: BTreeMap<String, StreamCheckpoint> = match &checkpoint_dir {
+        Some(dir) => checkpoint::read_latest(dir)?
+            .unwrap_or_default()
+            .into_iter()
+            .map(|s| (s.name.clone(), s))
+            .collect(),
+        None => BTreeMap::new(),
+    };
+    if !restored.is_empty() {
+        info!(streams = restored.len(), "restoring the checkpoint");
+    }
+    let mut runtimes = Vec::new();
+    let mut threads = Vec::new();
+    let mut bounded = 0usize;
+    for stream in &config.streams {
+        let mechanism = Mechanism::from_config(&stream.mechanism)?;
+        let layout = ReportLayout::of(stream, &mechanism);
+        let width = stream_pane_width(stream);
+        let lateness = stream.allowed_lateness.millis() as i64;
+        let mut restored_ledger = None;
+        let (store, position) = match restored.remove(&stream.name) {
+            Some(ck) if ck.pane_width != width => {
+                return Err(Error::Checkpoint {
+                    path: checkpoint_path(&checkpoint_dir),
+                    message: format!(
+                        "stream {:?} was checkpointed with {} ms panes but the config now gives {} ms \
+                         (its window sizes changed); move the checkpoint aside to start over",
+                        stream.name, ck.pane_width, width
+                    ),
+                });
+            }
+            Some(ck) => {
+                info!(stream = %stream.name, position = ?ck.position, "restored");
+                restored_ledger = ck.ledger;
+                (PaneStore::restore(width, lateness, ck.panes)?, ck.position)
+            }
+            None => (PaneStore::new(width, lateness), Position::Start),
+        };
+        let rt = Arc::new(StreamRuntime {
+            config: stream.clone(),
+            mechanism,
+            layout,
+            state: Mutex::new(StreamState {
+                store,
+                position,
+                // The config's budget applies; the spends carry over from the checkpoint.
+                ledger: stream.budget_epsilon.map(|budget| {
+                    let mut l = restored_ledger.unwrap_or_else(|| PrivacyLedger::new(budget));
+                    l.budget = budget;
+                    l
+                }),
+            }),
+        });
+        if Source::is_bounded(&stream.source) {
+            bounded += 1;
+        }
+        threads.extend(spawn_stream(
+            rt.clone(),
+            started,
+            stop.clone(),
+            shared.clone(),
+            events_tx.clone(),
+        )?);
+        runtimes.push(rt);
+    }
+    drop(events_tx);
+    for name in restored.keys() {
+        warn!(stream = %name, "the checkpoint has a stream the config does not; ignoring it");
+    }
+    shared.ready.store(true, Ordering::Release);
+    let mut last_checkpoint = Instant::now();
+    let mut checkpoint_tick = tokio::time::interval(config.serve.checkpoint_interval.as_std());
+    checkpoint_tick.set_missed_tick_behavior(MissedTickBehavior::Skip);
+    checkpoint_tick.tick().await;
+
+    let mut sinks = Sinks::open(&config.serve.sinks)?;
+    let mut tick = tokio::time::interval(config.serve.snapshot_interval.as_std());
+    tick.set_missed_tick_behavior(MissedTickBehavior::Skip);
+    tick.tick().await;
+    let deadline = async {
+        match options.duration {
+            Some(d) => tokio::time::sleep(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(deadline);
+    // Registered once: a signal that arrives while a snapshot round runs is not lost.
+    let shutdown = shutdown_signal();
+    tokio::pin!(shutdown);
+    let mut ended = 0usize;
+    let mut failure = None;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {
+                snapshot_round(&runtimes, &shared, &mut sinks, true).await?;
+                if checkpoint_dir.is_some() {
+                    shared.metrics.checkpoint_age.set(last_checkpoint.elapsed().as_secs_f64());
+                }
+            }
+            _ = checkpoint_tick.tick(), if checkpoint_dir.is_some() => {
+                if let Some(dir) = &checkpoint_dir {
+                    write_checkpoint(&runtimes, dir).await?;
+                    last_checkpoint = Instant::now();
+                }
+            }
+            _ = &mut shutdown => {
+                info!("signal received, shutting down");
+                break;
+            }
+            _ = &mut deadline => {
+                info!("--duration reached, shutting down");
+                break;
+            }
+            event = events.recv() => match event {
+                Some(WorkerEvent::Ended(name)) => {
+                    info!(stream = %name, "bounded source exhausted");
+                    ended += 1;
+                    if ended == bounded && bounded == runtimes.len() {
+                        break;
+                    }
+                }
+                Some(WorkerEvent::Failed(name, e)) => {
+                    error!(stream = %name, error = %e, "stream failed");
+                    failure = Some(e);
+                    break;
+                }
+                None => {}
+            },
+        }
+    }
+    stop.store(true, Ordering::Release);
+    let joined = tokio::task::spawn_blocking(move || {
+        for t in threads {
+            if t.join().is_err() {
+                warn!("a source or fold thread panicked");
+            }
+        }
+    })
+    .await;
+    if joined.is_err() {
+        warn!("joining the stream threads failed");
+    }
+    snapshot_round(&runtimes, &shared, &mut sinks, true).await?;
+    sinks.close()?;
+    if let Some(dir) = &checkpoint_dir {
+        if failure.is_none() {
+            write_checkpoint(&runtimes, dir).await?;
+        }
+    }
+    let _ = http_stop_tx.send(());
+    let _ = http.await;
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+fn checkpoint_path(dir: &Option<PathBuf>) -> String {
+    dir.as_ref().map_or_else(String::new, |d| {
+        d.join(checkpoint::FILE_NAME).display().to_string()
+    })
+}
+
+/// Captures every stream's panes and position (each under its store's lock), then encodes
+/// and writes them off the runtime's worker threads.
+async fn write_checkpoint(
+    runtimes: &[Arc<StreamRuntime>],
+    dir: &std::path::Path,
+) -> Result<(), Error> {
+    let parts: Vec<StreamCheckpoint> = runtimes
+        .iter()
+        .map(|rt| {
+            let state = rt.state();
+            let mut part =
+                StreamCheckpoint::capture(&rt.config.name, &state.store, state.position.clone());
+            part.ledger = state.ledger.clone();
+            part
+        })
+        .collect();
+    let dir = dir.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        let bytes = checkpoint::encode(&parts);
+        checkpoint::write_atomically(&dir, &bytes)
+    })
+    .await
+    .map_err(|source| Error::Task {
+        what: "checkpoint",
+        source,
+    })??;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// Starts a stream's source and fold threads.
+fn spawn_stream(
+    rt: Arc<StreamRuntime>,
+    started: Instant,
+    stop: Arc<AtomicBool>,
+    shared: Arc<Shared>,
+    events: mpsc::UnboundedSender<WorkerEvent>,
+) -> Result<Vec<std::thread::JoinHandle<()>>, Error> {
+    let metrics = shared.metrics.clone();
+    // A few batches of slack: enough to hide jitter, small enough that a stop is prompt.
+    let (tx, rx) = sync_channel::<SourceBatch>(4);
+    let resume = rt.state().position.clone();
+    let name = rt.config.name.clone();
+    let observer = Arc::new(events::StreamEvents::new(&name, shared.clone()));
+    let source = Source::open(&rt.config, &rt.layout, resume, started, observer)?;
+    let thread_err = |source| Error::Thread {
+        what: format!("thread for stream {name}"),
+        source,
+    };
+    let source = {
+        let (stop, events, name) = (stop.clone(), events.clone(), name.clone());
+        std::thread::Builder::new()
+            .name(format!("source-{name}"))
+            .spawn(move || {
+                if let Err(e) = source.run(&stop, &tx) {
+                    let _ = events.send(WorkerEvent::Failed(name, e.into()));
+                }
+            })
+            .map_err(thread_err)?
+    };
+    let bounded = Source::is_bounded(&rt.config.source);
+    let fold = std::thread::Builder::new()
+        .name(format!("fold-{name}"))
+        .spawn(move || {
+            // The receiver drains every batch already sent, so the in-flight batch is
+            // always finished before the thread exits.
+            for batch in rx {
+                if let Err(e) = fold_one(&rt, &metrics, batch) {
+                    let _ = events.send(WorkerEvent::Failed(rt.config.name.clone(), e));
+                    return;
+                }
+            }
+            if bounded && !stop.load(Ordering::Acquire) {
+                rt.state().store.finish();
+                let _ = events.send(WorkerEvent::Ended(rt.config.name.clone()));
+            }
+        })
+        .map_err(thread_err)?;
+    Ok(vec![source, fold])
+}
+
+/// Folds one batch into a delta without holding the store's lock, then merges it.
+fn fold_one(rt: &StreamRuntime, metrics: &Metrics, source: SourceBatch) -> Result<(), Error> {
+    let batch = &source.batch;
+    // Only this thread advances the watermark, so a copy taken now stays exact until the
+    // merge below.
+    let view = rt.state().store.watermark_view();
+    let mut delta = PanedDelta::default();
+    let origin = format!("stream {}", rt.config.name);
+    fold_paned_batch(
+        batch,
+        &rt.layout,
+        &origin,
+        Some(rt.layout.ts.as_str()),
+        &|t| view.open_pane_of(t),
+        &mut delta,
+    )?;
+    let mut rejected = [0u64; RejectReason::COUNT];
+    for grouped in delta.panes.values().chain(std::iter::once(&delta.untimed)) {
+        for sketch in grouped.values() {
+            for (i, reason) in RejectReason::ALL.iter().enumerate() {
+                rejected[i] += sketch.rejected().get(*reason);
+            }
+        }
+    }
+    {
+        let mut state = rt.state();
+        delta.apply(&mut state.store)?;
+        state.position.advance(source.position);
+    }
+    let name = rt.config.name.as_str();
+    metrics
+        .reports
+        .with_label_values(&[name])
+        .inc_by(batch.num_rows() as u64);
+    metrics.late.with_label_values(&[name]).inc_by(delta.late);
+    for (i, reason) in RejectReason::ALL.iter().enumerate() {
+        if rejected[i] > 0 {
+            metrics
+                .rejected
+                .with_label_values(&[name, reason.name()])
+                .inc_by(rejected[i]);
+        }
+    }
+    Ok(())
+}
+
+/// Copies every stream's due windows (short lock), evaluates them off the runtime's
+/// worker threads, and publishes the records to the sinks, the metrics and the API.
+async fn snapshot_round(
+    runtimes: &[Arc<StreamRuntime>],
+    shared: &Arc<Shared>,
+    sinks: &mut Sinks,
+    provisional: bool,
+) -> Result<(), Error> {
+    let runtimes: Vec<Arc<StreamRuntime>> = runtimes.to_vec();
+    let shared_for_eval = shared.clone();
+    let records = tokio::task::spawn_blocking(move || -> Result<Vec<TestRecord>, Error> {
+        let mut records = Vec::new();
+        for rt in &runtimes {
+            let t0 = Instant::now();
+            // Copy under the lock, evaluate outside it: a fold never waits for a test.
+            // Only this task changes the ledger, so the copy is written back unchanged by
+            // anyone else.
+            let (due, mut ledger) = {
+                let mut state = rt.state();
+                let due = take_due(&rt.config, &mut state.store, provisional)?;
+                (due, state.ledger.clone())
+            };
+            let mut noise = ldpstream_engine::curator::secure_rng();
+            let mut private = Private {
+                ledger: ledger.as_mut(),
+                noise: &mut noise,
+            };
+            for snapshot in &due {
+                records.extend(evaluate_snapshot(
+                    &rt.config,
+                    &rt.mechanism,
+                    snapshot,
+                    &mut private,
+                )?);
+            }
+            if let Some(l) = ledger {
+                shared_for_eval
+                    .metrics
+                    .budget_remaining
+                    .with_label_values(&[rt.config.name.as_str()])
+                    .set(l.remaining_overall());
+                rt.state().ledger = Some(l);
+            }
+            shared_for_eval
+                .metrics
+                .snapshot_seconds
+                .observe(t0.elapsed().as_secs_f64());
+        }
+        Ok(records)
+    })
+    .await
+    .map_err(|source| Error::Task {
+        what: "snapshot",
+        source,
+    })??;
+    {
+        let mut latest = shared.results.lock().unwrap_or_else(|p| p.into_inner());
+        for r in &records {
+            shared.metrics.observe_record(r);
+            latest.insert(
+                (r.stream.clone(), r.test.clone(), r.group_label()),
+                r.clone(),
+            );
+        }
+    }
+    // File writes, and the Kafka sink's wait for acknowledgements, block: let the runtime
+    // move its other tasks (HTTP) off this worker meanwhile.
+    tokio::task::block_in_place(|| sinks.write(&records))?;
+    Ok(())
+}
