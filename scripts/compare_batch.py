@@ -20,6 +20,7 @@ import sys
 import tempfile
 import tomllib
 
+NEWLINE = b"\n"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -29,23 +30,56 @@ def configs():
         yield os.path.relpath(path, ROOT), open(path).read()
     for path in sorted(glob.glob(os.path.join(ROOT, "tests", "*.rs"))):
         text = open(path).read()
-        for i, m in enumerate(re.finditer(r'r#"(.*?)"#', text, re.S)):
-            block = m.group(1)
-            if "[[stream]]" not in block:
-                continue
+        # The mechanism tables a test file passes into its templates, e.g.
+        # "{ kind = \"grr\", epsilon = 1.0, domain = 4 }".
+        mechanisms = [unescape(m.group(1)) for m in
+                      re.finditer(r'"(\{ kind = \\"[a-z]+\\"(?:\\.|[^"\\])*\})"', text)]
+        raw = [m.group(1) for m in re.finditer(r'r#"(.*?)"#', text, re.S)]
+        plain = [unescape(m.group(1)) for m in re.finditer(r'(?<![#\w])"((?:\\.|[^"\\])*)"', text)]
+        blocks = [b for b in raw + plain if "[[stream]]" in b]
+        expanded = []
+        for block in blocks:
+            if re.search(r"mechanism = \{\w+\}", block) and mechanisms:
+                expanded += [re.sub(r"mechanism = \{\w+\}", lambda _: "mechanism = " + m.replace("{", "{{").replace("}", "}}"), block)
+                             for m in mechanisms]
+            else:
+                expanded.append(block)
+        for i, block in enumerate(expanded):
             # format! escapes and placeholders: {{ }} are braces, {x} are values.
             block = block.replace("{{", "\x01").replace("}}", "\x02")
+            for pattern, value in FILL:
+                block = re.sub(pattern, value, block)
             block = re.sub(r"\{[^{}]*\}", "PLACEHOLDER", block)
             block = block.replace("\x01", "{").replace("\x02", "}")
             yield f"{os.path.relpath(path, ROOT)}#{i}", block
 
 
+# Values for format! placeholders that stand where TOML wants a value, not a string: what
+# the tests themselves most often pass there.
+FILL = [
+    (r"domain = \{[^{}]*\}", "domain = 10"),
+    (r'format = "\{[^{}]*\}"', 'format = "json"'),
+    (r"group_by = \[\{[^{}]*\}\]", 'group_by = ["group"]'),
+    (r"window = \{[^{}]*\}", 'window = \x01 kind = "tumbling", size = "1m" \x02'),
+    (r"mechanism = \{[^{}]*\}", 'mechanism = \x01 kind = "grr", epsilon = 1.0, domain = 10 \x02'),
+    (r"source = \{[^{}]*\}", 'source = \x01 kind = "parquet", paths = ["unused"] \x02'),
+    (r"sink = \[\{[^{}]*\}\]", 'sink = [\x01 kind = "stdout" \x02]'),
+]
+
+
+def unescape(s):
+    return re.sub(r'\\(.)', lambda m: {"n": "\n", "t": "\t"}.get(m.group(1), m.group(1)), s)
+
+
 def mechanism_args(m):
     kind = m["kind"]
-    args = ["--mechanism", {"matrix": "matrix"}.get(kind, kind), "--domain", str(m.get("domain", 0))]
-    for key in ("epsilon", "rho", "cohorts", "cohort_seed"):
+    args = ["--mechanism", kind]
+    if "domain" in m:
+        args += ["--domain", str(m["domain"])]
+    for key, flag in (("epsilon", "--epsilon"), ("rho", "--rho"), ("cohorts", "--cohorts"),
+                      ("seed", "--cohort-seed")):
         if key in m:
-            args += ["--" + key.replace("_", "-"), str(m[key])]
+            args += [flag, str(m[key])]
     if kind == "matrix":
         args += ["--matrix", ";".join(",".join(str(x) for x in row) for row in m["matrix"])]
     return args
@@ -120,7 +154,7 @@ def main():
                     print(f"both-fail {label}: exit {c1} {msg1}")
                     same += 1
                 elif (c1, b1) == (c2, b2):
-                    print(f"identical {label}: {b1.count(b'\n')} records, {len(b1)} bytes")
+                    print(f"identical {label}: {b1.count(NEWLINE)} records, {len(b1)} bytes")
                     same += 1
                 else:
                     print(f"DIFFERENT {label}: exit {c1} vs {c2}, {len(b1)} vs {len(b2)} bytes\n  old: {e1[-300:]}\n  new: {e2[-300:]}")
@@ -144,8 +178,11 @@ def dump_toml(value):
         if isinstance(v, list):
             return "[" + ", ".join(scalar(x) for x in v) + "]"
         if isinstance(v, dict):
-            return "{ " + ", ".join(f"{k} = {scalar(x)}" for k, x in v.items()) + " }"
+            return "{ " + ", ".join(f"{key(k)} = {scalar(x)}" for k, x in v.items()) + " }"
         raise TypeError(v)
+
+    def key(k):
+        return k if re.fullmatch(r"[A-Za-z0-9_-]+", k) else scalar(k)
 
     def table(prefix, d):
         for k, v in d.items():

@@ -31,6 +31,9 @@ LDPSTREAM_KAFKA_BROKERS=$(./deploy/kafka/start-local.sh "$port")
 export LDPSTREAM_KAFKA_BROKERS
 echo "Kafka-protocol broker (Tansu) at $LDPSTREAM_KAFKA_BROKERS" >&2
 
+# No module of a crate imports another in a circle (ARCHITECTURE.md).
+python3 scripts/check_module_cycles.py
+
 cargo test --workspace --all-targets 2>&1 | tee "$log"
 cargo test --workspace --doc 2>&1 | tee -a "$log"
 passed=$(grep -E '^test result: ' "$log" | sed -E 's/.* ([0-9]+) passed.*/\1/' | awk '{s+=$1} END {print s+0}')
