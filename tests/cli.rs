@@ -669,3 +669,39 @@ block_size = 1000
         stderr(&o)
     );
 }
+
+/// A crafted footer (a column chunk starting at a negative offset) once panicked inside the
+/// parquet crate, in `batch` and in `serve`'s Parquet replay alike.
+#[test]
+fn crafted_parquet_footer_is_an_error_naming_the_file_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("crafted.parquet");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/footer_panic.parquet"),
+        &file,
+    )
+    .unwrap();
+    let cfg = config(dir.path(), 16, "");
+    let o = ldpstream(&["batch", "--config", cfg.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("crafted.parquet") && e.contains("not inside the file") && !e.contains("panicked"),
+        "{e}"
+    );
+    let o = ldpstream(&[
+        "serve",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+        "--duration",
+        "20s",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("crafted.parquet") && e.contains("not inside the file") && !e.contains("panicked"),
+        "{e}"
+    );
+}

@@ -115,6 +115,7 @@ impl Config {
                 )),
                 _ => {}
             }
+            validate_pane_count(&at, stream)?;
             let mut test_names = HashSet::new();
             for (j, test) in stream.tests.iter().enumerate() {
                 let tat = format!("{at}.test[{j}]");
@@ -164,6 +165,16 @@ impl Config {
                 let needs_mc = test.calibration == Calibration::MonteCarlo
                     || method == TestMethod::SheffetQ
                     || matches!(stream.mechanism, MechanismConfig::Laplace { .. });
+                if test.mc_samples > MAX_MC_SAMPLES {
+                    return Err(ConfigError::invalid(
+                        format!("{tat}.mc_samples"),
+                        test.mc_samples,
+                        format!(
+                            "at most {MAX_MC_SAMPLES}: every sample is a simulated sketch of the \
+                             domain's size, so a larger count runs for minutes and holds gigabytes"
+                        ),
+                    ));
+                }
                 if needs_mc && f64::from(test.mc_samples) * test.alpha <= 1.0 {
                     return Err(ConfigError::invalid(
                         format!("{tat}.mc_samples"),
@@ -208,7 +219,87 @@ impl Config {
     }
 }
 
+/// The longest window or slide: ten years. Event times are i64 milliseconds; this keeps
+/// every window bound and pane index far from overflow.
+pub const MAX_WINDOW_MS: u64 = 3650 * 86_400_000;
+/// The most panes one window may span. Each pane holds a sketch per group, so a window's
+/// memory grows with its pane count (a 1h window sliding by 1ms would need 3.6 million).
+pub const MAX_PANES_PER_WINDOW: u64 = 10_000;
+/// The most simulated null sketches a Monte Carlo test may draw per evaluation.
+pub const MAX_MC_SAMPLES: u32 = 1_000_000;
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+/// Panes are as wide as the gcd of every window size and slide of the stream, so one test's
+/// short slide multiplies the panes of every other test's window.
+fn validate_pane_count(at: &str, stream: &crate::StreamConfig) -> Result<(), ConfigError> {
+    let lengths = |w: &WindowConfig| match *w {
+        WindowConfig::Tumbling { size } => vec![size.millis()],
+        WindowConfig::Sliding { size, slide } => vec![size.millis(), slide.millis()],
+        WindowConfig::Global | WindowConfig::Cumulative => Vec::new(),
+    };
+    let all: Vec<u64> = stream
+        .tests
+        .iter()
+        .flat_map(|t| lengths(&t.window))
+        .collect();
+    // A length over the bound is reported by `validate_window`, naming its key.
+    if all.iter().any(|&l| l > MAX_WINDOW_MS) {
+        return Ok(());
+    }
+    let pane = all.into_iter().fold(0, gcd);
+    if pane == 0 {
+        return Ok(());
+    }
+    for (j, test) in stream.tests.iter().enumerate() {
+        let Some(&size) = lengths(&test.window).first() else {
+            continue;
+        };
+        let panes = size / pane;
+        if panes > MAX_PANES_PER_WINDOW {
+            return Err(ConfigError::invalid(
+                format!("{at}.test[{j}] ({:?}).window", test.name),
+                format!("{size} ms in panes of {pane} ms ({panes} panes)"),
+                format!(
+                    "at most {MAX_PANES_PER_WINDOW} panes per window: panes are the gcd of the \
+                     stream's window sizes and slides, and each holds a sketch per group; use a \
+                     coarser slide or fewer distinct window lengths"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn validate_window(key: &str, window: &WindowConfig) -> Result<(), ConfigError> {
+    let too_long = |name: &str, d: crate::DurationMs| {
+        (d.millis() > MAX_WINDOW_MS).then(|| {
+            ConfigError::invalid(
+                format!("{key}.{name}"),
+                d,
+                "at most 3650d (ten years): event times are milliseconds in 64 bits",
+            )
+        })
+    };
+    match *window {
+        WindowConfig::Tumbling { size } | WindowConfig::Sliding { size, .. } => {
+            if let Some(e) = too_long("size", size) {
+                return Err(e);
+            }
+        }
+        WindowConfig::Global | WindowConfig::Cumulative => {}
+    }
+    if let WindowConfig::Sliding { slide, .. } = *window {
+        if let Some(e) = too_long("slide", slide) {
+            return Err(e);
+        }
+    }
     match *window {
         WindowConfig::Global | WindowConfig::Cumulative => Ok(()),
         WindowConfig::Tumbling { size } if size.millis() == 0 => Err(ConfigError::invalid(
@@ -907,6 +998,46 @@ window = { kind = "global" }
 #[cfg(test)]
 mod mechanism_tests {
     use crate::Config;
+
+    #[test]
+    fn window_lengths_pane_counts_and_mc_samples_are_bounded() {
+        let g = "{ kind = \"grr\", epsilon = 1.0, domain = 4 }";
+        let ok = |extra: &str| Config::from_toml_str(&stream(g, extra), "t");
+        // Each of these once validated, then panicked or exhausted memory at run time.
+        let huge = err(
+            g,
+            "window = { kind = \"tumbling\", size = \"18446744073709551615ms\" }",
+        );
+        assert!(
+            huge.contains("window.size") && huge.contains("3650d"),
+            "{huge}"
+        );
+        let far = err(
+            g,
+            "window = { kind = \"sliding\", size = \"100000000000d\", slide = \"1ms\" }",
+        );
+        assert!(
+            far.contains("window.size") && far.contains("3650d"),
+            "{far}"
+        );
+        let fine = err(
+            g,
+            "window = { kind = \"sliding\", size = \"1h\", slide = \"1ms\" }",
+        );
+        assert!(
+            fine.contains("3600000 panes") && fine.contains("at most 10000 panes"),
+            "{fine}"
+        );
+        let mc = err(g, "calibration = \"monte_carlo\"\nmc_samples = 4294967295");
+        assert!(
+            mc.contains("mc_samples = 4294967295") && mc.contains("at most 1000000"),
+            "{mc}"
+        );
+        // The bounds themselves are accepted.
+        assert!(ok("window = { kind = \"sliding\", size = \"10000s\", slide = \"1s\" }").is_ok());
+        assert!(ok("window = { kind = \"tumbling\", size = \"3650d\" }").is_ok());
+        assert!(ok("calibration = \"monte_carlo\"\nmc_samples = 1000000").is_ok());
+    }
 
     fn stream(mechanism: &str, test: &str) -> String {
         format!(

@@ -1,13 +1,38 @@
-//! Atomic file replacement, for results, ledgers and checkpoints alike.
+//! Atomic file replacement, for results, ledgers, checkpoints and simulated data alike.
+//!
+//! A regular file (or a new path) is replaced by renaming a finished temporary file over
+//! it, so a reader sees the old file or the new one, never half of one. Anything else at
+//! the path (a device, a FIFO, a terminal, `>(cmd)`) is written through instead: renaming
+//! over it would silently replace, say, `/dev/null` with a regular file. A symlink is
+//! followed: its target is what gets replaced or written through, and the link stays.
 
-use std::fs::File;
-use std::path::Path;
+use std::fs::{File, OpenOptions};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use crate::error::ConnectorError;
 
-/// Runs `write` on a temporary file beside `target`, syncs it, renames it over `target` and
-/// syncs the directory. On any error the temporary file is removed and `target` is
-/// untouched: a reader (or a restart) sees the old file or the new one, never half of one.
+/// Temporary files being written now, so a signal handler can remove them
+/// ([`remove_unfinished`]) before the process exits.
+static UNFINISHED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+fn unfinished() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+    UNFINISHED.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Removes every temporary file this process is still writing. For a signal handler:
+/// after it returns the process should exit without finishing those writes.
+pub fn remove_unfinished() {
+    for path in unfinished().drain(..) {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// Runs `write` on a temporary file beside `target` (a random name, created with
+/// `O_EXCL`, so a planted file or symlink is never written through), syncs it, renames it
+/// over `target` and syncs the directory. On any error the temporary file is removed and
+/// `target` is untouched. When `target` exists and is not a regular file, `write` gets
+/// the opened target itself.
 pub fn write_atomically(
     target: &Path,
     write: impl FnOnce(File) -> Result<File, ConnectorError>,
@@ -17,9 +42,19 @@ pub fn write_atomically(
         path: shown.clone(),
         source,
     };
+    // Follows symlinks: the kind of the file the link ends at decides.
+    let target = match std::fs::metadata(target) {
+        Ok(meta) if !meta.is_file() && !meta.is_dir() => {
+            let file = OpenOptions::new().write(true).open(target).map_err(io)?;
+            write(file)?;
+            return Ok(());
+        }
+        Ok(_) if target.is_symlink() => std::fs::canonicalize(target).map_err(io)?,
+        _ => target.to_path_buf(),
+    };
     let dir = match target.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => std::path::PathBuf::from("."),
+        _ => PathBuf::from("."),
     };
     let file_name = target
         .file_name()
@@ -27,16 +62,169 @@ pub fn write_atomically(
         .ok_or_else(|| ConnectorError::NoFileName {
             path: shown.to_string(),
         })?;
-    let tmp = dir.join(format!(".{file_name}.tmp-{}", std::process::id()));
-    let result = File::create(&tmp)
-        .map_err(io)
-        .and_then(write)
+    remove_stale(&dir, &file_name);
+    let tmp = tempfile::Builder::new()
+        .prefix(&format!(".{file_name}.tmp-{}-", std::process::id()))
+        .tempfile_in(&dir)
+        .map_err(io)?;
+    let (file, tmp_path) = tmp.keep().map_err(|e| io(e.error))?;
+    unfinished().push(tmp_path.clone());
+    let result = write(file)
         .and_then(|file| file.sync_all().map_err(io))
-        .and_then(|()| std::fs::rename(&tmp, target).map_err(io));
+        .and_then(|()| std::fs::rename(&tmp_path, &target).map_err(io));
+    unfinished().retain(|p| p != &tmp_path);
     if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+        let _ = std::fs::remove_file(&tmp_path);
         return result;
     }
     // Sync the directory too, so the rename itself survives a power loss.
     File::open(&dir).and_then(|d| d.sync_all()).map_err(io)
+}
+
+/// Removes the temporary files of `file_name` left in `dir` by processes that no longer
+/// run (killed with SIGKILL, or by a power loss). Only Linux tells which processes run
+/// (`/proc`); elsewhere nothing is removed.
+fn remove_stale(dir: &Path, file_name: &str) {
+    if !Path::new("/proc/self").exists() {
+        return;
+    }
+    let prefix = format!(".{file_name}.tmp-");
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(&prefix)) else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        let regular = entry.file_type().is_ok_and(|t| t.is_file());
+        if regular && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+
+    use super::*;
+
+    fn write_text(target: &Path, text: &'static str) -> Result<(), ConnectorError> {
+        write_atomically(target, |mut f| {
+            f.write_all(text.as_bytes())
+                .map_err(|source| ConnectorError::Io {
+                    path: "test".into(),
+                    source,
+                })?;
+            Ok(f)
+        })
+    }
+
+    fn leftovers(dir: &Path) -> Vec<String> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains(".tmp-"))
+            .collect()
+    }
+
+    #[test]
+    fn replaces_a_regular_file_and_leaves_no_temporary() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("out.jsonl");
+        std::fs::write(&target, "old").unwrap();
+        write_text(&target, "new").unwrap();
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "new");
+        assert!(leftovers(dir.path()).is_empty());
+    }
+
+    #[test]
+    fn a_symlink_stays_a_link_and_its_target_is_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real.jsonl");
+        let link = dir.path().join("link.jsonl");
+        std::fs::write(&real, "old").unwrap();
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        write_text(&link, "new").unwrap();
+        assert!(link.is_symlink());
+        assert_eq!(std::fs::read_to_string(&real).unwrap(), "new");
+    }
+
+    #[test]
+    fn a_fifo_is_written_through_not_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("pipe");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || {
+                let mut text = String::new();
+                File::open(fifo).unwrap().read_to_string(&mut text).unwrap();
+                text
+            })
+        };
+        write_text(&fifo, "through the pipe").unwrap();
+        assert_eq!(reader.join().unwrap(), "through the pipe");
+        use std::os::unix::fs::FileTypeExt;
+        assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
+    }
+
+    #[test]
+    fn a_device_node_is_written_through_not_replaced() {
+        // A scratch character device with /dev/null's numbers (1, 3), never the real one.
+        let dir = tempfile::tempdir().unwrap();
+        let dev = dir.path().join("null");
+        let made = std::process::Command::new("mknod")
+            .arg(&dev)
+            .args(["c", "1", "3"])
+            .status();
+        if !made.is_ok_and(|s| s.success()) {
+            eprintln!("SKIPPED: mknod needs root; the device case is not checked here");
+            return;
+        }
+        write_text(&dev, "discarded").unwrap();
+        use std::os::unix::fs::FileTypeExt;
+        assert!(std::fs::metadata(&dev)
+            .unwrap()
+            .file_type()
+            .is_char_device());
+        assert!(leftovers(dir.path()).is_empty());
+    }
+
+    #[test]
+    fn a_planted_symlink_at_an_old_temporary_name_is_never_written_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "keep me").unwrap();
+        // The name the first version used: `.NAME.tmp-PID`.
+        let planted = dir
+            .path()
+            .join(format!(".out.jsonl.tmp-{}", std::process::id()));
+        std::os::unix::fs::symlink(&victim, &planted).unwrap();
+        write_text(&dir.path().join("out.jsonl"), "result").unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+    }
+
+    #[test]
+    fn stale_temporaries_of_dead_processes_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        // PIDs above the kernel's pid_max (4,194,304 at most) belong to no process.
+        let stale = dir.path().join(".out.jsonl.tmp-4194999-abc123");
+        std::fs::write(&stale, "half a file").unwrap();
+        let live = dir
+            .path()
+            .join(format!(".out.jsonl.tmp-{}-keep", std::process::id()));
+        std::fs::write(&live, "another writer's").unwrap();
+        write_text(&dir.path().join("out.jsonl"), "result").unwrap();
+        assert!(!stale.exists());
+        assert!(live.exists());
+    }
 }

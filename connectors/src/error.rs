@@ -48,6 +48,9 @@ pub enum ConnectorError {
         #[source]
         source: crate::parquet::page_error::PageError,
     },
+    /// A file whose metadata contradicts itself or its size (crafted or damaged).
+    #[error("{path}: not a readable Parquet file: {message}")]
+    Corrupt { path: String, message: String },
     #[error("{path:?} has no file name")]
     NoFileName { path: String },
     #[error("{what}: {message}")]
@@ -96,17 +99,18 @@ impl ConnectorError {
     pub fn fault(&self) -> Fault {
         use ConnectorError::*;
         match self {
-            NoMatch { .. }
-            | BadPattern { .. }
+            BadPattern { .. }
             | NoFileName { .. }
             | Distribution { .. }
             | MissingEnv { .. } => Fault::User,
             Io { .. }
+            | NoMatch { .. }
             | Parquet { .. }
             | Arrow { .. }
             | MissingColumn { .. }
             | WrongType { .. }
             | ColumnChunk { .. }
+            | Corrupt { .. }
             | Kafka { .. }
             | NoSuchTopic { .. }
             | Delivery { .. } => Fault::External,

@@ -34,6 +34,7 @@ pub struct BatchArgs {
 }
 
 pub fn run(args: BatchArgs) -> Result<()> {
+    super::clean_up_on_signal();
     let config = Config::from_path(&args.config)?;
     if let Some(threads) = args.threads {
         if threads == 0 {

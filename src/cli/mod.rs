@@ -188,3 +188,15 @@ pub fn rand_seed() -> u64 {
     h.write_u64(std::process::id().into());
     h.finish()
 }
+
+/// On SIGINT or SIGTERM, removes the output files still being written (they would be left
+/// as hidden temporary files) and exits with 130, as a shell does for Ctrl-C.
+pub fn clean_up_on_signal() {
+    let installed = ctrlc::set_handler(|| {
+        ldpstream_connectors::atomic_file::remove_unfinished();
+        std::process::exit(130);
+    });
+    if let Err(e) = installed {
+        tracing::warn!(error = %e, "no signal handler: an interrupted run may leave a temporary file");
+    }
+}

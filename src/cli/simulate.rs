@@ -50,6 +50,7 @@ fn parse_groups(text: &str) -> Result<Vec<(String, u64)>> {
 }
 
 pub fn run(args: SimulateArgs) -> Result<()> {
+    super::clean_up_on_signal();
     let mechanism = args.mechanism.build()?;
     let p = parse_distribution(&args.p, mechanism.domain() as u32, "--p")?;
     let groups = args.groups.as_deref().map(parse_groups).transpose()?;

@@ -4,7 +4,6 @@
 //! Output is a pure function of the seed: rows are generated in fixed-size chunks, chunk k
 //! seeded from (seed, k), so the file is identical whatever the thread count.
 
-use std::fs::File;
 use std::sync::Arc;
 
 use arrow::array::{StringArray, TimestampMillisecondArray};
@@ -114,12 +113,6 @@ pub fn simulate_to_parquet(spec: &SimulateSpec, out: &str) -> Result<u64, Connec
     let sampler = super::sampler(spec.p.clone(), &format!("distribution {:?}", spec.p))?;
     let total = spec.total_rows();
     let schema = spec.schema();
-    let io = |source| ConnectorError::Io {
-        path: out.to_string(),
-        source,
-    };
-    let tmp = format!("{out}.tmp-{}", std::process::id());
-    let file = File::create(&tmp).map_err(io)?;
     let props = WriterProperties::builder()
         .set_compression(Compression::SNAPPY)
         .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
@@ -128,25 +121,25 @@ pub fn simulate_to_parquet(spec: &SimulateSpec, out: &str) -> Result<u64, Connec
         path: out.to_string(),
         source,
     };
-    let mut writer =
-        ArrowWriter::try_new(file, schema.clone(), Some(props)).map_err(parquet_err)?;
-    let chunks = total.div_ceil(CHUNK_ROWS);
-    let wave = rayon::current_num_threads().max(1) as u64;
-    let mut start = 0;
-    while start < chunks {
-        let end = (start + wave).min(chunks);
-        let batches: Vec<Result<RecordBatch, ConnectorError>> = (start..end)
-            .into_par_iter()
-            .map(|k| chunk_batch(spec, &sampler, schema.clone(), k, total))
-            .collect();
-        for batch in batches {
-            writer.write(&batch?).map_err(parquet_err)?;
+    crate::atomic_file::write_atomically(std::path::Path::new(out), |file| {
+        let mut writer =
+            ArrowWriter::try_new(file, schema.clone(), Some(props)).map_err(parquet_err)?;
+        let chunks = total.div_ceil(CHUNK_ROWS);
+        let wave = rayon::current_num_threads().max(1) as u64;
+        let mut start = 0;
+        while start < chunks {
+            let end = (start + wave).min(chunks);
+            let batches: Vec<Result<RecordBatch, ConnectorError>> = (start..end)
+                .into_par_iter()
+                .map(|k| chunk_batch(spec, &sampler, schema.clone(), k, total))
+                .collect();
+            for batch in batches {
+                writer.write(&batch?).map_err(parquet_err)?;
+            }
+            start = end;
         }
-        start = end;
-    }
-    let file = writer.into_inner().map_err(parquet_err)?;
-    file.sync_all().map_err(io)?;
-    std::fs::rename(&tmp, out).map_err(io)?;
+        writer.into_inner().map_err(parquet_err)
+    })?;
     Ok(total)
 }
 
