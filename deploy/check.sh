@@ -293,7 +293,7 @@ else
 fi
 # Give the 5 s curator windows and the rate windows enough samples, then every query.
 sleep $((started + 60 - $(date +%s) > 0 ? started + 60 - $(date +%s) : 0))
-run "$py" deploy/check/promql.py live "$root" "$prom"
+run "$py" deploy/check/promql.py live "$root" "$prom" "http://127.0.0.1:$serve_port"
 
 others=$(firing | grep -vE '^(LdpstreamNullRejected|LdpstreamSequentialNullRejected) ' || true)
 if [ -n "$others" ]; then

@@ -8,11 +8,12 @@
         be taken off that list. Writes every dashboard expression, with Grafana's variables
         replaced, as a recording rule to RULES_OUT, for `promtool check rules` to parse.
 
-    python promql.py live    REPO PROMETHEUS_URL
+    python promql.py live    REPO PROMETHEUS_URL SERVE_URL
         Every dashboard expression and variable query, run through Prometheus' HTTP API,
         returns at least one series; except those naming a pending metric or one listed in
         deploy/check/no-data-in-check.txt (Kafka-only metrics: the check runs the
-        simulator), which are reported as skipped. Also: every rule loaded and evaluates
+        simulator), which are reported as skipped. Every metric the rules and the dashboard
+        name (but those) is in serve's own /metrics text. Every rule loaded and evaluates
         without error.
 
 Exit status 1 on any failure.
@@ -200,11 +201,30 @@ def api(url, path, params):
     return body["data"]
 
 
-def live(repo, url):
+def scraped_names(serve_url):
+    with urllib.request.urlopen(f"{serve_url}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    return set(re.findall(r"^# TYPE (\S+) ", text, re.M))
+
+
+def live(repo, url, serve_url):
     dashboard, rules, pending, no_data = load(repo)
     exported = exported_names(repo)
     exprs, variables = dashboard_queries(dashboard)
     failed = skipped = passed = 0
+
+    scraped = scraped_names(serve_url)
+    named = set()
+    for _, e in exprs + rule_exprs(rules) + [(w, sel) for w, sel, _ in variables]:
+        named |= {base_name(n, exported) for n in metric_names(substitute(e))}
+    for n in sorted(named - PROMETHEUS_SERIES - set(pending) - set(no_data)):
+        if n in scraped:
+            passed += 1
+        else:
+            failed += 1
+            print(f"FAIL {n} is named in deploy/ but not in serve's /metrics")
+    print(f"{len(named)} metric names in the rules and the dashboard; serve's /metrics has "
+          f"{len(scraped)} families")
 
     def why_skip(expr):
         names = {base_name(n, exported) for n in metric_names(expr)}
@@ -255,8 +275,8 @@ def live(repo, url):
 def main(argv):
     if len(argv) == 4 and argv[1] == "static":
         return 1 if static(argv[2], argv[3]) else 0
-    if len(argv) == 4 and argv[1] == "live":
-        return 1 if live(argv[2], argv[3]) else 0
+    if len(argv) == 5 and argv[1] == "live":
+        return 1 if live(argv[2], argv[3], argv[4]) else 0
     sys.exit(__doc__)
 
 
