@@ -306,8 +306,14 @@ if curl -fsS "http://127.0.0.1:$serve_port/readyz" >/dev/null; then
 else
   fail "/readyz not 200"
 fi
+# For the Kubernetes resource requests: what serve used on this scenario.
 rss=$(sed -nE 's/^VmHWM:[[:space:]]+([0-9]+) kB/\1/p' "/proc/$serve_pid/status" 2>/dev/null || true)
-[ -n "$rss" ] && echo "serve peak RSS after $(($(date +%s) - started)) s (three streams, 42,500 reports/s): $((rss / 1024)) MiB"
+ticks=$(awk '{print $14 + $15}' "/proc/$serve_pid/stat" 2>/dev/null || true)
+if [ -n "$rss" ] && [ -n "$ticks" ]; then
+  elapsed=$(($(date +%s) - started))
+  echo "serve over $elapsed s (three streams, 42,500 reports/s): peak RSS $((rss / 1024)) MiB," \
+    "CPU $(awk -v t="$ticks" -v hz="$(getconf CLK_TCK)" -v s="$elapsed" 'BEGIN{printf "%.2f", t/hz/s}') cores"
+fi
 
 echo
 if [ "$failures" -eq 0 ]; then

@@ -115,7 +115,7 @@ def listed(path):
         for line in f:
             body, _, note = line.partition("#")
             if body.strip():
-                out[body.split()[0]] = (body.strip() + " " + note.strip()).strip()
+                out[body.split()[0]] = note.strip()
     return out
 
 
@@ -177,7 +177,7 @@ def static(repo, rules_out):
             print(f"FAIL {name} is listed as pending but nothing in deploy/ uses it")
             failed += 1
         else:
-            print(f"PENDING {pending[name]}")
+            print(f"PENDING {name}: {pending[name]}")
     # Every dashboard expression as a recording rule, for `promtool check rules` to parse.
     doc = {"groups": [{"name": "dashboard", "rules": [
         {"record": f"dashboard:query_{i}", "expr": substitute(e)} for i, (_, e) in enumerate(exprs)
