@@ -137,6 +137,7 @@ print(f"kustomization.yaml lists all {len(listed)} manifests")
 EOF
 
 step "5. Grafana dashboard and rules: metric names, PromQL syntax"
+run "$py" -m unittest -q deploy/check/test_promql.py
 run "$py" deploy/check/promql.py static "$root" "$work/dashboard_rules.yml"
 run promtool check rules "$work/dashboard_rules.yml"
 run "$py" -c 'import sys, yaml; [yaml.safe_load(open(f)) for f in sys.argv[1:]]' \

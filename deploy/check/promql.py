@@ -154,6 +154,22 @@ def static(repo, rules_out):
     exprs, variables = dashboard_queries(dashboard)
     everything = exprs + rule_exprs(rules) + [(w, sel) for w, sel, _ in variables]
     failed = 0
+    # The dashboard's own shape: unique panel ids, a query in every panel, one data source.
+    ids = []
+    for p in dashboard["panels"]:
+        ids.append(p["id"])
+        if p["type"] == "row":
+            continue
+        if not p.get("targets"):
+            print(f"FAIL panel {p['id']} {p['title']!r} has no query")
+            failed += 1
+        for ds in [p.get("datasource")] + [t.get("datasource") for t in p.get("targets", [])]:
+            if ds != {"type": "prometheus", "uid": "${datasource}"}:
+                print(f"FAIL panel {p['id']} {p['title']!r}: data source {ds}, not the variable")
+                failed += 1
+    if len(ids) != len(set(ids)):
+        print(f"FAIL duplicate panel ids: {sorted(ids)}")
+        failed += 1
     used_pending = set()
     for where, expr in everything:
         names = metric_names(substitute(expr))
