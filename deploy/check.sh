@@ -24,6 +24,7 @@
 # Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+export PYTHONDONTWRITEBYTECODE=1
 root=$(pwd)
 static_only=0
 [ "${1:-}" = "--static" ] && static_only=1
