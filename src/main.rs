@@ -34,6 +34,22 @@ enum Command {
     Plan(cli::plan::PlanArgs),
 }
 
+/// The error and its causes, each cause only once: most of our errors already print
+/// their source (`{path}: {source}`), so anyhow's `{:#}` would print it twice.
+fn message(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let part = cause.to_string();
+        if !text.contains(&part) {
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
+            text.push_str(&part);
+        }
+    }
+    text
+}
+
 /// Exit code 2 for the user's mistakes (command line, config), 1 for everything else.
 fn exit_code(error: &anyhow::Error) -> u8 {
     let user_error = error.chain().any(|e| {
@@ -54,6 +70,8 @@ fn exit_code(error: &anyhow::Error) -> u8 {
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        // Colour codes only for a person at a terminal, never into a log file or pipe.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
@@ -70,7 +88,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", message(&e));
             ExitCode::from(exit_code(&e))
         }
     }

@@ -686,7 +686,9 @@ fn crafted_parquet_footer_is_an_error_naming_the_file_not_a_panic() {
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let e = stderr(&o);
     assert!(
-        e.contains("crafted.parquet") && e.contains("not inside the file") && !e.contains("panicked"),
+        e.contains("crafted.parquet")
+            && e.contains("not inside the file")
+            && !e.contains("panicked"),
         "{e}"
     );
     let o = ldpstream(&[
@@ -701,7 +703,9 @@ fn crafted_parquet_footer_is_an_error_naming_the_file_not_a_panic() {
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let e = stderr(&o);
     assert!(
-        e.contains("crafted.parquet") && e.contains("not inside the file") && !e.contains("panicked"),
+        e.contains("crafted.parquet")
+            && e.contains("not inside the file")
+            && !e.contains("panicked"),
         "{e}"
     );
 }

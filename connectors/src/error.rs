@@ -99,10 +99,9 @@ impl ConnectorError {
     pub fn fault(&self) -> Fault {
         use ConnectorError::*;
         match self {
-            BadPattern { .. }
-            | NoFileName { .. }
-            | Distribution { .. }
-            | MissingEnv { .. } => Fault::User,
+            BadPattern { .. } | NoFileName { .. } | Distribution { .. } | MissingEnv { .. } => {
+                Fault::User
+            }
             Io { .. }
             | NoMatch { .. }
             | Parquet { .. }

@@ -9,6 +9,10 @@ use rand::SeedableRng;
 
 use super::UsageError;
 
+/// More worker threads than this is a typo: each one reserves a stack, and creating tens of
+/// thousands takes the operating system a minute before it refuses.
+const MAX_THREADS: usize = 1024;
+
 #[derive(clap::Args)]
 pub struct BatchArgs {
     /// The TOML config (see config/README.md).
@@ -37,8 +41,11 @@ pub fn run(args: BatchArgs) -> Result<()> {
     super::clean_up_on_signal();
     let config = Config::from_path(&args.config)?;
     if let Some(threads) = args.threads {
-        if threads == 0 {
-            bail!(UsageError("--threads must be at least 1".into()));
+        if threads == 0 || threads > MAX_THREADS {
+            bail!(UsageError(format!(
+                "--threads {threads}: must be from 1 to {MAX_THREADS} (the fold is CPU-bound; \
+                 more threads than cores only adds overhead)"
+            )));
         }
         rayon::ThreadPoolBuilder::new()
             .num_threads(threads)

@@ -27,8 +27,13 @@ pub fn run(args: ServeArgs) -> Result<()> {
         .as_deref()
         .map(|d| {
             ldpstream_config::DurationMs::parse(d)
-                .map(|d| d.as_std())
                 .map_err(|e| usage(format!("--duration: {e}")))
+                .and_then(|d| match d.millis() {
+                    0 => Err(usage(format!(
+                        "--duration {d}: must be longer than 0 (omit it to run until a signal)"
+                    ))),
+                    _ => Ok(d.as_std()),
+                })
         })
         .transpose()?;
     if let Some(listen) = &args.listen {

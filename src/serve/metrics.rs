@@ -18,6 +18,8 @@ pub struct Metrics {
     pub statistic: GaugeVec,
     pub p_value: GaugeVec,
     pub reject: IntGaugeVec,
+    pub final_reject: IntGaugeVec,
+    pub null_probability: GaugeVec,
     pub window_reports: IntGaugeVec,
     pub estimate: GaugeVec,
     pub kafka_lag: IntGaugeVec,
@@ -148,6 +150,29 @@ impl Metrics {
                     &["stream"],
                 ),
             )?,
+            final_reject: register(
+                &r,
+                IntGaugeVec::new(
+                    Opts::new(
+                        "ldpstream_test_final_reject",
+                        "1 when the newest final (closed) window of a fixed-n test rejected its \
+                         null, else 0. Provisional snapshots never change it: alert on this, \
+                         not on ldpstream_test_reject.",
+                    ),
+                    &result_labels,
+                ),
+            )?,
+            null_probability: register(
+                &r,
+                GaugeVec::new(
+                    Opts::new(
+                        "ldpstream_null_probability",
+                        "The null distribution of a goodness-of-fit or identity test, per \
+                         category (set at start).",
+                    ),
+                    &["stream", "test", "category"],
+                ),
+            )?,
             snapshot_seconds: register(
                 &r,
                 Histogram::with_opts(
@@ -185,6 +210,11 @@ impl Metrics {
         self.reject
             .with_label_values(&labels)
             .set(i64::from(record.reject));
+        if record.is_final {
+            self.final_reject
+                .with_label_values(&labels)
+                .set(i64::from(record.reject));
+        }
         self.window_reports
             .with_label_values(&labels)
             .set(i64::try_from(record.n).unwrap_or(i64::MAX));
@@ -198,6 +228,18 @@ impl Metrics {
                     category.as_str(),
                 ])
                 .set(*e);
+        }
+    }
+
+    /// Exports the null distributions of a stream's tests that have one.
+    pub fn observe_nulls(&self, stream: &ldpstream_config::StreamConfig, domain: usize) {
+        for test in &stream.tests {
+            let Some(null) = &test.null else { continue };
+            for (j, p) in null.probabilities(domain).into_iter().enumerate() {
+                self.null_probability
+                    .with_label_values(&[stream.name.as_str(), test.name.as_str(), &j.to_string()])
+                    .set(p);
+            }
         }
     }
 

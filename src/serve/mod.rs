@@ -40,6 +40,9 @@ pub use shared::Shared;
 use crate::error::Error;
 use checkpoint::StreamCheckpoint;
 
+/// How long open HTTP connections may delay the exit once the service stops.
+const HTTP_SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
+
 /// Command-line overrides of the config's `[serve]` table.
 #[derive(Debug, Clone, Default)]
 pub struct ServeOptions {
@@ -150,6 +153,7 @@ pub async fn run(config: Config, options: ServeOptions) -> Result<(), Error> {
     for stream in &config.streams {
         let mechanism = Mechanism::from_config(&stream.mechanism)?;
         let layout = ReportLayout::of(stream, &mechanism);
+        shared.metrics.observe_nulls(stream, mechanism.domain());
         let width = stream_pane_width(stream);
         let lateness = stream.allowed_lateness.millis() as i64;
         let mut restored_ledger = None;
@@ -283,7 +287,19 @@ pub async fn run(config: Config, options: ServeOptions) -> Result<(), Error> {
         }
     }
     let _ = http_stop_tx.send(());
-    let _ = http.await;
+    // Graceful shutdown waits for open connections; a client that never finishes its
+    // request must not keep the service alive past SIGTERM or --duration.
+    let http_abort = http.abort_handle();
+    if tokio::time::timeout(HTTP_SHUTDOWN_GRACE, http)
+        .await
+        .is_err()
+    {
+        warn!(
+            grace = ?HTTP_SHUTDOWN_GRACE,
+            "HTTP connections still open after the shutdown grace period; closing them"
+        );
+        http_abort.abort();
+    }
     match failure {
         Some(e) => Err(e),
         None => Ok(()),

@@ -28,7 +28,9 @@ pub struct InputFile {
 pub fn resolve_inputs(patterns: &[String]) -> Result<Vec<PathBuf>, ConnectorError> {
     let mut files = Vec::new();
     for pattern in patterns {
-        let is_glob = pattern.contains(['*', '?', '[']);
+        // A path that exists is that path, even when its name has glob characters
+        // (`x[1].parquet`).
+        let is_glob = pattern.contains(['*', '?', '[']) && !Path::new(pattern).exists();
         if !is_glob {
             let path = PathBuf::from(pattern);
             std::fs::metadata(&path).map_err(|source| ConnectorError::Io {
