@@ -10,8 +10,7 @@ use crate::error::EngineError;
 use crate::mechanism::{Mechanism, NoiseKind};
 use crate::record::TestRecord;
 use crate::sequential::{
-    anytime_p_value, crosses, gof_e_process, independence_e_process, two_sample_e_process,
-    EProcess,
+    anytime_p_value, crosses, gof_e_process, independence_e_process, two_sample_e_process, EProcess,
 };
 use crate::sketch::Sketch;
 use crate::stats::{

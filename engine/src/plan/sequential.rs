@@ -67,7 +67,9 @@ impl Bessel {
             (k > 0)
                 .then(|| ChiSquared::new(f64::from(k)))
                 .transpose()
-                .map_err(|e| EngineError::invalid("degrees of freedom", nu, "at least 1").with_detail(e))
+                .map_err(|e| {
+                    EngineError::invalid("degrees of freedom", nu, "at least 1").with_detail(e)
+                })
         };
         Ok(Bessel {
             from_zero: chi(nu.saturating_sub(1))?,
@@ -91,7 +93,14 @@ impl Bessel {
 
 /// Detection times (at the cap when undetected) of `STREAMS` walks with per-report
 /// noncentrality `unit` in ν dimensions, looked at every `step` reports.
-fn simulate(unit: f64, nu: u32, step: u64, cap: u64, alpha: f64, seed: u64) -> Result<Vec<u64>, EngineError> {
+fn simulate(
+    unit: f64,
+    nu: u32,
+    step: u64,
+    cap: u64,
+    alpha: f64,
+    seed: u64,
+) -> Result<Vec<u64>, EngineError> {
     let bessel = Bessel::new(nu)?;
     let threshold = (1.0 / alpha).ln();
     let drift = unit.sqrt();
@@ -183,7 +192,10 @@ mod tests {
         for nu in [1u32, 2, 15] {
             let times = simulate(0.0, nu, 50, 100_000, 0.05, 9).unwrap();
             let rate = times.iter().filter(|&&t| t < 100_000).count() as f64 / STREAMS as f64;
-            assert!(rate <= 0.05 + 2.0 * (0.05f64 * 0.95 / STREAMS as f64).sqrt(), "ν={nu}: {rate}");
+            assert!(
+                rate <= 0.05 + 2.0 * (0.05f64 * 0.95 / STREAMS as f64).sqrt(),
+                "ν={nu}: {rate}"
+            );
         }
     }
 }

@@ -28,17 +28,7 @@ use statrs::function::gamma::ln_gamma;
 /// the best-tuned component within a factor of two of the optimum for detection times from
 /// tens to tens of millions of reports.
 pub const KAPPA_GRID: [f64; 12] = [
-    4.0,
-    16.0,
-    64.0,
-    256.0,
-    1024.0,
-    4096.0,
-    16384.0,
-    65536.0,
-    262144.0,
-    1048576.0,
-    4194304.0,
+    4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0, 4194304.0,
     16777216.0,
 ];
 
@@ -76,10 +66,7 @@ pub fn log_e_single(counts: &[u64], q0: &[f64], kappa: f64) -> f64 {
 
 /// `ln` of the equal-weight mixture `(1/|grid|) Σ_κ E_n(κ)`, by log-sum-exp.
 pub fn log_e_mixture(counts: &[u64], q0: &[f64], grid: &[f64]) -> f64 {
-    let logs: Vec<f64> = grid
-        .iter()
-        .map(|&k| log_e_single(counts, q0, k))
-        .collect();
+    let logs: Vec<f64> = grid.iter().map(|&k| log_e_single(counts, q0, k)).collect();
     log_mean_exp(&logs)
 }
 
@@ -106,7 +93,10 @@ mod tests {
     /// With no reports every component is exactly 1.
     #[test]
     fn empty_sketch_is_one() {
-        assert_eq!(log_e_mixture(&[0, 0, 0], &[0.2, 0.3, 0.5], &KAPPA_GRID), 0.0);
+        assert_eq!(
+            log_e_mixture(&[0, 0, 0], &[0.2, 0.3, 0.5], &KAPPA_GRID),
+            0.0
+        );
     }
 
     /// One report: the Dirichlet predictive of the first report is q0 itself, so E_1 = 1.

@@ -93,12 +93,18 @@ mod tests {
             })
             .sum();
         let closed = log_e_single(z * z / t, 1, t, r).exp();
-        assert!((integral - closed).abs() < 1e-9 * closed, "{integral} vs {closed}");
+        assert!(
+            (integral - closed).abs() < 1e-9 * closed,
+            "{integral} vs {closed}"
+        );
     }
 
     #[test]
     fn is_one_before_the_start_and_for_nan() {
-        assert_eq!(log_e_mixture(1e6, 3, ASYMPTOTIC_START - 1.0, &PRECISION_GRID), 0.0);
+        assert_eq!(
+            log_e_mixture(1e6, 3, ASYMPTOTIC_START - 1.0, &PRECISION_GRID),
+            0.0
+        );
         assert_eq!(log_e_mixture(f64::NAN, 3, 1e6, &PRECISION_GRID), 0.0);
     }
 

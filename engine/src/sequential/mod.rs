@@ -201,7 +201,9 @@ pub fn independence_e_process(
     }
     let n = sketch.n();
     let outcome = match (mechanism, sketch) {
-        (Mechanism::Grr(m), Sketch::Counts(s)) => local_exp_ind(m.epsilon(), rows, cols, s.counts()),
+        (Mechanism::Grr(m), Sketch::Counts(s)) => {
+            local_exp_ind(m.epsilon(), rows, cols, s.counts())
+        }
         (Mechanism::BitFlip(m), Sketch::Bits(s)) => {
             local_bitflip_ind(m, rows, cols, s.bit_counts(), n)
         }
@@ -211,7 +213,11 @@ pub fn independence_e_process(
         _ => return Err(unsupported("independence", mechanism)),
     };
     let d = outcome.decision;
-    Ok(EProcess::asymptotic(d.statistic, d.df.unwrap_or(0), n as f64))
+    Ok(EProcess::asymptotic(
+        d.statistic,
+        d.df.unwrap_or(0),
+        n as f64,
+    ))
 }
 
 /// The two-sample e-process of samples `a` and `b`, in information time
@@ -238,7 +244,10 @@ pub fn two_sample_e_process(
             bitflip_two_sample(m, x.bit_counts(), n1, y.bit_counts(), n2)
         }
         (
-            Mechanism::Grr(_) | Mechanism::Channel(_) | Mechanism::Raw { .. } | Mechanism::BitFlip(_),
+            Mechanism::Grr(_)
+            | Mechanism::Channel(_)
+            | Mechanism::Raw { .. }
+            | Mechanism::BitFlip(_),
             _,
             _,
         ) => return Err(mechanism.sketch_mismatch(a)),
