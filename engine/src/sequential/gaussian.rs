@@ -63,7 +63,7 @@ pub fn log_e_single(statistic: f64, df: u32, t: f64, r: f64) -> f64 {
 /// `ln` of the equal-weight mixture over `grid`; 0 (e = 1) before [`ASYMPTOTIC_START`] and
 /// for an undefined (NaN) statistic, which carries no evidence.
 pub fn log_e_mixture(statistic: f64, df: u32, t: f64, grid: &[f64]) -> f64 {
-    if !(t >= ASYMPTOTIC_START) || statistic.is_nan() || df == 0 {
+    if t.is_nan() || t < ASYMPTOTIC_START || statistic.is_nan() || df == 0 {
         return 0.0;
     }
     let logs: Vec<f64> = grid
