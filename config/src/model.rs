@@ -390,6 +390,11 @@ pub struct TestConfig {
     /// SubsampleAndAggregate: the non-private tester run on the chosen block.
     #[serde(default)]
     pub inner: InnerTester,
+    /// Anytime-valid mode: the test maintains an e-process, records carry `e_value` and
+    /// `anytime_p_value`, and `reject` is `e_value >= 1/alpha`, valid however many times
+    /// the window is looked at.
+    #[serde(default)]
+    pub sequential: bool,
 }
 
 fn default_epsilon_split() -> f64 {

@@ -155,6 +155,19 @@ impl Config {
                         }
                     },
                 };
+                if test.sequential && !supports_sequential(test.kind, &stream.mechanism) {
+                    return Err(ConfigError::invalid(
+                        format!("{tat}.sequential"),
+                        true,
+                        format!(
+                            "false: a sequential (anytime-valid) {:?} test is not offered on a {} stream; \
+                             sequential mode covers gof on every mechanism, independence on grr and \
+                             bitflip, and two_sample on grr, matrix, raw and bitflip",
+                            test.kind,
+                            stream.mechanism.kind()
+                        ),
+                    ));
+                }
                 if test.calibration == Calibration::MonteCarlo && test.kind != TestKind::Gof {
                     return Err(ConfigError::invalid(
                         format!("{tat}.calibration"),
@@ -275,6 +288,25 @@ fn validate_pane_count(at: &str, stream: &crate::StreamConfig) -> Result<(), Con
         }
     }
     Ok(())
+}
+
+/// The (kind, mechanism) pairs that have an e-process (engine `sequential` module).
+fn supports_sequential(kind: TestKind, mechanism: &MechanismConfig) -> bool {
+    match kind {
+        TestKind::Gof => true,
+        TestKind::Independence => matches!(
+            mechanism,
+            MechanismConfig::Grr { .. } | MechanismConfig::Bitflip { .. }
+        ),
+        TestKind::TwoSample => matches!(
+            mechanism,
+            MechanismConfig::Grr { .. }
+                | MechanismConfig::Matrix { .. }
+                | MechanismConfig::Raw { .. }
+                | MechanismConfig::Bitflip { .. }
+        ),
+        TestKind::Uniformity | TestKind::Identity => false,
+    }
 }
 
 fn validate_window(key: &str, window: &WindowConfig) -> Result<(), ConfigError> {
@@ -812,6 +844,29 @@ window = { kind = "global" }
         assert_eq!(c.streams.len(), 1);
         assert_eq!(c.streams[0].columns.group_by, vec!["group".to_string()]);
         assert_eq!(c.streams[0].tests[0].alpha, 0.05);
+    }
+
+    #[test]
+    fn sequential_defaults_off_and_is_checked_per_kind_and_mechanism() {
+        let c = Config::from_toml_str(GOOD, "test.toml").unwrap();
+        assert!(!c.streams[0].tests[0].sequential);
+        let on = GOOD.replace("alpha = 0.05", "alpha = 0.05\nsequential = true");
+        let c = Config::from_toml_str(&on, "test.toml").unwrap();
+        assert!(c.streams[0].tests[0].sequential);
+        let gauss_ind = on
+            .replace(
+                "{ kind = \"grr\", epsilon = 1.0, domain = 4 }",
+                "{ kind = \"gauss\", rho = 1.0, domain = 4 }",
+            )
+            .replace(
+                "kind = \"gof\"\nnull = \"uniform\"",
+                "kind = \"independence\"\nrows = 2\ncols = 2",
+            );
+        let e = err(&gauss_ind);
+        assert!(e.contains("test[0] (\"uniform_gof\").sequential"), "{e}");
+        assert!(e.contains("gauss stream"), "{e}");
+        // The same independence test without sequential mode is fine.
+        Config::from_toml_str(&gauss_ind.replace("\nsequential = true", ""), "t").unwrap();
     }
 
     #[test]

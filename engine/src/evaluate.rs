@@ -9,6 +9,9 @@ use rand::SeedableRng;
 use crate::error::EngineError;
 use crate::mechanism::{Mechanism, NoiseKind};
 use crate::record::TestRecord;
+use crate::sequential::{
+    anytime_p_value, crosses, gof_e_process, independence_e_process, two_sample_e_process, EProcess,
+};
 use crate::sketch::Sketch;
 use crate::stats::{
     bitflip_two_sample, genrr_two_sample, local_bitflip_ind, local_exp_ind, local_noise_ind,
@@ -55,9 +58,22 @@ struct Outcome {
     fit_iterations: Option<u32>,
     fit_converged: Option<bool>,
     inconclusive_reason: Option<String>,
+    /// Sequential tests: this look's e-value.
+    e_value: Option<f64>,
 }
 
 impl Outcome {
+    /// Sequential mode: the decision is Ville's `e ≥ 1/α` on this look alone; the running
+    /// maximum across looks (and "once rejected, stays rejected") is the caller's, kept in a
+    /// [`crate::sequential::SequentialState`]. A test the data cannot yet support stays
+    /// unrejected, as in fixed-n mode.
+    fn sequential(mut self, e: EProcess, alpha: f64) -> Self {
+        let e_value = e.e_value();
+        self.e_value = Some(e_value);
+        self.reject = self.inconclusive_reason.is_none() && crosses(e_value, alpha);
+        self
+    }
+
     fn chi2(d: Decision, alpha: f64) -> Self {
         Outcome {
             statistic: Some(d.statistic),
@@ -95,8 +111,25 @@ pub fn evaluate(
         Outcome::inconclusive("no reports in the window")
     } else {
         match test.kind {
-            TestKind::Gof => gof(test, method, mechanism, sketch)?,
-            TestKind::Independence => independence(test, method, mechanism, sketch)?,
+            TestKind::Gof => {
+                let outcome = gof(test, method, mechanism, sketch)?;
+                if test.sequential {
+                    let p0 = null_of(test, mechanism)?;
+                    outcome.sequential(gof_e_process(mechanism, sketch, &p0)?, test.alpha)
+                } else {
+                    outcome
+                }
+            }
+            TestKind::Independence => {
+                let outcome = independence(test, method, mechanism, sketch)?;
+                if test.sequential {
+                    let (rows, cols) = table_of(test)?;
+                    let e = independence_e_process(mechanism, sketch, rows, cols)?;
+                    outcome.sequential(e, test.alpha)
+                } else {
+                    outcome
+                }
+            }
             TestKind::TwoSample | TestKind::Uniformity | TestKind::Identity => {
                 return Err(EngineError::InvalidParameter {
                     name: "kind",
@@ -136,7 +169,12 @@ pub fn evaluate_two_sample(
             ) => bitflip_two_sample(m, x.bit_counts(), x.n(), y.bit_counts(), y.n()),
             _ => return Err(mechanism.sketch_mismatch(a)),
         };
-        Outcome::chi2(decision, test.alpha)
+        let outcome = Outcome::chi2(decision, test.alpha);
+        if test.sequential {
+            outcome.sequential(two_sample_e_process(mechanism, a, b)?, test.alpha)
+        } else {
+            outcome
+        }
     };
     // The record's estimates describe the two samples pooled.
     let mut pooled = a.clone();
@@ -153,21 +191,35 @@ pub fn evaluate_two_sample(
     )
 }
 
-fn gof(
-    test: &TestConfig,
-    method: TestMethod,
-    mechanism: &Mechanism,
-    sketch: &Sketch,
-) -> Result<Outcome, EngineError> {
-    let p0 = test
-        .null
+fn null_of(test: &TestConfig, mechanism: &Mechanism) -> Result<Vec<f64>, EngineError> {
+    test.null
         .as_ref()
         .map(|n| n.probabilities(mechanism.domain()))
         .ok_or(EngineError::InvalidParameter {
             name: "null",
             value: "(missing)".into(),
             allowed: "a null distribution for a gof test",
-        })?;
+        })
+}
+
+fn table_of(test: &TestConfig) -> Result<(usize, usize), EngineError> {
+    match (test.rows, test.cols) {
+        (Some(r), Some(c)) => Ok((r as usize, c as usize)),
+        _ => Err(EngineError::InvalidParameter {
+            name: "rows",
+            value: "(missing)".into(),
+            allowed: "rows and cols for an independence test",
+        }),
+    }
+}
+
+fn gof(
+    test: &TestConfig,
+    method: TestMethod,
+    mechanism: &Mechanism,
+    sketch: &Sketch,
+) -> Result<Outcome, EngineError> {
+    let p0 = null_of(test, mechanism)?;
     let r = run_gof(
         mechanism,
         sketch,
@@ -199,16 +251,7 @@ fn independence(
     mechanism: &Mechanism,
     sketch: &Sketch,
 ) -> Result<Outcome, EngineError> {
-    let (rows, cols) = match (test.rows, test.cols) {
-        (Some(r), Some(c)) => (r as usize, c as usize),
-        _ => {
-            return Err(EngineError::InvalidParameter {
-                name: "rows",
-                value: "(missing)".into(),
-                allowed: "rows and cols for an independence test",
-            })
-        }
-    };
+    let (rows, cols) = table_of(test)?;
     let n = sketch.n();
     let result = match (method, mechanism, sketch) {
         (TestMethod::LocalExpIND, Mechanism::Grr(m), Sketch::Counts(s)) => {
@@ -342,6 +385,8 @@ fn record(
         inconclusive_reason: outcome.inconclusive_reason,
         is_final: false,
         late_reports: 0,
+        e_value: outcome.e_value,
+        anytime_p_value: outcome.e_value.map(anytime_p_value),
     })
 }
 

@@ -12,6 +12,7 @@ pub mod mechanism;
 pub mod mle;
 pub mod plan;
 pub mod record;
+pub mod sequential;
 pub mod sketch;
 pub mod stats;
 pub mod stream;

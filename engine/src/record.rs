@@ -82,6 +82,14 @@ pub struct TestRecord {
     /// (or had no event time), up to this result. Per stream, not per group.
     #[serde(default)]
     pub late_reports: u64,
+    /// Sequential tests: the e-value of the test's e-process at this snapshot (capped at
+    /// the largest f64); `reject` is `e_value >= 1/alpha`. Null for fixed-n tests.
+    #[serde(default)]
+    pub e_value: Option<f64>,
+    /// Sequential tests: `min(1, 1/max e-value so far)`, valid however many snapshots of
+    /// the window are looked at. Null for fixed-n tests.
+    #[serde(default)]
+    pub anytime_p_value: Option<f64>,
 }
 
 impl TestRecord {

@@ -10,10 +10,12 @@ mod alternative;
 mod ncx2;
 mod noncentrality;
 mod power;
+mod sequential;
 mod svg;
 
 pub use alternative::{Alternative, Hypotheses};
 pub use ncx2::{chi2_isf, ncx2_sf};
 pub use noncentrality::{noncentrality, PlanMechanism};
 pub use power::{asymptotic_power, power, required_n};
+pub use sequential::{sequential_detection, Detection};
 pub use svg::power_svg;

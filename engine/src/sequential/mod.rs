@@ -1,0 +1,334 @@
+//! Anytime-valid (sequential) tests: e-processes computed from a sketch snapshot.
+//!
+//! A monitor that evaluates a fixed-n χ² test at every snapshot of a growing window loses
+//! its level: each look is another chance of a false alarm. An **e-process** `E_n` is
+//! non-negative with `E[E_τ] ≤ 1` under H0 at every stopping time τ, so by Ville's
+//! inequality `P(∃n: E_n ≥ 1/α) ≤ α` however often, and whenever, it is looked at.
+//! Rejecting at `e ≥ 1/α` and reporting `anytime_p_value = min(1, 1/max e so far)` is then
+//! valid under continuous monitoring.
+//!
+//! # Constructions
+//!
+//! | test | mechanism | construction | validity |
+//! |---|---|---|---|
+//! | gof | grr, matrix, raw | Dirichlet–multinomial mixture LR against `q0 = G·p0` on the signal counts ([`dirichlet`]) | exact, every n |
+//! | gof | hadamard, cohort | the same on the 2J (row, sign) outcomes, `q0(j, ±) = (½ ± η (F p0)_j)/J` | exact, every n |
+//! | gof | bitflip | Gaussian mixture on LocalBitFlipGOF's whitened statistic, ν = d−1 ([`gaussian`]) | asymptotic, from n = 1000 |
+//! | gof | gauss, laplace | Gaussian mixture on LocalNoiseGOF's statistic, ν = d−1 | asymptotic, from n = 1000 |
+//! | independence | grr, bitflip | Gaussian mixture on LocalExpIND / LocalBitFlipIND, ν = (r−1)(c−1) | asymptotic, from n = 1000 |
+//! | two_sample | grr, matrix, raw, bitflip | Gaussian mixture on the two-sample χ² in information time `n1·n2/(n1+n2)` | asymptotic, from `n1·n2/(n1+n2)` = 1000 |
+//!
+//! Every construction is a pure function of the sketch (of both sketches for two
+//! samples): there is no running state beyond the running maximum, which
+//! [`SequentialState`] keeps. Batch, serve, a split over partitions and a restart from a
+//! checkpointed sketch therefore give bit-identical e-values.
+//!
+//! The mixtures are equal-weight averages over a grid of effect scales (κ for the
+//! Dirichlet prior, r for the Gaussian prior): an average of e-processes is an e-process,
+//! and the average costs at most `ln(grid size)` nats against the best single scale.
+//!
+//! Why not a running-MLE (universal inference) likelihood ratio for the composite nulls:
+//! its state is the whole sequence of plug-in predictions, so it is not a function of the
+//! sketch and cannot survive merges of partitions; the χ²-mixture is, at the price of
+//! being asymptotic.
+//!
+//! # Cost (measured once by hand, release test profile, shared 2-core machine; not a benchmark)
+//!
+//! | sketch | fixed-n statistic alone | e-process alone |
+//! |---|---|---|
+//! | bitflip d = 65,536, n = 10⁷ | 1.9–2.1 ms | 0.9–2.4 ms (it reuses the statistic) |
+//! | grr d = 65,536, n ≈ 10⁷ | 0.16 ms | 2.9 ms (69 ms before grouping equal cells) |
+//! | hadamard d = 65,536 | 0.43 ms | 4.3 ms |
+//! | grr d = 16 (per group; ×1000 groups) | 0.15 µs | 17 µs |
+//!
+//! A whole `evaluate` snapshot also computes the estimate and the MLE: for bitflip at
+//! d = 65,536 it took 11–29 ms with or without the e-process, and for grr at d = 65,536 the
+//! EM of the MLE alone ran for over a minute, so there the e-process is noise. The
+//! Dirichlet mixture costs 12 ln Γ pairs per distinct (q0_k, c_k) cell; for small d with
+//! many groups it is ~100× the bare χ² statistic, and whether that stays within 2× of the
+//! whole snapshot (with its MLE) is still to be benched (criterion, d = 16, 1000 groups).
+//!
+//! # README section (draft)
+//!
+//! The text below is meant to be pasted into the project README.
+//!
+//! ```text
+//! ## Sequential (anytime-valid) tests
+//!
+//! `serve` snapshots every open window every `snapshot_interval`, and each snapshot is
+//! another look at the same growing sample: a fixed-n χ² test run at every look loses its
+//! level (in the demo's setting, 55% false alarms over an hour at nominal 5%). Set
+//! `sequential = true` on a `[[stream.test]]` to run it as an e-process instead:
+//!
+//! - records carry `e_value` and `anytime_p_value = min(1, 1/max e-value so far)`;
+//! - `reject` is `e_value >= 1/alpha`, and once a window has rejected it stays rejected;
+//! - by Ville's inequality, P(ever reject | H0) <= alpha however many looks are taken.
+//!
+//! | test | mechanisms | construction | valid |
+//! |---|---|---|---|
+//! | gof | grr, matrix, raw | Dirichlet–multinomial mixture likelihood ratio against q0 = G·p0, equal-weight mixture over κ = 4, 16, …, 4^12 (Lindon & Malek 2022) | exactly, at every n |
+//! | gof | hadamard, cohort | the same on the (row, sign) outcomes | exactly, at every n |
+//! | gof | bitflip, gauss, laplace | Gaussian mixture (method of mixtures) on the whitened LocalBitFlipGOF / LocalNoiseGOF statistic, mixture over r = 4^4 … 4^14 (Howard et al. 2021) | asymptotically; the e-value is 1 before n = 1000 |
+//! | independence | grr, bitflip | the same mixture on LocalExpIND / LocalBitFlipIND (time-uniform CLT, Waudby-Smith et al.) | asymptotically, from n = 1000 |
+//! | two_sample | grr, matrix, raw, bitflip | the same mixture on the two-sample χ², in information time n1·n2/(n1+n2) | asymptotically, from n1·n2/(n1+n2) = 1000 |
+//!
+//! All e-values are functions of the sketch alone, so batch, serve, any partition of the
+//! input and a restart from a checkpoint give bit-identical values.
+//!
+//! Validity, by seeded simulation of sketches (engine/tests/sequential.rs): 2000 null
+//! streams × 500 looks, 100 reports per look (n up to 50,000), α = 0.05; the bound is
+//! α + 2 SE = 0.0597.
+//!
+//! | test | P(ever reject), sequential | P(ever reject), fixed-n χ² at every look |
+//! |---|---|---|
+//! | gof grr d=10 ε=1 | 0.0115 | 0.526 |
+//! | gof raw d=10 | 0.0125 | 0.536 |
+//! | gof matrix 4×3 | 0.0095 | 0.497 |
+//! | gof hadamard d=10 ε=1 | 0.0115 | 0.542 |
+//! | gof cohort d=6, 16 cohorts, ε=1 | 0.0125 | 0.522 |
+//! | gof bitflip d=10 ε=1 | 0.0155 | 0.499 |
+//! | gof gauss d=10 ρ=0.5 | 0.0125 | 0.545 |
+//! | gof laplace d=10 ε=1 | 0.0130 | 0.526 |
+//! | independence grr 2×3 ε=3 | 0.0095 | 0.502 |
+//! | independence bitflip 2×3 ε=1 | 0.0120 | 0.492 |
+//! | two_sample grr d=6 ε=1 | 0.0065 | 0.521 |
+//! | two_sample bitflip d=6 ε=1 | 0.0075 | 0.529 |
+//!
+//! Power, at the planner's README example (d = 16, ε = 1, uniform null,
+//! `paninski:0.2`, α = 0.05): reports to detection over 400 simulated streams, looks every
+//! fixed-n/50 reports, against the fixed-n n with power 0.8.
+//!
+//! | test | fixed-n n (power 0.8) | median to detection | mean to detection |
+//! |---|---|---|---|
+//! | gof grr | 50,005 | 67,000 (1.34×) | 70,680 (1.41×) |
+//! | gof bitflip | 29,949 | 38,870 (1.30×) | 40,062 (1.34×) |
+//!
+//! The sequential test pays for not knowing n in advance: about a third more reports in
+//! median, in exchange for a guarantee that holds at every look. It is also free to stop
+//! early when the effect is larger than planned.
+//! ```
+
+pub mod dirichlet;
+pub mod gaussian;
+mod state;
+
+pub use state::{anytime_p_value, crosses, finite_e_value, Look, SequentialState};
+
+use crate::error::EngineError;
+use crate::mechanism::{fwht, Mechanism};
+use crate::sketch::Sketch;
+use crate::stats::{
+    bitflip_two_sample, genrr_two_sample, local_bitflip_gof, local_bitflip_ind, local_exp_ind,
+    noise_statistic,
+};
+
+/// Whether an e-process holds at every n or only from [`gaussian::ASYMPTOTIC_START`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Validity {
+    Exact,
+    Asymptotic,
+}
+
+/// An e-process evaluated on one sketch snapshot.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EProcess {
+    /// `ln e`; may be `+∞` (a report the null declares impossible).
+    pub log_e: f64,
+    pub validity: Validity,
+}
+
+impl EProcess {
+    /// The e-value, capped at `f64::MAX` so that records stay valid JSON.
+    pub fn e_value(&self) -> f64 {
+        finite_e_value(self.log_e)
+    }
+
+    fn exact(log_e: f64) -> Self {
+        EProcess {
+            log_e,
+            validity: Validity::Exact,
+        }
+    }
+
+    fn asymptotic(statistic: f64, df: u32, time: f64) -> Self {
+        EProcess {
+            log_e: gaussian::log_e_mixture(statistic, df, time, &gaussian::PRECISION_GRID),
+            validity: Validity::Asymptotic,
+        }
+    }
+}
+
+fn unsupported(what: &str, mechanism: &Mechanism) -> EngineError {
+    EngineError::InvalidParameter {
+        name: "sequential",
+        value: format!("{what} on a {} stream", mechanism.kind()),
+        allowed: "gof on any local mechanism or raw; independence on grr or bitflip; \
+                  two_sample on grr, matrix, raw or bitflip",
+    }
+}
+
+/// The law of one report under H0 on the cells of a count or signed sketch, or None for
+/// the mechanisms whose report law the sketch does not determine (bit flip, noise).
+pub fn null_report_law(mechanism: &Mechanism, p0: &[f64]) -> Result<Option<Vec<f64>>, EngineError> {
+    if p0.len() != mechanism.domain() {
+        return Err(EngineError::ShapeMismatch {
+            expected: mechanism.domain(),
+            found: p0.len(),
+        });
+    }
+    Ok(match mechanism {
+        Mechanism::Grr(m) => Some(m.report_law(p0)),
+        Mechanism::Raw { .. } => Some(p0.to_vec()),
+        Mechanism::Channel(m) => Some(m.signal_law(p0)),
+        Mechanism::Hadamard(m) => {
+            let mut fp = p0.to_vec();
+            fp.resize(m.rows() as usize, 0.0);
+            fwht(&mut fp);
+            Some(sign_law(&fp, m.eta()))
+        }
+        Mechanism::Cohort(m) => {
+            let fp: Vec<f64> = (0..m.cohorts())
+                .map(|c| {
+                    p0.iter()
+                        .enumerate()
+                        .map(|(x, &p)| f64::from(m.sign(c, x as u32)) * p)
+                        .sum()
+                })
+                .collect();
+            Some(sign_law(&fp, m.eta()))
+        }
+        Mechanism::BitFlip(_) | Mechanism::Noise(_) => None,
+    })
+}
+
+/// `(½ + η f_j)/J` for the J "+" cells then `(½ − η f_j)/J` for the J "−" cells, the
+/// layout of [`crate::sketch::SignedSketch`]'s plus and minus tables.
+fn sign_law(fp: &[f64], eta: f64) -> Vec<f64> {
+    let j = fp.len() as f64;
+    let plus = fp.iter().map(|&f| ((0.5 + eta * f) / j).max(0.0));
+    let minus = fp.iter().map(|&f| ((0.5 - eta * f) / j).max(0.0));
+    plus.chain(minus).collect()
+}
+
+/// The goodness-of-fit e-process of H0: p = `p0` on a snapshot of `mechanism`'s sketch.
+pub fn gof_e_process(
+    mechanism: &Mechanism,
+    sketch: &Sketch,
+    p0: &[f64],
+) -> Result<EProcess, EngineError> {
+    let law = null_report_law(mechanism, p0)?;
+    if let Some(q0) = &law {
+        let cells = match sketch {
+            Sketch::Signed(s) => 2 * s.rows(),
+            other => other.cells(),
+        };
+        if cells != q0.len() {
+            return Err(EngineError::ShapeMismatch {
+                expected: q0.len(),
+                found: cells,
+            });
+        }
+    }
+    let n = sketch.n();
+    Ok(match (mechanism, sketch, law) {
+        (_, Sketch::Counts(s), Some(q0)) => EProcess::exact(dirichlet::log_e_mixture(
+            s.counts(),
+            &q0,
+            &dirichlet::KAPPA_GRID,
+        )),
+        (_, Sketch::Signed(s), Some(q0)) => {
+            let cells = [s.plus(), s.minus()].concat();
+            EProcess::exact(dirichlet::log_e_mixture(
+                &cells,
+                &q0,
+                &dirichlet::KAPPA_GRID,
+            ))
+        }
+        (Mechanism::BitFlip(m), Sketch::Bits(s), None) => {
+            let d = local_bitflip_gof(m, s.bit_counts(), n, p0);
+            EProcess::asymptotic(d.statistic, d.df.unwrap_or(0), n as f64)
+        }
+        (Mechanism::Noise(m), Sketch::Sums(s), None) => {
+            let statistic = noise_statistic(&s.sums_f64(), n, p0, m.variance());
+            let df = (p0.len() as u32).saturating_sub(1);
+            EProcess::asymptotic(statistic, df, n as f64)
+        }
+        _ => return Err(mechanism.sketch_mismatch(sketch)),
+    })
+}
+
+/// The independence e-process of the rows × cols table (flattened row-major).
+pub fn independence_e_process(
+    mechanism: &Mechanism,
+    sketch: &Sketch,
+    rows: usize,
+    cols: usize,
+) -> Result<EProcess, EngineError> {
+    if rows < 2 || cols < 2 || rows * cols != mechanism.domain() {
+        return Err(EngineError::invalid(
+            "rows",
+            format!("{rows}×{cols}"),
+            "rows, cols >= 2 with rows·cols = domain",
+        ));
+    }
+    let n = sketch.n();
+    let outcome = match (mechanism, sketch) {
+        (Mechanism::Grr(m), Sketch::Counts(s)) => {
+            local_exp_ind(m.epsilon(), rows, cols, s.counts())
+        }
+        (Mechanism::BitFlip(m), Sketch::Bits(s)) => {
+            local_bitflip_ind(m, rows, cols, s.bit_counts(), n)
+        }
+        (Mechanism::Grr(_) | Mechanism::BitFlip(_), _) => {
+            return Err(mechanism.sketch_mismatch(sketch))
+        }
+        _ => return Err(unsupported("independence", mechanism)),
+    };
+    let d = outcome.decision;
+    Ok(EProcess::asymptotic(
+        d.statistic,
+        d.df.unwrap_or(0),
+        n as f64,
+    ))
+}
+
+/// The two-sample e-process of samples `a` and `b`, in information time
+/// `n1·n2/(n1+n2)` (the inverse variance scale of a difference of two means).
+pub fn two_sample_e_process(
+    mechanism: &Mechanism,
+    a: &Sketch,
+    b: &Sketch,
+) -> Result<EProcess, EngineError> {
+    let (n1, n2) = (a.n(), b.n());
+    if n1 == 0 || n2 == 0 {
+        return Ok(EProcess {
+            log_e: 0.0,
+            validity: Validity::Asymptotic,
+        });
+    }
+    let d = match (mechanism, a, b) {
+        (
+            Mechanism::Grr(_) | Mechanism::Channel(_) | Mechanism::Raw { .. },
+            Sketch::Counts(x),
+            Sketch::Counts(y),
+        ) => genrr_two_sample(x.counts(), y.counts()),
+        (Mechanism::BitFlip(m), Sketch::Bits(x), Sketch::Bits(y)) => {
+            bitflip_two_sample(m, x.bit_counts(), n1, y.bit_counts(), n2)
+        }
+        (
+            Mechanism::Grr(_)
+            | Mechanism::Channel(_)
+            | Mechanism::Raw { .. }
+            | Mechanism::BitFlip(_),
+            _,
+            _,
+        ) => return Err(mechanism.sketch_mismatch(a)),
+        _ => return Err(unsupported("two_sample", mechanism)),
+    };
+    let (f1, f2) = (n1 as f64, n2 as f64);
+    Ok(EProcess::asymptotic(
+        d.statistic,
+        d.df.unwrap_or(0),
+        f1 * f2 / (f1 + f2),
+    ))
+}
