@@ -19,6 +19,8 @@ pub struct Metrics {
     pub p_value: GaugeVec,
     pub reject: IntGaugeVec,
     pub final_reject: IntGaugeVec,
+    pub e_value: GaugeVec,
+    pub anytime_p_value: GaugeVec,
     pub null_probability: GaugeVec,
     pub window_reports: IntGaugeVec,
     pub estimate: GaugeVec,
@@ -162,6 +164,28 @@ impl Metrics {
                     &result_labels,
                 ),
             )?,
+            e_value: register(
+                &r,
+                GaugeVec::new(
+                    Opts::new(
+                        "ldpstream_test_e_value",
+                        "Sequential tests: the e-value of the newest window's latest look. It \
+                         rejects at 1/alpha, with P(ever >= 1/alpha | H0) <= alpha however \
+                         often it is looked at.",
+                    ),
+                    &result_labels,
+                ),
+            )?,
+            anytime_p_value: register(
+                &r,
+                GaugeVec::new(
+                    Opts::new(
+                        "ldpstream_test_anytime_p_value",
+                        "Sequential tests: min(1, 1 / the largest e-value of the window so far).",
+                    ),
+                    &result_labels,
+                ),
+            )?,
             null_probability: register(
                 &r,
                 GaugeVec::new(
@@ -210,6 +234,12 @@ impl Metrics {
         self.reject
             .with_label_values(&labels)
             .set(i64::from(record.reject));
+        if let Some(e) = record.e_value {
+            self.e_value.with_label_values(&labels).set(e);
+        }
+        if let Some(p) = record.anytime_p_value {
+            self.anytime_p_value.with_label_values(&labels).set(p);
+        }
         if record.is_final {
             self.final_reject
                 .with_label_values(&labels)

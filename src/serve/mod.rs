@@ -27,7 +27,7 @@ use ldpstream_engine::record::TestRecord;
 use ldpstream_engine::sketch::RejectReason;
 use ldpstream_engine::stream::{
     evaluate_snapshot, fold_paned_batch, stream_pane_width, take_due, PanedDelta, Private,
-    ReportLayout,
+    ReportLayout, SequentialLatches,
 };
 use ldpstream_engine::window::PaneStore;
 use tokio::sync::mpsc;
@@ -58,6 +58,10 @@ struct StreamState {
     store: PaneStore,
     position: Position,
     ledger: Option<PrivacyLedger>,
+    /// Sequential tests: each open window's running maximum e-value and rejection latch.
+    /// Not checkpointed: the e-values are recomputed exactly from the restored sketches;
+    /// a restart forgets only a latch whose window's e-value has since fallen back.
+    sequential: SequentialLatches,
 }
 
 /// One stream, shared by its fold thread, the scheduler and the HTTP handlers.
@@ -188,6 +192,7 @@ pub async fn run(config: Config, options: ServeOptions) -> Result<(), Error> {
                     l.budget = budget;
                     l
                 }),
+                sequential: SequentialLatches::default(),
             }),
         });
         if Source::is_bounded(&stream.source) {
@@ -487,14 +492,17 @@ async fn snapshot_round(
                 ledger: ledger.as_mut(),
                 noise: &mut noise,
             };
+            let mut stream_records = Vec::new();
             for snapshot in &due {
-                records.extend(evaluate_snapshot(
+                stream_records.extend(evaluate_snapshot(
                     &rt.config,
                     &rt.mechanism,
                     snapshot,
                     &mut private,
                 )?);
             }
+            rt.state().sequential.observe(&mut stream_records);
+            records.extend(stream_records);
             if let Some(l) = ledger {
                 shared_for_eval
                     .metrics

@@ -1,7 +1,8 @@
 //! The stream layer that the batch job and the service share: which columns a stream
 //! reads ([`layout`]), dense group ids for a batch ([`groups`]), the grouped and paned
 //! fold of a decoded batch ([`fold`], [`paned`]), which windows are due a result
-//! ([`due`]), and a window's test records with their q-values ([`evaluate`]).
+//! ([`due`]), a window's test records with their q-values ([`evaluate`]), and the running
+//! state of sequential tests across looks ([`sequential`]).
 //!
 //! Everything here takes Arrow batches and sketches and returns sketches and records: no
 //! files, sockets or clocks, so `batch` and `serve` cannot disagree on a result.
@@ -13,6 +14,7 @@ pub mod fold;
 pub mod groups;
 pub mod layout;
 pub mod paned;
+pub mod sequential;
 
 pub use due::{longest_window, rfc3339, stream_pane_width, take_due, WindowSnapshot};
 pub use error::StreamError;
@@ -20,3 +22,4 @@ pub use evaluate::{evaluate_snapshot, evaluate_stream, evaluate_test_groups, Pri
 pub use fold::fold_record_batch;
 pub use layout::{block_column, with_block_columns, ReportLayout};
 pub use paned::{fold_paned_batch, is_event_time, PanedDelta};
+pub use sequential::SequentialLatches;

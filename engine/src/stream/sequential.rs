@@ -1,0 +1,85 @@
+//! The running state of sequential tests across looks. An e-value is a function of the
+//! window's sketch, so every look recomputes it exactly; what a monitor must remember is
+//! the running maximum and the rejection latch (Ville's inequality bounds the chance that
+//! *any* look crosses 1/α, so a rejection, once reached, stands).
+
+use std::collections::BTreeMap;
+
+use crate::record::TestRecord;
+use crate::sequential::SequentialState;
+
+/// One e-process per (test, window start, group) of a stream.
+#[derive(Debug, Default, Clone)]
+pub struct SequentialLatches {
+    states: BTreeMap<(String, Option<String>, String), SequentialState>,
+}
+
+impl SequentialLatches {
+    /// Folds each sequential record's look into its window's state and sets the record's
+    /// `anytime_p_value` and `reject` from the running maximum. A final record's state is
+    /// dropped: its window gets no more looks.
+    pub fn observe(&mut self, records: &mut [TestRecord]) {
+        for r in records.iter_mut() {
+            let Some(e) = r.e_value else { continue };
+            let key = (r.test.clone(), r.window_start.clone(), r.group_label());
+            let state = self.states.entry(key.clone()).or_default();
+            let look = state.observe(e, r.alpha);
+            r.anytime_p_value = Some(look.anytime_p_value);
+            r.reject = look.reject && !r.inconclusive;
+            if r.is_final {
+                self.states.remove(&key);
+            }
+        }
+    }
+
+    /// Windows with a running state (open windows of sequential tests).
+    pub fn len(&self) -> usize {
+        self.states.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.states.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn look(window: &str, e: f64, is_final: bool) -> TestRecord {
+        serde_json::from_value(serde_json::json!({
+            "stream": "s", "test": "t", "method": "LocalExpGOF", "mechanism": "grr",
+            "group": null, "window_start": window, "window_end": null, "n": 5,
+            "n1": null, "n2": null, "statistic": 1.0, "df": 3, "p_value": 0.5,
+            "q_value": null, "reject": e >= 20.0, "alpha": 0.05, "estimate": [],
+            "std_error": [], "mle": [], "mle_converged": true, "mle_iterations": 0,
+            "privacy": {"kind": "grr", "epsilon": 1.0}, "calibration": "asymptotic",
+            "mc_p_value": null, "critical_value": null, "tv_distance": null,
+            "fit_iterations": null, "fit_converged": null, "refused": null,
+            "epsilon_spent": null, "budget_remaining": null, "blocks": null,
+            "block_size": null, "block": null, "rejected_reports": {},
+            "inconclusive": false, "inconclusive_reason": null, "final": is_final,
+            "late_reports": 0, "e_value": e, "anytime_p_value": null
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_window_that_rejected_stays_rejected_and_its_p_value_never_rises() {
+        let mut latches = SequentialLatches::default();
+        let mut looks = vec![look("w1", 4.0, false), look("w2", 30.0, false)];
+        latches.observe(&mut looks);
+        assert_eq!(looks[0].anytime_p_value, Some(0.25));
+        assert!(!looks[0].reject);
+        assert!(looks[1].reject);
+        // The next look at w2 has a smaller e-value: the rejection and the running
+        // maximum stand; w1's is its own.
+        let mut later = vec![look("w1", 2.0, false), look("w2", 3.0, true)];
+        latches.observe(&mut later);
+        assert_eq!(later[0].anytime_p_value, Some(0.25));
+        assert!(later[1].reject, "a rejected window stays rejected");
+        assert_eq!(later[1].anytime_p_value, Some(1.0 / 30.0));
+        // w2's final record ends its state; w1 is still open.
+        assert_eq!(latches.len(), 1);
+    }
+}
