@@ -89,6 +89,7 @@ pub fn record_schema() -> SchemaRef {
         f("inconclusive_reason", DataType::Utf8, true),
         f("final", DataType::Boolean, false),
         f("late_reports", DataType::UInt64, false),
+        f("asymptotic_p_value", DataType::Float64, true),
     ]))
 }
 
@@ -170,7 +171,7 @@ pub(crate) mod tests {
             "budget_remaining": 1.5, "blocks": 10, "block_size": 100, "block": 3,
             "rejected_reports": {"out_of_domain": 2, "null": 1},
             "inconclusive": false, "inconclusive_reason": "none", "final": true,
-            "late_reports": 9
+            "late_reports": 9, "asymptotic_p_value": 0.0049
         }))
         .unwrap()
     }

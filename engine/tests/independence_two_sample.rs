@@ -308,3 +308,92 @@ fn sheffet_q_monte_carlo_null_is_calibrated() {
     eprintln!("SheffetQ (Monte Carlo null): rejection rate {rate}");
     assert!((0.02..=0.09).contains(&rate), "SheffetQ size {rate}");
 }
+
+/// GenRRTwoSample on two samples that both fill only category 0 has df = 0 and a NaN
+/// p-value: the record is inconclusive with the reason, and carries no p-value that could
+/// enter (and enlarge) the Benjamini–Hochberg family.
+#[test]
+fn two_sample_without_degrees_of_freedom_is_inconclusive() {
+    use ldpstream_engine::evaluate::{evaluate_two_sample, Scope};
+    use ldpstream_engine::sketch::CountSketch;
+    use ldpstream_engine::stats::bh_q_values;
+    let config = ldpstream_config::Config::from_toml_str(
+        r#"
+[[stream]]
+name = "s"
+source = { kind = "parquet", paths = ["x.parquet"] }
+mechanism = { kind = "grr", epsilon = 1.0, domain = 3 }
+columns = { report = "report", group_by = ["arm"] }
+[[stream.test]]
+name = "ab"
+kind = "two_sample"
+by = "arm"
+a = "a"
+b = "b"
+"#,
+        "test.toml",
+    )
+    .unwrap();
+    let (stream, test) = (&config.streams[0], &config.streams[0].tests[0]);
+    let m = Mechanism::from_config(&stream.mechanism).unwrap();
+    let a = Sketch::Counts(CountSketch::from_counts(vec![40, 0, 0]));
+    let b = Sketch::Counts(CountSketch::from_counts(vec![25, 0, 0]));
+    let r = evaluate_two_sample(stream, test, &m, Scope::default(), &a, &b).unwrap();
+    assert_eq!(r.df, Some(0));
+    assert_eq!(r.p_value, None);
+    assert!(!r.reject);
+    assert!(r.inconclusive, "{r:?}");
+    assert!(
+        r.inconclusive_reason.as_deref().unwrap().contains("df = 0"),
+        "{r:?}"
+    );
+    // Beside two real p-values the family has m = 2.
+    let q = bh_q_values(&[Some(0.01), r.p_value, Some(0.04)]);
+    assert_eq!(q, vec![Some(0.02), None, Some(0.04)]);
+}
+
+/// LocalExpIND at ε = 0.25 on a 4×5 table of n = 10⁵ reports (product null), where the
+/// maximum-likelihood marginal sits on the boundary (θ1_4 → 0) and plain EM needs about
+/// 2·10⁶ steps. The reference: numpy EM run for 2.2·10⁶ steps to a KKT gap of 5e-17,
+///   q = ρ + γ·outer(θ1, θ2), T = sum((H − n q)²/(n q)) = 9.599308125613414
+/// (counts drawn by numpy.random.default_rng(2026).multinomial; see the test body).
+/// The accelerated EM must reach the same T, say it converged, and take a small fraction
+/// of the 100 000-step cap.
+#[test]
+fn local_exp_ind_converges_on_a_boundary_maximum() {
+    let counts = [
+        5038, 5111, 4996, 5093, 5069, 4900, 5053, 4997, 5035, 4994, 5052, 5119, 4998, 4901, 4979,
+        4867, 4897, 5014, 4897, 4990,
+    ];
+    let out = local_exp_ind(0.25, 4, 5, &counts);
+    let fit = out.fit.unwrap();
+    assert!(fit.converged, "{fit:?}");
+    assert!(fit.iterations < 20_000, "{} EM steps", fit.iterations);
+    rel(out.decision.statistic, 9.599308125613414, 1e-9, "statistic");
+    assert!(fit.theta1[3] < 1e-9, "{:?}", fit.theta1);
+}
+
+/// Seed 002's setting for the EM's cost: 20 null tables (4×5, ε = 0.25, n = 10⁵) from the
+/// real randomizer. Every fit must report convergence, well under the cap.
+#[test]
+fn local_exp_ind_fits_converge_at_small_epsilon() {
+    let m = Mechanism::from_config(&MechanismConfig::Grr {
+        epsilon: 0.25,
+        domain: 20,
+    })
+    .unwrap();
+    let p = product(&[0.4, 0.3, 0.2, 0.1], &[0.3, 0.25, 0.2, 0.15, 0.1]);
+    let mut rng = StdRng::seed_from_u64(2025);
+    let mut steps = Vec::new();
+    for _ in 0..20 {
+        let Sketch::Counts(c) = dataset(&m, &p, 100_000, &mut rng) else {
+            unreachable!()
+        };
+        let fit = local_exp_ind(0.25, 4, 5, c.counts()).fit.unwrap();
+        assert!(fit.converged, "{fit:?}");
+        steps.push(fit.iterations);
+    }
+    steps.sort_unstable();
+    eprintln!("EM steps at ε = 0.25: {steps:?}");
+    assert!(steps[19] < 50_000, "{steps:?}");
+}

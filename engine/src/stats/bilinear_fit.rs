@@ -126,16 +126,20 @@ impl BilinearProblem {
                     .map(|(a, b)| (a - b).abs())
                     .fold(0.0, f64::max);
                 let (new_value, new_wu) = self.evaluate(&n1, &n2);
-                if new_value <= value - moved / (2.0 * step)
-                    || largest < FIT_TOLERANCE * step.max(1.0)
-                {
+                let stalled = largest < FIT_TOLERANCE * step.max(1.0);
+                if new_value <= value - moved / (2.0 * step) || stalled {
                     let done = largest < FIT_TOLERANCE;
-                    t1 = n1;
-                    t2 = n2;
-                    value = new_value.min(value);
-                    wu = new_wu;
+                    // A stalled step may not lower the value (rounding): then keep the
+                    // point we have, so the value returned is the one attained at θ.
+                    let improved = new_value <= value;
+                    if improved {
+                        t1 = n1;
+                        t2 = n2;
+                        value = new_value;
+                        wu = new_wu;
+                    }
                     step *= 1.5;
-                    if done {
+                    if done || !improved {
                         return Fit {
                             value,
                             theta1: t1,

@@ -1,12 +1,13 @@
 //! Multiple-testing control across the groups of one window (STATISTICS.md §9).
 
 /// Benjamini–Hochberg adjusted p-values (q-values), in the input order. Entries without a
-/// p-value are left out of the family and get none.
+/// p-value, or with a NaN one (a test that could not run), are left out of the family, so
+/// they do not inflate its size m, and get none.
 pub fn bh_q_values(p: &[Option<f64>]) -> Vec<Option<f64>> {
     let mut present: Vec<(usize, f64)> = p
         .iter()
         .enumerate()
-        .filter_map(|(i, v)| v.map(|x| (i, x)))
+        .filter_map(|(i, v)| v.filter(|x| !x.is_nan()).map(|x| (i, x)))
         .collect();
     let m = present.len() as f64;
     present.sort_by(|a, b| a.1.total_cmp(&b.1));
@@ -34,5 +35,14 @@ mod tests {
             assert!((found.unwrap() - e).abs() < 1e-12, "{q:?}");
         }
         assert_eq!(bh_q_values(&[None, Some(0.2)]), vec![None, Some(0.2)]);
+    }
+
+    /// A NaN p-value is not a member of the family: m stays 2 here, not 3.
+    #[test]
+    fn nan_p_values_are_left_out() {
+        let q = bh_q_values(&[Some(0.01), Some(f64::NAN), Some(0.04)]);
+        assert_eq!(q[1], None);
+        assert!((q[0].unwrap() - 0.02).abs() < 1e-15, "{q:?}");
+        assert!((q[2].unwrap() - 0.04).abs() < 1e-15, "{q:?}");
     }
 }
