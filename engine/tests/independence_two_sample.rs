@@ -357,8 +357,8 @@ b = "b"
 /// 2·10⁶ steps. The reference: numpy EM run for 2.2·10⁶ steps to a KKT gap of 5e-17,
 ///   q = ρ + γ·outer(θ1, θ2), T = sum((H − n q)²/(n q)) = 9.599308125613414
 /// (counts drawn by numpy.random.default_rng(2026).multinomial; see the test body).
-/// The accelerated EM must reach the same T, say it converged, and take a small fraction
-/// of the 100 000-step cap.
+/// The accelerated EM must reach the same T (to 1e-7: its stop is a likelihood gap of 1e-6
+/// over the sample), say it converged, and take a small fraction of the 100 000-step cap.
 #[test]
 fn local_exp_ind_converges_on_a_boundary_maximum() {
     let counts = [
@@ -368,13 +368,15 @@ fn local_exp_ind_converges_on_a_boundary_maximum() {
     let out = local_exp_ind(0.25, 4, 5, &counts);
     let fit = out.fit.unwrap();
     assert!(fit.converged, "{fit:?}");
-    assert!(fit.iterations < 20_000, "{} EM steps", fit.iterations);
-    rel(out.decision.statistic, 9.599308125613414, 1e-9, "statistic");
-    assert!(fit.theta1[3] < 1e-9, "{:?}", fit.theta1);
+    assert!(fit.iterations < 2_000, "{} EM steps", fit.iterations);
+    rel(out.decision.statistic, 9.599308125613414, 1e-7, "statistic");
 }
 
 /// Seed 002's setting for the EM's cost: 20 null tables (4×5, ε = 0.25, n = 10⁵) from the
-/// real randomizer. Every fit must report convergence, well under the cap.
+/// real randomizer, where the parameter-change stop hit its 100 000-step cap 20 times out
+/// of 20. Every fit must now report convergence, and the typical one within a few hundred
+/// EM steps. (A maximum on the boundary with its constraint barely active still converges
+/// sublinearly: numpy's 200 tables had a median of 51 steps and a maximum of 4 569.)
 #[test]
 fn local_exp_ind_fits_converge_at_small_epsilon() {
     let m = Mechanism::from_config(&MechanismConfig::Grr {
@@ -395,5 +397,5 @@ fn local_exp_ind_fits_converge_at_small_epsilon() {
     }
     steps.sort_unstable();
     eprintln!("EM steps at ε = 0.25: {steps:?}");
-    assert!(steps[19] < 50_000, "{steps:?}");
+    assert!(steps[10] < 500, "{steps:?}");
 }

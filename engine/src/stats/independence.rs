@@ -89,9 +89,11 @@ pub fn local_exp_ind(
 }
 
 /// Stop the product-law EM when the Frank–Wolfe gap of the log-likelihood of the whole
-/// sample (n times the per-report gap) is below this: the likelihood, and so the
-/// statistic, can then gain no more than this by moving either marginal.
-pub const LIKELIHOOD_GAP_TOLERANCE: f64 = 1e-9;
+/// sample (n times the per-report gap) is below this: the likelihood can then gain no more
+/// than this by moving either marginal, and the statistic is within about 1e-7 of its
+/// value at the exact maximum (numpy, ε = 0.25, 4×5, n = 10⁵: 96 EM steps to this
+/// tolerance, 3 047 to 1e-9, about 2·10⁶ for plain EM).
+pub const LIKELIHOOD_GAP_TOLERANCE: f64 = 1e-6;
 
 /// The product-law likelihood of GenRR report frequencies `f` (row-major r×c):
 /// `ℓ(θ) = Σ f_ij ln(ρ + γ θ1_i θ2_j)` per report, with θ = (θ1, θ2) one vector.
