@@ -62,13 +62,16 @@ pub fn local_exp_ind(
         .iter()
         .map(|h| (h - rows as f64 * beta) / signal)
         .collect();
-    let fit = genrr_product_mle(
-        &freq,
-        nf,
+    let model = ProductLikelihood {
+        freq: &freq,
         rows,
         cols,
-        beta,
-        signal,
+        rho: beta,
+        gamma: signal,
+    };
+    let fit = genrr_product_mle(
+        &model,
+        nf,
         into_open_simplex(&pi1, MARGINAL_FLOOR),
         into_open_simplex(&pi2, MARGINAL_FLOOR),
     );
@@ -189,23 +192,8 @@ fn feasible(t: &[f64], rows: usize) -> Option<Vec<f64>> {
 /// likelihood's KKT gap, not on the change in the parameters, which can stall far from
 /// tolerance where the likelihood is flat but the statistic already settled.
 /// `iterations` counts EM steps.
-fn genrr_product_mle(
-    freq: &[f64],
-    n: f64,
-    rows: usize,
-    cols: usize,
-    rho: f64,
-    gamma: f64,
-    t1: Vec<f64>,
-    t2: Vec<f64>,
-) -> Fit {
-    let model = ProductLikelihood {
-        freq,
-        rows,
-        cols,
-        rho,
-        gamma,
-    };
+fn genrr_product_mle(model: &ProductLikelihood, n: f64, t1: Vec<f64>, t2: Vec<f64>) -> Fit {
+    let rows = model.rows;
     let mut t: Vec<f64> = t1.into_iter().chain(t2).collect();
     let mut value = model.log_likelihood(&t);
     let mut steps = 0u32;
