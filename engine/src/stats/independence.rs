@@ -118,14 +118,15 @@ impl<'a> GenrrTable<'a> {
 
     /// Pearson's χ² against `n(β + β(e^ε−1) θ1_i θ2_j)`, χ²_{(r−1)(c−1)}.
     fn pearson(&self, t1: &[f64], t2: &[f64]) -> Decision {
-        let mut statistic = 0.0;
-        for i in 0..self.rows {
-            for j in 0..self.cols {
-                let expected = self.n * (self.beta + self.signal * t1[i] * t2[j]);
-                let diff = self.counts[i * self.cols + j] as f64 - expected;
-                statistic += diff * diff / expected;
-            }
-        }
+        let statistic: f64 = outer(t1, t2)
+            .iter()
+            .zip(self.counts)
+            .map(|(&p, &h)| {
+                let expected = self.n * (self.beta + self.signal * p);
+                let diff = h as f64 - expected;
+                diff * diff / expected
+            })
+            .sum();
         let df = df(self.rows, self.cols);
         Decision::chi2(statistic, df, chi2_sf(df, statistic))
     }
