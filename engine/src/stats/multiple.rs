@@ -14,7 +14,9 @@ pub fn bh_q_values(p: &[Option<f64>]) -> Vec<Option<f64>> {
     let mut out = vec![None; p.len()];
     let mut running = 1.0f64;
     for (rank, &(index, value)) in present.iter().enumerate().rev() {
-        running = running.min(value * m / (rank + 1) as f64).min(1.0);
+        // m/rank ≥ 1 first, so that rounding can never put a q-value below its p-value
+        // (p·m/m can come out one ulp below p).
+        running = running.min(value * (m / (rank + 1) as f64)).min(1.0);
         out[index] = Some(running);
     }
     out
@@ -35,6 +37,19 @@ mod tests {
             assert!((found.unwrap() - e).abs() < 1e-12, "{q:?}");
         }
         assert_eq!(bh_q_values(&[None, Some(0.2)]), vec![None, Some(0.2)]);
+    }
+
+    /// q ≥ p for every entry, to the last bit: p·3/3 rounds below p for some p.
+    #[test]
+    fn q_values_never_fall_below_p_values() {
+        let mut p = 0.123456789f64;
+        for _ in 0..10_000 {
+            p = (p * 7.3 + 0.011).fract();
+            let family = [Some(p / 3.0), Some(p / 2.0), Some(p)];
+            for (q, pv) in bh_q_values(&family).iter().zip(family) {
+                assert!(q.unwrap() >= pv.unwrap(), "{family:?}");
+            }
+        }
     }
 
     /// A NaN p-value is not a member of the family: m stays 2 here, not 3.
