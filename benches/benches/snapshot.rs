@@ -1,12 +1,14 @@
 //! Snapshot to result: the test statistic alone, and the whole record (estimate, standard
-//! errors, MLE, statistic, p-value) for LocalBitFlipGOF at d = 65,536.
+//! errors, MLE, statistic, p-value) for LocalBitFlipGOF at d = 65,536; and LocalExpIND's
+//! accelerated EM at ε = 0.25 (4×5 table, n = 10⁵), where the old parameter-change stop
+//! ran to its 100,000-step cap.
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use ldpstream_config::{Config, TestMethod};
 use ldpstream_engine::evaluate::{evaluate, Scope};
 use ldpstream_engine::mechanism::Mechanism;
 use ldpstream_engine::sketch::{BitSketch, Sketch};
-use ldpstream_engine::stats::gof_statistic;
+use ldpstream_engine::stats::{gof_statistic, local_exp_ind};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::hint::black_box;
@@ -61,5 +63,19 @@ fn bitflip_snapshot(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bitflip_snapshot);
+fn local_exp_ind_snapshot(c: &mut Criterion) {
+    // A null table whose maximum sits on the boundary (the slow case for plain EM: about
+    // 2·10⁶ steps), from engine/tests/independence_two_sample.rs.
+    let counts: [u64; 20] = [
+        5038, 5111, 4996, 5093, 5069, 4900, 5053, 4997, 5035, 4994, 5052, 5119, 4998, 4901, 4979,
+        4867, 4897, 5014, 4897, 4990,
+    ];
+    let mut group = c.benchmark_group("snapshot_local_exp_ind_eps0.25_4x5");
+    group.bench_function("statistic", |b| {
+        b.iter(|| local_exp_ind(0.25, 4, 5, black_box(&counts)))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bitflip_snapshot, local_exp_ind_snapshot);
 criterion_main!(benches);

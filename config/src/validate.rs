@@ -515,6 +515,58 @@ pub const MAX_DOMAIN: u32 = 1 << 24;
 pub const MAX_COHORTS: u32 = 1 << 20;
 /// How far a channel column's sum may be from 1.
 pub const CHANNEL_SUM_TOLERANCE: f64 = 1e-9;
+/// Smallest local ε: below it a test needs more than 1/ε² = 10¹⁸ reports to see anything,
+/// beyond what a sketch's 64-bit counters hold.
+pub const MIN_EPSILON: f64 = 1e-9;
+/// Largest local ε. The randomizers draw their lie with probability about e^{−ε} exactly,
+/// and the engine computes every probability from e^{−ε}; both need e^{−ε} to be a normal
+/// double, and e^{−708} is the last one.
+pub const MAX_EPSILON: f64 = 700.0;
+/// Smallest ε of Laplace noise: one coordinate of Lap(2/ε) must stay far inside the ±2³¹ a
+/// sum sketch accepts (at ε = 1e-7 it leaves it with probability e^{−107}).
+pub const MIN_LAPLACE_EPSILON: f64 = 1e-7;
+
+/// A mechanism's ε: finite, positive, and within the range where the randomizers stay
+/// exactly ε-LDP and the statistics stay computable. The message says which side failed
+/// and why.
+fn local_epsilon(key: String, value: f64, laplace: bool) -> Result<(), ConfigError> {
+    let min = if laplace {
+        MIN_LAPLACE_EPSILON
+    } else {
+        MIN_EPSILON
+    };
+    if !(value.is_finite() && value > 0.0) {
+        return Err(ConfigError::invalid(
+            key,
+            value,
+            format!("a finite number > 0, from {min:e} to {MAX_EPSILON}"),
+        ));
+    }
+    if value > MAX_EPSILON {
+        return Err(ConfigError::invalid(
+            key,
+            value,
+            format!(
+                "at most {MAX_EPSILON}: above it the lie probability e^-ε leaves the normal \
+                 doubles (e^-708 is the last), so it can no longer be drawn exactly and the \
+                 reports would not be ε-LDP"
+            ),
+        ));
+    }
+    if value < min {
+        let why = if laplace {
+            "Lap(2/ε) noise would overflow the ±2^31 a sum sketch accepts per coordinate"
+        } else {
+            "a test would need more than 1/ε² = 10^18 reports to detect anything"
+        };
+        return Err(ConfigError::invalid(
+            key,
+            value,
+            format!("at least {min:e}: below it {why}"),
+        ));
+    }
+    Ok(())
+}
 
 fn positive(key: String, value: f64) -> Result<(), ConfigError> {
     if value.is_finite() && value > 0.0 {
@@ -539,11 +591,15 @@ fn validate_mechanism(at: &str, mechanism: &MechanismConfig) -> Result<(), Confi
 fn validate_mechanism_at(m: &str, mechanism: &MechanismConfig) -> Result<(), ConfigError> {
     let m = m.to_string();
     match mechanism {
+        MechanismConfig::Laplace { epsilon, .. } => {
+            local_epsilon(format!("{m}.epsilon"), *epsilon, true)?
+        }
         MechanismConfig::Grr { epsilon, .. }
         | MechanismConfig::Bitflip { epsilon, .. }
-        | MechanismConfig::Laplace { epsilon, .. }
         | MechanismConfig::Hadamard { epsilon, .. }
-        | MechanismConfig::Cohort { epsilon, .. } => positive(format!("{m}.epsilon"), *epsilon)?,
+        | MechanismConfig::Cohort { epsilon, .. } => {
+            local_epsilon(format!("{m}.epsilon"), *epsilon, false)?
+        }
         MechanismConfig::Gauss { rho, .. } => positive(format!("{m}.rho"), *rho)?,
         MechanismConfig::Matrix { matrix } => validate_channel(&m, matrix)?,
         MechanismConfig::Raw { .. } => {}
@@ -884,6 +940,29 @@ window = { kind = "global" }
             assert!(e.contains("mechanism.epsilon"), "{e}");
             assert!(e.contains("finite number > 0"), "{e}");
         }
+    }
+
+    /// The bounds on ε, with the reason in the message; the bounds themselves pass.
+    #[test]
+    fn bounds_epsilon_and_says_why() {
+        let e = err(&GOOD.replace("epsilon = 1.0", "epsilon = 701.0"));
+        assert!(e.contains("at most 700") && e.contains("ε-LDP"), "{e}");
+        let e = err(&GOOD.replace("epsilon = 1.0", "epsilon = 1e-10"));
+        assert!(
+            e.contains("at least 1e-9") && e.contains("10^18 reports"),
+            "{e}"
+        );
+        for ok in ["1e-9", "700.0", "60.0"] {
+            Config::from_toml_str(
+                &GOOD.replace("epsilon = 1.0", &format!("epsilon = {ok}")),
+                "t",
+            )
+            .unwrap();
+        }
+        let laplace = GOOD.replace("kind = \"grr\"", "kind = \"laplace\"");
+        let e = err(&laplace.replace("epsilon = 1.0", "epsilon = 1e-8"));
+        assert!(e.contains("at least 1e-7") && e.contains("2^31"), "{e}");
+        Config::from_toml_str(&laplace.replace("epsilon = 1.0", "epsilon = 1e-7"), "t").unwrap();
     }
 
     #[test]

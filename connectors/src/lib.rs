@@ -3,6 +3,9 @@
 //! [`jsonl`] writes results as JSON Lines. Every source is run through one [`Source`]
 //! interface with a typed [`Position`]. Folding and testing live in the engine.
 
+// The record fixture in parquet::record_schema sets every field in one `json!`.
+#![recursion_limit = "256"]
+
 pub mod atomic_file;
 pub mod emit;
 pub mod error;

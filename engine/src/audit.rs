@@ -10,7 +10,7 @@ use rand::Rng;
 use statrs::distribution::{Beta, ContinuousCDF, Normal};
 
 use crate::error::EngineError;
-use crate::mechanism::{Hadamard, Mechanism, NoiseKind};
+use crate::mechanism::{sign_keep, sign_lie, Hadamard, Mechanism, NoiseKind};
 
 /// Bit-flip audits enumerate all 2^d reports; beyond this d they are refused.
 pub const MAX_BITFLIP_AUDIT_DOMAIN: u32 = 12;
@@ -18,29 +18,48 @@ pub const MAX_BITFLIP_AUDIT_DOMAIN: u32 = 12;
 /// Bin edges on coordinate 0 of a noise report (open-ended first and last bins).
 pub const NOISE_BIN_EDGES: [f64; 9] = [-3.0, -2.0, -1.0, -0.25, 0.5, 1.25, 2.0, 3.0, 4.0];
 
-/// `law[s][x] = P(output s | input x)` over an enumeration of the outputs.
+/// `law[s][x] = P(output s | input x)` over an enumeration of the outputs, and the same
+/// law as logarithms (bit-flip outputs at large ε have probabilities below the smallest
+/// double, whose ratios are still finite).
 #[derive(Debug, Clone, PartialEq)]
 pub struct TransitionMatrix {
     pub law: Vec<Vec<f64>>,
+    pub log_law: Vec<Vec<f64>>,
 }
 
 impl TransitionMatrix {
+    fn from_law(law: Vec<Vec<f64>>) -> Self {
+        let log_law = law
+            .iter()
+            .map(|row| row.iter().map(|p| p.ln()).collect())
+            .collect();
+        TransitionMatrix { law, log_law }
+    }
+
+    fn from_log_law(log_law: Vec<Vec<f64>>) -> Self {
+        let law = log_law
+            .iter()
+            .map(|row| row.iter().map(|l| l.exp()).collect())
+            .collect();
+        TransitionMatrix { law, log_law }
+    }
+
     pub fn outputs(&self) -> usize {
         self.law.len()
     }
 
     /// `max_{s,x,x'} ln P(s|x)/P(s|x')` (infinite if some output is possible for one input
-    /// and impossible for another).
+    /// and impossible for another), from the logarithms.
     pub fn privacy_loss(&self) -> f64 {
-        self.law
+        self.log_law
             .iter()
             .map(|row| {
-                let hi = row.iter().cloned().fold(0.0, f64::max);
+                let hi = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
                 let lo = row.iter().cloned().fold(f64::INFINITY, f64::min);
-                if hi == 0.0 {
+                if hi == f64::NEG_INFINITY {
                     0.0
                 } else {
-                    (hi / lo).ln()
+                    hi - lo
                 }
             })
             .fold(0.0, f64::max)
@@ -51,17 +70,32 @@ fn bin_of(v: f64) -> usize {
     NOISE_BIN_EDGES.iter().take_while(|&&e| v >= e).count()
 }
 
-fn noise_cdf(kind: NoiseKind, z: f64) -> Result<f64, EngineError> {
+/// `ln P(lo ≤ Z < hi)` for one coordinate of the noise, computed without the cancellation
+/// of a difference of CDFs near 1 and without underflow: at large ε a Laplace bin a few
+/// units from the report has probability below the smallest double, yet a finite ratio.
+fn noise_bin_log_probability(kind: NoiseKind, lo: f64, hi: f64) -> Result<f64, EngineError> {
     Ok(match kind {
-        NoiseKind::Gauss { rho } => Normal::new(0.0, (1.0 / rho).sqrt())
-            .map_err(|e| EngineError::invalid("rho", rho, "a positive number").with_detail(e))?
-            .cdf(z),
+        NoiseKind::Gauss { rho } => {
+            let law = Normal::new(0.0, (1.0 / rho).sqrt()).map_err(|e| {
+                EngineError::invalid("rho", rho, "a positive number").with_detail(e)
+            })?;
+            let p = if lo >= 0.0 {
+                law.sf(lo) - law.sf(hi)
+            } else {
+                law.cdf(hi) - law.cdf(lo)
+            };
+            p.ln()
+        }
         NoiseKind::Laplace { epsilon } => {
             let b = 2.0 / epsilon;
-            if z < 0.0 {
-                0.5 * (z / b).exp()
+            // 1 − e^{−(hi−lo)/b}: the share of a one-sided exponential tail in the bin.
+            let width = (-(-(hi - lo) / b).exp_m1()).ln();
+            if lo >= 0.0 {
+                0.5f64.ln() - lo / b + width
+            } else if hi <= 0.0 {
+                0.5f64.ln() + hi / b + width
             } else {
-                1.0 - 0.5 * (-z / b).exp()
+                (1.0 - 0.5 * (lo / b).exp() - 0.5 * (-hi / b).exp()).ln()
             }
         }
     })
@@ -95,8 +129,8 @@ pub fn transition_matrix(mechanism: &Mechanism) -> Result<TransitionMatrix, Engi
                     "at most 12 for an exact bit-flip audit (2^d outputs)",
                 ));
             }
-            let keep = m.keep_probability();
-            (0..1usize << d)
+            let (keep, flip) = (m.keep_probability().ln(), m.flip().ln());
+            let log_law = (0..1usize << d)
                 .map(|z| {
                     (0..d)
                         .map(|x| {
@@ -106,25 +140,26 @@ pub fn transition_matrix(mechanism: &Mechanism) -> Result<TransitionMatrix, Engi
                                     if bit == (j == x) {
                                         keep
                                     } else {
-                                        1.0 - keep
+                                        flip
                                     }
                                 })
-                                .product()
+                                .sum()
                         })
                         .collect()
                 })
-                .collect()
+                .collect();
+            return Ok(TransitionMatrix::from_log_law(log_law));
         }
         Mechanism::Hadamard(m) => {
             let k = m.rows() as usize;
-            let keep = 1.0 / (1.0 + (-m.epsilon()).exp());
+            let (keep, lie) = (sign_keep(m.epsilon()), sign_lie(m.epsilon()));
             (0..2 * k)
                 .map(|s| {
                     let (j, sign) = (s / 2, if s % 2 == 0 { 1 } else { -1 });
                     (0..d)
                         .map(|x| {
                             let truth = Hadamard::entry(j as u32, x as u32);
-                            (if truth == sign { keep } else { 1.0 - keep }) / k as f64
+                            (if truth == sign { keep } else { lie }) / k as f64
                         })
                         .collect()
                 })
@@ -132,14 +167,14 @@ pub fn transition_matrix(mechanism: &Mechanism) -> Result<TransitionMatrix, Engi
         }
         Mechanism::Cohort(m) => {
             let c = m.cohorts() as usize;
-            let keep = 1.0 / (1.0 + (-m.epsilon()).exp());
+            let (keep, lie) = (sign_keep(m.epsilon()), sign_lie(m.epsilon()));
             (0..2 * c)
                 .map(|s| {
                     let (ci, sign) = (s / 2, if s % 2 == 0 { 1 } else { -1 });
                     (0..d)
                         .map(|x| {
                             let truth = m.sign(ci as u32, x as u32);
-                            (if truth == sign { keep } else { 1.0 - keep }) / c as f64
+                            (if truth == sign { keep } else { lie }) / c as f64
                         })
                         .collect()
                 })
@@ -149,21 +184,21 @@ pub fn transition_matrix(mechanism: &Mechanism) -> Result<TransitionMatrix, Engi
             let mut edges = vec![f64::NEG_INFINITY];
             edges.extend(NOISE_BIN_EDGES);
             edges.push(f64::INFINITY);
-            edges
+            let log_law = edges
                 .windows(2)
                 .map(|w| {
                     (0..d)
                         .map(|x| {
                             let shift = if x == 0 { 1.0 } else { 0.0 };
-                            Ok(noise_cdf(m.kind(), w[1] - shift)?
-                                - noise_cdf(m.kind(), w[0] - shift)?)
+                            noise_bin_log_probability(m.kind(), w[0] - shift, w[1] - shift)
                         })
                         .collect::<Result<Vec<f64>, EngineError>>()
                 })
-                .collect::<Result<Vec<_>, _>>()?
+                .collect::<Result<Vec<_>, _>>()?;
+            return Ok(TransitionMatrix::from_log_law(log_law));
         }
     };
-    Ok(TransitionMatrix { law })
+    Ok(TransitionMatrix::from_law(law))
 }
 
 /// Draws one report of `x` from the real randomizer and returns its index in the
@@ -438,5 +473,127 @@ mod tests {
             "{r:?}"
         );
         assert!((r.exact_loss - 1.0).abs() < 1e-12);
+    }
+
+    fn at_epsilon(eps: f64) -> Vec<MechanismConfig> {
+        vec![
+            MechanismConfig::Grr {
+                epsilon: eps,
+                domain: 4,
+            },
+            MechanismConfig::Bitflip {
+                epsilon: eps,
+                domain: 4,
+            },
+            MechanismConfig::Hadamard {
+                epsilon: eps,
+                domain: 4,
+            },
+            MechanismConfig::Cohort {
+                epsilon: eps,
+                domain: 4,
+                cohorts: 8,
+                seed: 11,
+            },
+        ]
+    }
+
+    /// The extreme ε the config accepts: the exact law's worst ratio is e^ε itself (not
+    /// NaN, not infinite, not rounded away), for every ε-LDP randomizer.
+    #[test]
+    fn exact_loss_is_epsilon_at_extreme_epsilon() {
+        for eps in [1e-9, 1e-3, 30.0, 60.0, ldpstream_config::MAX_EPSILON] {
+            for config in at_epsilon(eps) {
+                let m = Mechanism::from_config(&config).unwrap();
+                let t = transition_matrix(&m).unwrap();
+                let loss = t.privacy_loss();
+                assert!(
+                    (loss - eps).abs() <= 1e-12 * (1.0 + eps),
+                    "{config:?}: loss {loss} vs ε {eps}"
+                );
+                for x in 0..m.domain() {
+                    let total: f64 = t.law.iter().map(|row| row[x]).sum();
+                    assert!((total - 1.0).abs() < 1e-12, "{config:?}: column {x}");
+                }
+            }
+            let laplace = eps.max(ldpstream_config::MIN_LAPLACE_EPSILON);
+            let m = Mechanism::from_config(&MechanismConfig::Laplace {
+                epsilon: laplace,
+                domain: 4,
+            })
+            .unwrap();
+            let loss = transition_matrix(&m).unwrap().privacy_loss();
+            assert!(
+                loss <= laplace * (1.0 + 1e-9),
+                "laplace ε {laplace}: {loss}"
+            );
+        }
+    }
+
+    /// The real randomizers against their exact law at the extreme ε (200k reports per
+    /// input, χ² at α = 1e-6): the lies that remain possible are drawn at their rate.
+    #[test]
+    fn sampled_law_matches_exact_law_at_extreme_epsilon() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(17);
+        for eps in [1e-9, 1e-3, 30.0, 60.0, ldpstream_config::MAX_EPSILON] {
+            for config in at_epsilon(eps) {
+                let m = Mechanism::from_config(&config).unwrap();
+                let t = transition_matrix(&m).unwrap();
+                for x in 0..m.domain() {
+                    let mut counts = vec![0u64; t.outputs()];
+                    for _ in 0..200_000 {
+                        counts[sample_output(&m, x as u32, &mut rng).unwrap()] += 1;
+                    }
+                    let probs: Vec<f64> = t.law.iter().map(|row| row[x]).collect();
+                    let p = crate::stats::pearson_gof(&counts, &probs).p_value.unwrap();
+                    assert!(p > 1e-6, "{config:?} x={x}: p = {p}");
+                }
+            }
+        }
+    }
+
+    /// A generator whose words are all zero: the uniform it stands for is 0, below every
+    /// positive probability, so an exact Bernoulli fires however small its p is.
+    struct Zeros;
+
+    impl rand::RngCore for Zeros {
+        fn next_u32(&mut self) -> u32 {
+            0
+        }
+        fn next_u64(&mut self) -> u64 {
+            0
+        }
+        fn fill_bytes(&mut self, dst: &mut [u8]) {
+            dst.fill(0);
+        }
+    }
+
+    /// At ε = 60 and at the maximum ε the lie (probability ≈ e^{−ε}, far below 2⁻⁵³) must
+    /// still be drawable: with U = 0 GRR reports another category and Hadamard and cohort
+    /// flip the sign. Comparing a 53-bit uniform with `keep` (which rounds to 1) never lies.
+    #[test]
+    fn randomizers_can_lie_at_large_epsilon() {
+        for eps in [60.0, ldpstream_config::MAX_EPSILON] {
+            let [grr, _, hadamard, cohort] = &at_epsilon(eps)[..] else {
+                unreachable!()
+            };
+            let grr = Mechanism::from_config(grr).unwrap();
+            let Mechanism::Grr(g) = &grr else {
+                unreachable!()
+            };
+            for x in 0..4 {
+                assert_ne!(g.randomize_with(x, &mut Zeros).unwrap(), x, "ε {eps}");
+            }
+            let Mechanism::Hadamard(h) = Mechanism::from_config(hadamard).unwrap() else {
+                unreachable!()
+            };
+            let (j, y) = h.randomize_with(2, &mut Zeros).unwrap();
+            assert_eq!(y, -Hadamard::entry(j, 2), "ε {eps}");
+            let Mechanism::Cohort(c) = Mechanism::from_config(cohort).unwrap() else {
+                unreachable!()
+            };
+            let (k, y) = c.randomize_with(1, &mut Zeros).unwrap();
+            assert_eq!(y, -c.sign(k, 1), "ε {eps}");
+        }
     }
 }

@@ -51,6 +51,7 @@ struct Outcome {
     statistic: Option<f64>,
     df: Option<u32>,
     p_value: Option<f64>,
+    asymptotic_p_value: Option<f64>,
     reject: bool,
     mc_p_value: Option<f64>,
     critical_value: Option<f64>,
@@ -82,6 +83,28 @@ impl Outcome {
             reject: d.p_value.is_some_and(|p| p < alpha),
             ..Outcome::default()
         }
+        .without_nan_p_value()
+    }
+
+    /// A NaN p-value (no degrees of freedom, or a statistic that could not be computed)
+    /// is no evidence either way: the record is inconclusive, says why, and stays out of
+    /// the multiple-testing family.
+    fn without_nan_p_value(mut self) -> Self {
+        if self.p_value.is_some_and(f64::is_nan) {
+            self.p_value = None;
+            self.reject = false;
+            let why = match (self.df, self.statistic) {
+                (Some(0), _) => "the test has no degrees of freedom (df = 0): the reports \
+                    fill at most one category, so there is nothing to compare"
+                    .to_string(),
+                (_, Some(t)) if !t.is_finite() => {
+                    format!("the statistic is not a number ({t}): no p-value")
+                }
+                _ => "the p-value is not a number".to_string(),
+            };
+            self.inconclusive_reason.get_or_insert(why);
+        }
+        self
     }
 
     fn inconclusive(reason: impl Into<String>) -> Self {
@@ -237,12 +260,15 @@ fn gof(
         statistic: Some(r.statistic),
         df: r.df,
         p_value: r.p_value,
+        // Shown only beside a simulated p-value; otherwise it is `p_value` itself.
+        asymptotic_p_value: r.asymptotic_p_value.filter(|_| r.mc_p_value.is_some()),
         reject: r.reject,
         mc_p_value: r.mc_p_value,
         critical_value: r.critical_value,
         tv_distance: r.tv_distance,
         ..Outcome::default()
-    })
+    }
+    .without_nan_p_value())
 }
 
 fn independence(
@@ -387,6 +413,7 @@ fn record(
         late_reports: 0,
         e_value: outcome.e_value,
         anytime_p_value: outcome.e_value.map(anytime_p_value),
+        asymptotic_p_value: outcome.asymptotic_p_value,
     })
 }
 
@@ -411,7 +438,7 @@ pub fn evaluate_private<R: rand::Rng + ?Sized>(
 ) -> Result<TestRecord, EngineError> {
     use crate::curator::{
         collisions_null, private_collisions, private_unique_elements, subsample_and_aggregate,
-        unique_elements_null, GoldreichMap,
+        unique_elements_applies, unique_elements_null, GoldreichMap,
     };
     let method = resolve_method(stream, test)?;
     let epsilon = test.epsilon.unwrap_or(f64::NAN);
@@ -419,6 +446,9 @@ pub fn evaluate_private<R: rand::Rng + ?Sized>(
         return Err(mechanism.sketch_mismatch(sketch));
     };
     let label = format!("{}/{}", stream.name, test.name);
+    // A report belongs to one group: releases over the groups of a window compose in
+    // parallel, so each is charged to its own group.
+    let group = scope.group.clone();
     let mut rec = record(
         stream,
         test,
@@ -434,7 +464,33 @@ pub fn evaluate_private<R: rand::Rng + ?Sized>(
     rec.std_error.clear();
     rec.mle.clear();
     rec.calibration = "monte_carlo".into();
-    if let Err(refused) = ledger.try_spend(window.0, window.1, epsilon, &label) {
+    // Nothing is released about an empty window, so it spends nothing.
+    if counts.n() == 0 {
+        rec.inconclusive = true;
+        rec.inconclusive_reason = Some("no reports in the window".into());
+        rec.budget_remaining = Some(ledger.remaining_in(window.0, window.1, group.as_ref()));
+        return Ok(rec);
+    }
+    // The unique-elements tester is only a test where uniform has the most singletons
+    // (n ≤ k + 1, k = d or 6d after Goldreich's map): beyond it, release nothing.
+    let k = match test.kind {
+        TestKind::Identity => 6 * mechanism.domain(),
+        _ => mechanism.domain(),
+    };
+    if method == TestMethod::PrivateUniqueElements && !unique_elements_applies(counts.n(), k) {
+        rec.inconclusive = true;
+        rec.inconclusive_reason =
+            Some(format!(
+            "PrivateUniqueElements needs n ≤ k + 1 reports (k = {k} categories{}): with n = {} \
+             uniform no longer has the most singletons, so far-from-uniform data can look \
+             more uniform than uniform; use PrivateCollisions",
+            if test.kind == TestKind::Identity { ", 6d after Goldreich's map" } else { "" },
+            counts.n()
+        ));
+        rec.budget_remaining = Some(ledger.remaining_in(window.0, window.1, group.as_ref()));
+        return Ok(rec);
+    }
+    if let Err(refused) = ledger.try_spend_in(window.0, window.1, epsilon, &label, group.as_ref()) {
         rec.refused = Some("privacy budget exhausted".into());
         rec.inconclusive = true;
         rec.inconclusive_reason = Some(format!(
@@ -445,7 +501,7 @@ pub fn evaluate_private<R: rand::Rng + ?Sized>(
         return Ok(rec);
     }
     rec.epsilon_spent = Some(epsilon);
-    rec.budget_remaining = Some(ledger.remaining(window.0, window.1));
+    rec.budget_remaining = Some(ledger.remaining_in(window.0, window.1, group.as_ref()));
     // Identity to q reduces to uniformity on [6d]: map every report through Goldreich's
     // randomized map (its coins are part of the mechanism, so they come from `noise`).
     let goldreich = match test.kind {
@@ -467,11 +523,6 @@ pub fn evaluate_private<R: rand::Rng + ?Sized>(
         Some(map) => map.map_counts(c, rng),
         None => c.to_vec(),
     };
-    if counts.n() == 0 {
-        rec.inconclusive = true;
-        rec.inconclusive_reason = Some("no reports in the window".into());
-        return Ok(rec);
-    }
     let (statistic, p_value, reject) = match method {
         TestMethod::PrivateUniqueElements => {
             let c = to_uniformity(counts.counts(), noise);

@@ -26,8 +26,11 @@ pub struct TestRecord {
     pub n2: Option<u64>,
     /// Null when the test could not run (see `inconclusive_reason`).
     pub statistic: Option<f64>,
-    /// χ² degrees of freedom; null for decision rules without a χ² law (SheffetTV).
+    /// χ² degrees of freedom of the asymptotic law; null for decision rules without a χ²
+    /// law (SheffetTV) and where the p-value is only simulated (Laplace noise, SheffetQ).
     pub df: Option<u32>,
+    /// The p-value the decision uses: the Monte Carlo one when `calibration` is
+    /// `"monte_carlo"`, else the asymptotic one.
     pub p_value: Option<f64>,
     /// Benjamini–Hochberg adjusted p-value across the groups of the same stream, test and
     /// window.
@@ -90,6 +93,11 @@ pub struct TestRecord {
     /// the window are looked at. Null for fixed-n tests.
     #[serde(default)]
     pub anytime_p_value: Option<f64>,
+    /// The asymptotic (χ²) p-value when `p_value` is a Monte Carlo one
+    /// (`calibration = "monte_carlo"`), kept for comparison only: `reject` and `q_value`
+    /// come from `p_value`. Null otherwise, and for statistics without a usable χ² law.
+    #[serde(default)]
+    pub asymptotic_p_value: Option<f64>,
 }
 
 impl TestRecord {

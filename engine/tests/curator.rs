@@ -173,3 +173,167 @@ fn wrapper_privacy_claim_holds_by_simulation() {
     assert!(lx2 > hx, "X {kx}, X' {kx2}");
     let _ = InnerTester::Pearson;
 }
+
+/// The unique-elements tester in its valid regime (n ≤ k + 1): d = 10⁴, n = 2000, ε = 1,
+/// TV 0.25. Its power must clear its level by far (the review measured 0.93).
+#[test]
+fn unique_elements_has_power_in_the_sparse_regime() {
+    let (d, n, runs) = (10_000usize, 2000u64, 200u32);
+    assert!(ldpstream_engine::curator::unique_elements_applies(n, d));
+    let null = unique_elements_null(n, d, 1.0, 999, 31).unwrap();
+    let mut data = StdRng::seed_from_u64(32);
+    let mut noise = StdRng::seed_from_u64(33);
+    let (mut at_null, mut at_far) = (0u32, 0u32);
+    for _ in 0..runs {
+        for (p, hits) in [(uniform(d), &mut at_null), (far(d), &mut at_far)] {
+            let counts = sample_multinomial(&mut data, n, &p).unwrap();
+            let o = private_unique_elements(&counts, 1.0, ALPHA, &null, &mut noise);
+            *hits += u32::from(o.reject);
+        }
+    }
+    let (size, power) = (
+        f64::from(at_null) / f64::from(runs),
+        f64::from(at_far) / f64::from(runs),
+    );
+    eprintln!("unique elements, d = {d}, n = {n}: size {size}, power {power}");
+    assert!(size <= 0.1, "size {size}");
+    assert!(power >= 0.7, "power {power}");
+}
+
+/// Beyond n = k + 1 the tester is refused: d = 100, n = 1000 (where its power at TV 0.25
+/// was 0.025), directly and through Goldreich's map (k = 6d = 600), with the reason in
+/// the record and no ε spent. At n = k + 1 it still runs.
+#[test]
+fn unique_elements_is_refused_in_the_dense_regime() {
+    use ldpstream_engine::curator::ledger::PrivacyLedger;
+    use ldpstream_engine::evaluate::{evaluate_private, Scope};
+    use ldpstream_engine::mechanism::Mechanism;
+    use ldpstream_engine::sketch::{CountSketch, Sketch};
+    let config = ldpstream_config::Config::from_toml_str(
+        r#"
+[[stream]]
+name = "raw"
+source = { kind = "parquet", paths = ["x.parquet"] }
+mechanism = { kind = "raw", domain = 100 }
+budget_epsilon = 10.0
+[[stream.test]]
+name = "unique"
+kind = "uniformity"
+method = "PrivateUniqueElements"
+epsilon = 1.0
+mc_samples = 99
+[[stream.test]]
+name = "identity"
+kind = "identity"
+method = "PrivateUniqueElements"
+null = "uniform"
+epsilon = 1.0
+mc_samples = 99
+"#,
+        "test.toml",
+    )
+    .unwrap();
+    let stream = &config.streams[0];
+    let m = Mechanism::from_config(&stream.mechanism).unwrap();
+    let mut ledger = PrivacyLedger::new(10.0);
+    let mut noise = StdRng::seed_from_u64(3);
+    let mut run = |test: usize, n_each: u64, extra: u64| {
+        let mut counts = vec![n_each; 100];
+        counts[0] += extra;
+        let sketch = Sketch::Counts(CountSketch::from_counts(counts));
+        evaluate_private(
+            stream,
+            &stream.tests[test],
+            &m,
+            Scope::default(),
+            &sketch,
+            (None, None),
+            &mut ledger,
+            &mut noise,
+            None,
+        )
+        .unwrap()
+    };
+    for (test, k) in [(0, 100), (1, 600)] {
+        // n = 1000 > k + 1 for the uniformity test; n = 1000 > 601 through the map.
+        let r = run(test, 10, 0);
+        assert!(r.inconclusive && r.statistic.is_none(), "{r:?}");
+        let reason = r.inconclusive_reason.unwrap();
+        assert!(
+            reason.contains("n ≤ k + 1") && reason.contains(&format!("k = {k}")),
+            "{reason}"
+        );
+        assert_eq!(r.epsilon_spent, None);
+        assert_eq!(r.budget_remaining, Some(10.0));
+    }
+    // n = 101 = k + 1: the tester runs and spends.
+    let r = run(0, 1, 1);
+    assert_eq!(r.n, 101);
+    assert!(!r.inconclusive && r.statistic.is_some(), "{r:?}");
+    assert_eq!(r.epsilon_spent, Some(1.0));
+    assert_eq!(r.budget_remaining, Some(9.0));
+}
+
+/// Where the wrapper's guarantee is nearly tight. Its worst neighbouring pair is the one
+/// above: one block's answer flips and every other block accepts, which moves
+/// P(reject) from δ to δ + (1−2δ)/m. So the worst ratio is exactly `1 + (1−2δ)/(δm)` with
+/// m = ⌈1/(δε)⌉: 1.5 at δ = 0.25, ε = 1 (far below e^ε = 2.72, which is why the
+/// simulation above sees only 1.5), but 1.09 at δ = 0.05, ε = 0.1 (m = 200), close to
+/// e^0.1 = 1.105. There, 1.5·10⁶ runs per input must find both rates at their exact
+/// values (99.9% intervals), and the ratio within e^ε.
+#[test]
+fn wrapper_privacy_ratio_near_the_bound() {
+    let (delta, epsilon) = (0.05, 0.1);
+    let m = block_count(delta, epsilon);
+    assert_eq!(m, 200);
+    let u = uniform(4);
+    let (accepting, rejecting) = (vec![25u64; 4], vec![35u64, 25, 25, 15]);
+    assert!(pearson_rejects(&rejecting, &u, ALPHA) && !pearson_rejects(&accepting, &u, ALPHA));
+    let runs = 1_500_000u64;
+    let rate = |first: &Vec<u64>, seed: u64| {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut rejects = 0u64;
+        for _ in 0..runs {
+            let o = subsample_and_aggregate(
+                |b, _: &mut StdRng| {
+                    Ok(if b == 0 {
+                        first.clone()
+                    } else {
+                        accepting.clone()
+                    })
+                },
+                |c| Ok(pearson_rejects(c, &u, ALPHA)),
+                delta,
+                epsilon,
+                &mut rng,
+            )
+            .unwrap();
+            rejects += u64::from(o.reject);
+        }
+        rejects
+    };
+    let (kx, kx2) = (rate(&rejecting, 21), rate(&accepting, 22));
+    let exact_x = delta + (1.0 - 2.0 * delta) / m as f64;
+    let exact_x2 = delta;
+    let interval = |k: u64| {
+        let (kf, nf) = (k as f64, runs as f64);
+        (
+            Beta::new(kf, nf - kf + 1.0).unwrap().inverse_cdf(0.0005),
+            Beta::new(kf + 1.0, nf - kf).unwrap().inverse_cdf(0.9995),
+        )
+    };
+    let ((lx, hx), (lx2, hx2)) = (interval(kx), interval(kx2));
+    eprintln!(
+        "near the bound: P(reject|X) = {} (exact {exact_x}), P(reject|X') = {} (exact {exact_x2})",
+        kx as f64 / runs as f64,
+        kx2 as f64 / runs as f64
+    );
+    assert!((lx..=hx).contains(&exact_x), "X: {kx}");
+    assert!((lx2..=hx2).contains(&exact_x2), "X': {kx2}");
+    let worst = exact_x / exact_x2;
+    assert!((worst - 1.09).abs() < 1e-12 && worst <= epsilon.exp());
+    // The observed ratio is not below the exact one by more than sampling error, and
+    // no violation of e^ε is established.
+    assert!(lx / hx2 <= epsilon.exp(), "X {kx}, X' {kx2}");
+    assert!(hx / lx2 >= worst, "X {kx}, X' {kx2}");
+}

@@ -203,6 +203,49 @@ fn monte_carlo_calibration_size() {
     );
 }
 
+/// `calibration = "monte_carlo"` must change the decision itself. GenRR at ε = 4 with
+/// d = 20, a geometric null p0_j ∝ 0.6^j and n = 30 reports (smallest expected report count
+/// 0.41): there the χ² law is wrong and the asymptotic test rejects about 7.9% of null
+/// datasets (numpy, 20 000 runs), while the Monte Carlo test (m = 199) rejects about 5%.
+/// `reject` is counted, not the MC p-value, and the asymptotic p-value kept beside it must
+/// still show the asymptotic test's excess.
+#[test]
+fn monte_carlo_calibration_decides() {
+    let d = 20usize;
+    let weights: Vec<f64> = (0..d).map(|j| 0.6f64.powi(j as i32)).collect();
+    let total: f64 = weights.iter().sum();
+    let p0: Vec<f64> = weights.iter().map(|w| w / total).collect();
+    let m = Mechanism::from_config(&MechanismConfig::Grr {
+        epsilon: 4.0,
+        domain: d as u32,
+    })
+    .unwrap();
+    let mut rng = StdRng::seed_from_u64(12);
+    let (mut mc_rejects, mut asymptotic_rejects) = (0u32, 0u32);
+    for run in 0..RUNS {
+        let sketch = dataset(&m, &p0, 30, &mut rng);
+        let params = GofParams {
+            method: TestMethod::LocalExpGOF,
+            p0: &p0,
+            alpha: ALPHA,
+            calibration: Calibration::MonteCarlo,
+            mc_samples: 199,
+            seed: 1000 + u64::from(run),
+            distance: None,
+        };
+        let r = run_gof(&m, &sketch, &params).unwrap();
+        assert_eq!(r.p_value, r.mc_p_value);
+        mc_rejects += u32::from(r.reject);
+        asymptotic_rejects += u32::from(r.asymptotic_p_value.unwrap() < ALPHA);
+    }
+    let asymptotic = f64::from(asymptotic_rejects) / f64::from(RUNS);
+    assert!(asymptotic > 0.065, "asymptotic size {asymptotic}");
+    assert_size(
+        "reject under Monte Carlo calibration (LocalExpGOF, n = 30)",
+        f64::from(mc_rejects) / f64::from(RUNS),
+    );
+}
+
 /// SheffetTV is a decision rule, not a level-α test: with enough reports for its distance
 /// (Thm 11) it almost never rejects the null and almost always rejects a far alternative.
 #[test]

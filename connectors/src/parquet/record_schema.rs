@@ -91,6 +91,7 @@ pub fn record_schema() -> SchemaRef {
         f("late_reports", DataType::UInt64, false),
         f("e_value", DataType::Float64, true),
         f("anytime_p_value", DataType::Float64, true),
+        f("asymptotic_p_value", DataType::Float64, true),
     ]))
 }
 
@@ -172,7 +173,7 @@ pub(crate) mod tests {
             "budget_remaining": 1.5, "blocks": 10, "block_size": 100, "block": 3,
             "rejected_reports": {"out_of_domain": 2, "null": 1},
             "inconclusive": false, "inconclusive_reason": "none", "final": true,
-            "late_reports": 9, "e_value": 42.5, "anytime_p_value": 0.0235
+            "late_reports": 9, "e_value": 42.5, "anytime_p_value": 0.0235, "asymptotic_p_value": 0.0049
         }))
         .unwrap()
     }

@@ -41,7 +41,8 @@ impl GoldreichMap {
         let mut next = 0u32;
         for &qi in q {
             let mixed = 0.5 * qi + 0.5 / d as f64;
-            let m = (six_d * mixed).floor() as u32;
+            // Capped so that a q summing to just over 1 cannot push the blocks past 6d.
+            let m = ((six_d * mixed).floor() as u32).min(6 * d as u32 - next);
             start.push(next);
             size.push(m);
             inside.push(f64::from(m) / (six_d * mixed));
@@ -68,11 +69,15 @@ impl GoldreichMap {
         } else {
             rng.random_range(0..self.d)
         } as usize;
-        if rng.random::<f64>() < self.inside[mixed] && self.size[mixed] > 0 {
+        let rest = self.image_domain().saturating_sub(self.rest_start);
+        // With S_0 empty every 6d·q'_i is a whole number and `inside` is 1 up to rounding:
+        // a draw just under 1 must not fall into the empty S_0 (index 6d, past the end).
+        let into_block =
+            self.size[mixed] > 0 && (rest == 0 || rng.random::<f64>() < self.inside[mixed]);
+        if into_block {
             self.start[mixed] + rng.random_range(0..self.size[mixed])
         } else {
-            let rest = self.image_domain() - self.rest_start;
-            self.rest_start + rng.random_range(0..rest.max(1))
+            (self.rest_start + rng.random_range(0..rest.max(1))).min(self.image_domain() - 1)
         }
     }
 
@@ -92,7 +97,50 @@ impl GoldreichMap {
 mod tests {
     use super::*;
     use crate::stats::pearson_gof;
-    use rand::SeedableRng;
+    use rand::{RngCore, SeedableRng};
+
+    /// A generator whose every word is all ones: `random::<f64>()` is then the largest
+    /// double below 1, and integer ranges give their top value.
+    struct Top;
+
+    impl RngCore for Top {
+        fn next_u32(&mut self) -> u32 {
+            u32::MAX
+        }
+        fn next_u64(&mut self) -> u64 {
+            u64::MAX
+        }
+        fn fill_bytes(&mut self, dst: &mut [u8]) {
+            dst.fill(0xff);
+        }
+    }
+
+    /// q = (0, .2, .4, .2, .2) fills [30] exactly (S_0 empty), yet 6d·q'_2 = 9 rounds to
+    /// just above 9, so `inside` for category 2 is 1 − 2⁻⁵² and the top uniform draw
+    /// fails it: the image must still land inside [6d], for every input.
+    #[test]
+    fn image_stays_inside_when_the_rest_block_is_empty() {
+        let third = 1.0 / 3.0;
+        for q in [
+            vec![0.0, 0.2, 0.4, 0.2, 0.2],
+            vec![0.25; 4],
+            vec![third, third, third],
+            vec![0.1, 0.7, 0.2],
+        ] {
+            let map = GoldreichMap::new(&q).unwrap();
+            for x in 0..q.len() as u32 {
+                let y = map.map(x, &mut Top);
+                assert!(y < map.image_domain(), "q {q:?}, x {x}: image {y}");
+            }
+            let counts = map.map_counts(&vec![3; q.len()], &mut Top);
+            assert_eq!(counts.len(), 6 * q.len());
+        }
+        // A q whose blocks, rounded, would need more than 6d points.
+        let q = [0.5 + 5e-10, 0.5];
+        let map = GoldreichMap::new(&q).unwrap();
+        assert!(map.rest_start <= map.image_domain());
+        assert!(map.map(0, &mut Top) < map.image_domain());
+    }
 
     /// Samples from q map to a law a χ² test cannot tell from uniform on [6d]
     /// (n = 10⁶, α = 1e-6); a q-far input maps far from uniform.

@@ -2,8 +2,26 @@
 //! of any one report is the sum of ε over the releases whose windows contain it
 //! (sequential composition over overlapping windows, parallel over disjoint ones), and a
 //! release that would push any report past the budget is refused.
+//!
+//! A release may also be confined to one group (its values of the stream's `group_by`
+//! columns). A report belongs to exactly one group, so releases over disjoint groups of one
+//! window compose in parallel: G groups cost max, not the sum, of their ε.
+
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+
+/// The reports a release covers: column → value (None for a null key). No group (None)
+/// means every report of the window.
+pub type Group = BTreeMap<String, Option<String>>;
+
+/// True when no report can be in both groups: they give different values to one column.
+fn disjoint(a: Option<&Group>, b: Option<&Group>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => a.iter().any(|(k, v)| b.get(k).is_some_and(|w| w != v)),
+        _ => false,
+    }
+}
 
 /// Version of the ledger's JSON form.
 pub const LEDGER_VERSION: u32 = 1;
@@ -15,6 +33,9 @@ pub struct Spend {
     pub end: Option<i64>,
     pub epsilon: f64,
     pub label: String,
+    /// The group the release was confined to; absent for a release over all reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<Group>,
 }
 
 impl Spend {
@@ -59,8 +80,11 @@ impl PrivacyLedger {
         }
     }
 
-    /// The largest total ε any single report in `[start, end)` has been charged.
-    fn worst_charge(&self, start: Option<i64>, end: Option<i64>) -> f64 {
+    /// An upper bound on the total ε any single report of `group` in `[start, end)` has
+    /// been charged (exact when all groups use the same columns). Every spend that charged
+    /// such a report is one whose group is not disjoint from `group`; for a release over
+    /// all reports (`group` None), every report sits in some spend's group or in none.
+    fn worst_charge(&self, start: Option<i64>, end: Option<i64>, group: Option<&Group>) -> f64 {
         let overlapping: Vec<&Spend> = self
             .spends
             .iter()
@@ -70,19 +94,36 @@ impl PrivacyLedger {
         // maximum is attained at the window's own start or at one of those starts.
         let mut points: Vec<Option<i64>> = vec![start];
         points.extend(overlapping.iter().map(|s| s.start).filter(|p| p.is_some()));
+        // The groups whose reports can be worst off: the release's own, or, for a release
+        // over all reports, every group charged so far and the reports of none of them.
+        let mut candidates: Vec<Option<&Group>> = vec![group];
+        if group.is_none() {
+            candidates.extend(
+                overlapping
+                    .iter()
+                    .filter_map(|s| s.group.as_ref())
+                    .map(Some),
+            );
+        }
+        let in_candidate = |s: &Spend, candidate: Option<&Group>| match candidate {
+            Some(g) => !disjoint(s.group.as_ref(), Some(g)),
+            None => s.group.is_none(),
+        };
         points
             .into_iter()
             .filter(|p| match (p, start, end) {
                 (Some(t), s, e) => s.is_none_or(|s| s <= *t) && e.is_none_or(|e| *t < e),
                 (None, _, _) => true,
             })
-            .map(|p| {
+            .flat_map(|p| candidates.iter().map(move |c| (p, *c)))
+            .map(|(p, candidate)| {
                 overlapping
                     .iter()
                     .filter(|s| match p {
                         Some(t) => s.contains(t),
                         None => s.start.is_none(),
                     })
+                    .filter(|s| in_candidate(s, candidate))
                     .map(|s| s.epsilon)
                     .sum::<f64>()
             })
@@ -91,7 +132,12 @@ impl PrivacyLedger {
 
     /// The budget left for a release over `[start, end)`.
     pub fn remaining(&self, start: Option<i64>, end: Option<i64>) -> f64 {
-        (self.budget - self.worst_charge(start, end)).max(0.0)
+        self.remaining_in(start, end, None)
+    }
+
+    /// The budget left for a release over the reports of `group` in `[start, end)`.
+    pub fn remaining_in(&self, start: Option<i64>, end: Option<i64>, group: Option<&Group>) -> f64 {
+        (self.budget - self.worst_charge(start, end, group)).max(0.0)
     }
 
     /// The budget left for a release over all time (what the metric shows).
@@ -108,7 +154,19 @@ impl PrivacyLedger {
         epsilon: f64,
         label: &str,
     ) -> Result<(), Refused> {
-        let remaining = self.remaining(start, end);
+        self.try_spend_in(start, end, epsilon, label, None)
+    }
+
+    /// [`Self::try_spend`] for a release confined to the reports of `group`.
+    pub fn try_spend_in(
+        &mut self,
+        start: Option<i64>,
+        end: Option<i64>,
+        epsilon: f64,
+        label: &str,
+        group: Option<&Group>,
+    ) -> Result<(), Refused> {
+        let remaining = self.remaining_in(start, end, group);
         // A relative slack absorbs rounding when a budget is spent in exact fractions.
         if epsilon > remaining + 1e-12 * self.budget {
             return Err(Refused {
@@ -121,6 +179,7 @@ impl PrivacyLedger {
             end,
             epsilon,
             label: label.to_string(),
+            group: group.cloned(),
         });
         Ok(())
     }
@@ -172,5 +231,62 @@ mod tests {
         ledger.try_spend(None, None, 0.6, "b").unwrap();
         let r = ledger.try_spend(None, None, 0.01, "c").unwrap_err();
         assert!(r.remaining < 1e-9);
+    }
+
+    fn group(pairs: &[(&str, &str)]) -> Group {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), Some(v.to_string())))
+            .collect()
+    }
+
+    /// 50 disjoint groups of one window under a budget that covers one release: all 50 get
+    /// their release (parallel composition), a second release in any group is refused, and
+    /// a release over all reports sees the worst group.
+    #[test]
+    fn disjoint_groups_of_a_window_compose_in_parallel() {
+        let mut ledger = PrivacyLedger::new(1.0);
+        let w = (Some(0), Some(HOUR));
+        for g in 0..50 {
+            let key = group(&[("country", &format!("c{g}"))]);
+            ledger
+                .try_spend_in(w.0, w.1, 1.0, "t", Some(&key))
+                .unwrap_or_else(|r| panic!("group {g} refused: {r:?}"));
+        }
+        let key = group(&[("country", "c7")]);
+        assert!(ledger.try_spend_in(w.0, w.1, 0.1, "t", Some(&key)).is_err());
+        assert_eq!(ledger.remaining(w.0, w.1), 0.0);
+        assert!(ledger.try_spend(w.0, w.1, 0.1, "all").is_err());
+        // A group no release has touched still has the whole budget.
+        let fresh = group(&[("country", "c99")]);
+        assert_eq!(ledger.remaining_in(w.0, w.1, Some(&fresh)), 1.0);
+    }
+
+    /// Groups over other columns may share reports: they compose sequentially, and a
+    /// release over all reports charges every group.
+    #[test]
+    fn overlapping_groups_compose_sequentially() {
+        let mut ledger = PrivacyLedger::new(1.0);
+        let fr = group(&[("country", "fr")]);
+        let ios = group(&[("os", "ios")]);
+        ledger
+            .try_spend_in(None, None, 0.6, "a", Some(&fr))
+            .unwrap();
+        assert!(ledger
+            .try_spend_in(None, None, 0.6, "b", Some(&ios))
+            .is_err());
+        ledger.try_spend(None, None, 0.3, "all").unwrap();
+        let de = group(&[("country", "de")]);
+        assert!((ledger.remaining_in(None, None, Some(&de)) - 0.7).abs() < 1e-12);
+        assert!((ledger.remaining_in(None, None, Some(&fr)) - 0.1).abs() < 1e-12);
+    }
+
+    /// Ledgers written before groups existed still load, as releases over all reports.
+    #[test]
+    fn reads_ledgers_without_groups() {
+        let text = r#"{"version":1,"budget":2.0,"spends":[{"start":0,"end":10,"epsilon":0.5,"label":"x"}]}"#;
+        let ledger: PrivacyLedger = serde_json::from_str(text).unwrap();
+        assert_eq!(ledger.spends[0].group, None);
+        assert_eq!(ledger.remaining(Some(0), Some(10)), 1.5);
     }
 }

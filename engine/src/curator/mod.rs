@@ -15,7 +15,7 @@ mod unique;
 pub use collisions::{collision_count, collisions_null, private_collisions};
 pub use goldreich::GoldreichMap;
 pub use subsample::{block_count, pearson_rejects, subsample_and_aggregate, SubsampleOutcome};
-pub use unique::{private_unique_elements, unique_elements_null};
+pub use unique::{private_unique_elements, unique_elements_applies, unique_elements_null};
 
 use rand::{Rng, SeedableRng};
 
@@ -34,10 +34,9 @@ pub fn secure_rng() -> rand::rngs::StdRng {
     rand::rngs::StdRng::from_os_rng()
 }
 
-/// One draw of Lap(scale).
+/// One draw of Lap(scale), from the open unit interval (never infinite).
 pub fn laplace<R: Rng + ?Sized>(rng: &mut R, scale: f64) -> f64 {
-    let u: f64 = rng.random::<f64>() - 0.5;
-    -scale * u.signum() * (1.0 - 2.0 * u.abs()).ln()
+    crate::mechanism::sample_laplace(rng, scale)
 }
 
 /// `(1 + #{simulated at least as extreme})/(m + 1)`, extreme meaning *smaller* when

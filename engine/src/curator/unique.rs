@@ -10,6 +10,20 @@ fn unique_fraction(counts: &[u64], n: u64) -> f64 {
     counts.iter().filter(|&&c| c == 1).count() as f64 / n.max(1) as f64
 }
 
+/// Whether the unique-elements tester is valid for n reports on k categories: n ≤ k + 1.
+///
+/// Seed 004's tester rejects when there are few singletons, which presumes that uniform
+/// maximises `E[#singletons] = Σ_j g(p_j)`, `g(p) = n p (1−p)^{n−1}`. g is concave on
+/// [0, 2/n] and convex beyond, and its concave envelope on [0, 1] is g itself up to the
+/// point p* where the tangent passes through (1, 0): `g(p*) = −g'(p*)(1−p*)` gives
+/// `p* = 1/(n−1)`. By Jensen on the envelope, uniform (p_j = 1/k) maximises the expected
+/// singletons over all distributions iff 1/k ≤ p*, i.e. n ≤ k + 1. Beyond it some
+/// distributions far from uniform have more singletons than uniform, so the test's power
+/// against them is below its level (d = 100, n = 1000, TV 0.25: power 0.025 at α = 0.05).
+pub fn unique_elements_applies(n: u64, k: usize) -> bool {
+    n <= k as u64 + 1
+}
+
 /// The unique-elements uniformity tester (seed 004): release `Z2 + Lap(2/ε)/n` (one report
 /// changes the unique count by at most 2). Far-from-uniform distributions lower Z2, so small
 /// values are extreme; the p-value and threshold come from `mc_samples` simulated uniform

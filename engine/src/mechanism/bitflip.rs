@@ -8,22 +8,27 @@ use crate::error::EngineError;
 /// inputs differ in two bits, so the whole report is ε-LDP.
 ///
 /// Reports are packed LSB first: bit j is bit `j % 8` of byte `j / 8`.
+///
+/// The probabilities come from the stable forms `1/(1+e^{−ε/2})`, `1/(1+e^{ε/2})` and
+/// `tanh(ε/4)`, and every flip is an exact Bernoulli draw, so the report stays ε-LDP and
+/// Σ(p) stays invertible over the whole accepted range of ε.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct BitFlip {
     epsilon: f64,
     domain: u32,
     keep: f64,
+    flip: f64,
 }
 
 impl BitFlip {
     pub fn new(epsilon: f64, domain: u32) -> Result<Self, EngineError> {
         super::check_epsilon(epsilon)?;
         super::check_domain(domain)?;
-        let h = (epsilon / 2.0).exp();
         Ok(BitFlip {
             epsilon,
             domain,
-            keep: h / (h + 1.0),
+            keep: super::sign_keep(epsilon / 2.0),
+            flip: super::sign_lie(epsilon / 2.0),
         })
     }
 
@@ -47,17 +52,17 @@ impl BitFlip {
 
     /// `α_ε = (e^{ε/2}−1)/(e^{ε/2}+1)`: how much of a bit's mean is signal.
     pub fn alpha(&self) -> f64 {
-        2.0 * self.keep - 1.0
+        (self.epsilon / 4.0).tanh()
     }
 
     /// `1/(e^{ε/2}+1)`: the chance a zero bit is reported as one.
     pub fn flip(&self) -> f64 {
-        1.0 - self.keep
+        self.flip
     }
 
     /// `b = e^{ε/2}/(e^{ε/2}+1)²`, the per-bit noise variance in Σ(p).
     pub fn b(&self) -> f64 {
-        self.keep * (1.0 - self.keep)
+        self.keep * self.flip
     }
 
     /// Privatizes `x` with the thread's CSPRNG.
@@ -79,11 +84,10 @@ impl BitFlip {
 
     /// Writes the packed report of `x` (< domain) into `out` (report_bytes long).
     pub(crate) fn randomize_into<R: Rng + ?Sized>(&self, x: u32, rng: &mut R, out: &mut [u8]) {
-        // Compare 53-bit uniforms with the flip probability: exact up to f64 rounding.
         let flip = self.flip();
         for j in 0..self.domain as usize {
             let truth = j == x as usize;
-            let flipped = rng.random::<f64>() < flip;
+            let flipped = super::bernoulli_exact(rng, flip);
             if truth != flipped {
                 out[j / 8] |= 1 << (j % 8);
             }

@@ -122,7 +122,8 @@ impl Cohort {
         super::check_input(x, self.domain)?;
         let c = rng.random_range(0..self.cohorts);
         let truth = self.sign(c, x);
-        let keep = rng.random::<f64>() < super::sign_keep(self.epsilon);
+        // Exact, so that the lie stays possible (and the report ε-LDP) at large ε.
+        let keep = !super::bernoulli_exact(rng, super::sign_lie(self.epsilon));
         Ok((c, if keep { truth } else { -truth }))
     }
 

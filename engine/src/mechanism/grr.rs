@@ -6,32 +6,33 @@ use crate::error::EngineError;
 /// Generalized randomized response (k-RR, the exponential mechanism `M_EXP` of seed 002
 /// Alg. 2): report the true category with probability `e^ε/(e^ε+d-1)`, otherwise one of the
 /// other `d-1` categories uniformly.
+///
+/// Every probability is computed from `e^{−ε}`, which neither overflows nor cancels over the
+/// accepted range of ε, and the lie is drawn with an exact Bernoulli, so the randomizer is
+/// ε-LDP even where the lie probability is far below 2⁻⁵³.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Grr {
     epsilon: f64,
     domain: u32,
-    /// `e^ε/(e^ε+d-1)`, cached because the client draws against it for every value.
-    keep: f64,
+    /// `(d−1)/(e^ε+d−1)`, the probability of reporting some other category, cached because
+    /// the client draws against it for every value.
+    lie: f64,
 }
 
 impl Grr {
-    /// `epsilon` must be finite and > 0; `domain` (d) at least 2.
+    /// `epsilon` must lie in the accepted range (see `ldpstream_config::MAX_EPSILON`);
+    /// `domain` (d) at least 2.
     pub fn new(epsilon: f64, domain: u32) -> Result<Self, EngineError> {
-        if !(epsilon.is_finite() && epsilon > 0.0) {
-            return Err(EngineError::invalid(
-                "epsilon",
-                epsilon,
-                "a finite number > 0",
-            ));
-        }
+        super::check_epsilon(epsilon)?;
         if domain < 2 {
             return Err(EngineError::invalid("domain", domain, "an integer >= 2"));
         }
-        let e = epsilon.exp();
+        let others = f64::from(domain) - 1.0;
+        let decay = (-epsilon).exp();
         Ok(Grr {
             epsilon,
             domain,
-            keep: e / (e + f64::from(domain) - 1.0),
+            lie: others * decay / (1.0 + others * decay),
         })
     }
 
@@ -51,7 +52,7 @@ impl Grr {
     /// Privatizes `x` with a caller-supplied generator (seeded only for simulation).
     pub fn randomize_with<R: Rng + ?Sized>(&self, x: u32, rng: &mut R) -> Result<u32, EngineError> {
         super::check_input(x, self.domain)?;
-        if rng.random::<f64>() < self.keep {
+        if !super::bernoulli_exact(rng, self.lie) {
             Ok(x)
         } else {
             // A uniform draw over the d-1 other categories: skip over x.
@@ -60,14 +61,18 @@ impl Grr {
         }
     }
 
-    /// `ρ = 1/(d-1+e^ε)`: the probability of reporting any one specific wrong category.
+    /// `ρ = 1/(d-1+e^ε) = e^{−ε}/(1+(d−1)e^{−ε})`: the probability of reporting any one
+    /// specific wrong category.
     pub fn rho(&self) -> f64 {
-        1.0 / (f64::from(self.domain) - 1.0 + self.epsilon.exp())
+        let decay = (-self.epsilon).exp();
+        decay / (1.0 + (f64::from(self.domain) - 1.0) * decay)
     }
 
-    /// `γ = (e^ε-1)/(d-1+e^ε)`, so that the report law is `p̌ = ρ1 + γp` (Sheffet Thm 3).
+    /// `γ = (e^ε-1)/(d-1+e^ε) = (1−e^{−ε})/(1+(d−1)e^{−ε})`, so that the report law is
+    /// `p̌ = ρ1 + γp` (Sheffet Thm 3).
     pub fn gamma(&self) -> f64 {
-        self.epsilon.exp_m1() * self.rho()
+        let decay = (-self.epsilon).exp();
+        -(-self.epsilon).exp_m1() / (1.0 + (f64::from(self.domain) - 1.0) * decay)
     }
 
     /// The law of a report when true categories follow `p` (seed 002 eq. 4).

@@ -47,7 +47,7 @@ impl Hadamard {
         }
     }
 
-    /// `η = (e^ε−1)/(2(e^ε+1))`: `E[θ] = 2η p`.
+    /// `η = (e^ε−1)/(2(e^ε+1)) = tanh(ε/2)/2`: `E[θ] = 2η p`.
     pub fn eta(&self) -> f64 {
         super::sign_eta(self.epsilon)
     }
@@ -66,7 +66,8 @@ impl Hadamard {
         super::check_input(x, self.domain)?;
         let j = rng.random_range(0..self.rows);
         let truth = Self::entry(j, x);
-        let keep = rng.random::<f64>() < super::sign_keep(self.epsilon);
+        // Exact, so that the lie stays possible (and the report ε-LDP) at large ε.
+        let keep = !super::bernoulli_exact(rng, super::sign_lie(self.epsilon));
         Ok((j, if keep { truth } else { -truth }))
     }
 

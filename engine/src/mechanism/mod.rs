@@ -21,7 +21,9 @@ pub use channel::Channel;
 pub use cohort::Cohort;
 pub use grr::Grr;
 pub use hadamard::{fwht, Hadamard};
-pub use noise::{Noise, NoiseKind};
+pub use noise::{sample_laplace, Noise, NoiseKind};
+
+use rand::Rng;
 
 use ldpstream_config::MechanismConfig;
 use serde::{Deserialize, Serialize};
@@ -215,13 +217,14 @@ impl Mechanism {
 }
 
 pub(crate) fn check_epsilon(epsilon: f64) -> Result<(), EngineError> {
-    if epsilon.is_finite() && epsilon > 0.0 {
+    use ldpstream_config::{MAX_EPSILON, MIN_EPSILON};
+    if (MIN_EPSILON..=MAX_EPSILON).contains(&epsilon) {
         Ok(())
     } else {
         Err(EngineError::invalid(
             "epsilon",
             epsilon,
-            "a finite number > 0",
+            "a number from 1e-9 to 700 (see ldpstream_config::MAX_EPSILON for why)",
         ))
     }
 }
@@ -250,7 +253,138 @@ pub(crate) fn sign_keep(epsilon: f64) -> f64 {
     1.0 / (1.0 + (-epsilon).exp())
 }
 
-/// `η = (e^ε−1)/(2(e^ε+1))` = `sign_keep − ½`.
+/// Probability that a ±1 mechanism reports the wrong sign, `1/(1+e^ε)`, computed as
+/// `e^{−ε}/(1+e^{−ε})` so that it neither overflows nor rounds to 0 for large ε.
+pub(crate) fn sign_lie(epsilon: f64) -> f64 {
+    let decay = (-epsilon).exp();
+    decay / (1.0 + decay)
+}
+
+/// `η = (e^ε−1)/(2(e^ε+1)) = tanh(ε/2)/2`, without the cancellation of `sign_keep − ½`
+/// at small ε.
 pub(crate) fn sign_eta(epsilon: f64) -> f64 {
-    sign_keep(epsilon) - 0.5
+    0.5 * (0.5 * epsilon).tanh()
+}
+
+/// A Bernoulli(p) draw that is exact for the double `p`: the uniform U is generated 64
+/// bits at a time and compared with the binary expansion of p until they differ, so
+/// `P(U < p) = p` exactly, however small p is. (`random::<f64>() < p` resolves only
+/// 2⁻⁵³, so for p below that it never fires, and `random_bool` resolves 2⁻⁶⁴.) Costs one
+/// 64-bit word almost always.
+pub fn bernoulli_exact<R: Rng + ?Sized>(rng: &mut R, p: f64) -> bool {
+    if p.is_nan() || p <= 0.0 {
+        return false;
+    }
+    if p >= 1.0 {
+        return true;
+    }
+    // p = m·2^(−shift), m < 2⁵³ an integer.
+    let bits = p.to_bits();
+    let exponent = ((bits >> 52) & 0x7ff) as i64;
+    let fraction = bits & ((1u64 << 52) - 1);
+    let (m, shift) = if exponent == 0 {
+        (fraction, 1074i64)
+    } else {
+        (fraction | (1u64 << 52), 1075 - exponent)
+    };
+    let mut chunk_end = 64i64;
+    loop {
+        // Bits (chunk_end − 64, chunk_end] of p's expansion: ⌊p·2^chunk_end⌋ mod 2⁶⁴.
+        let up = chunk_end - shift;
+        let chunk = if up >= 64 {
+            0
+        } else if up >= 0 {
+            ((u128::from(m) << up) & u128::from(u64::MAX)) as u64
+        } else if up > -64 {
+            m >> (-up)
+        } else {
+            0
+        };
+        let word = rng.next_u64();
+        if word != chunk {
+            return word < chunk;
+        }
+        if up >= 64 {
+            // Every later bit of p is 0: U ≥ p unless all of U's later bits are 0 too,
+            // an event of probability 0.
+            return false;
+        }
+        chunk_end += 64;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{RngCore, SeedableRng};
+
+    /// Replays a fixed list of 64-bit words, then zeros.
+    struct Script(Vec<u64>);
+
+    impl RngCore for Script {
+        fn next_u32(&mut self) -> u32 {
+            self.next_u64() as u32
+        }
+        fn next_u64(&mut self) -> u64 {
+            if self.0.is_empty() {
+                0
+            } else {
+                self.0.remove(0)
+            }
+        }
+        fn fill_bytes(&mut self, dst: &mut [u8]) {
+            for b in dst {
+                *b = self.next_u64() as u8;
+            }
+        }
+    }
+
+    /// The draw compares U = 0.w1 w2 … (64-bit words) with p bit for bit.
+    #[test]
+    fn bernoulli_compares_with_the_binary_expansion() {
+        // p = ½: the first word decides, at its top bit.
+        assert!(bernoulli_exact(&mut Script(vec![(1 << 63) - 1]), 0.5));
+        assert!(!bernoulli_exact(&mut Script(vec![1 << 63]), 0.5));
+        // p = 3·2⁻⁶⁶ = 0.000…0011 (bits 65, 66): U < p iff w1 = 0 and w2 < 3·2⁶².
+        let p = 3.0 * 2f64.powi(-66);
+        assert!(bernoulli_exact(&mut Script(vec![0, (3 << 62) - 1]), p));
+        assert!(!bernoulli_exact(&mut Script(vec![0, 3 << 62]), p));
+        assert!(!bernoulli_exact(&mut Script(vec![1, 0]), p));
+        // e^{-60}/(1+e^{-60}) ≈ 8.8e-27 ≈ 2⁻⁸⁷: reachable, with U = 0 (all-zero words).
+        assert!(bernoulli_exact(&mut Script(vec![]), sign_lie(60.0)));
+        assert!(bernoulli_exact(&mut Script(vec![]), f64::from_bits(1)));
+        assert!(!bernoulli_exact(&mut Script(vec![0, 1]), f64::from_bits(1)));
+        assert!(!bernoulli_exact(&mut Script(vec![]), 0.0));
+        assert!(bernoulli_exact(&mut Script(vec![u64::MAX]), 1.0));
+    }
+
+    /// Frequencies of 10⁶ draws within 5 standard errors of p.
+    #[test]
+    fn bernoulli_frequencies_match_p() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+        for p in [0.3, 0.01, 1.0 / 3.0, 0.999] {
+            let n = 1_000_000;
+            let hits = (0..n).filter(|_| bernoulli_exact(&mut rng, p)).count();
+            let se = (p * (1.0 - p) / n as f64).sqrt();
+            assert!(
+                (hits as f64 / n as f64 - p).abs() < 5.0 * se,
+                "p {p}: {hits}"
+            );
+        }
+    }
+
+    /// The stable forms agree with the textbook ones where those are accurate, and stay
+    /// accurate where those cancel or overflow.
+    #[test]
+    fn sign_probabilities_are_stable() {
+        for eps in [0.1, 1.0, 5.0] {
+            let e = f64::exp(eps);
+            assert!((sign_eta(eps) - (e - 1.0) / (2.0 * (e + 1.0))).abs() < 1e-15);
+            assert!((sign_lie(eps) - 1.0 / (1.0 + e)).abs() < 1e-15);
+        }
+        // η ≈ ε/4 at small ε, to full relative precision (sign_keep − ½ would keep none).
+        assert!((sign_eta(1e-12) / 2.5e-13 - 1.0).abs() < 1e-12);
+        // The lie probability at ε = 700 is e^{-700}(1 − e^{-700}) to 1e-14, not 0.
+        assert!((sign_lie(700.0) / (-700f64).exp() - 1.0).abs() < 1e-14);
+    }
 }

@@ -1,3 +1,4 @@
+use rand::distr::Open01;
 use rand::Rng;
 use rand_distr::{Distribution, StandardNormal};
 
@@ -28,7 +29,16 @@ impl Noise {
                     return Err(EngineError::invalid("rho", rho, "a finite number > 0"));
                 }
             }
-            NoiseKind::Laplace { epsilon } => super::check_epsilon(epsilon)?,
+            NoiseKind::Laplace { epsilon } => {
+                super::check_epsilon(epsilon)?;
+                if epsilon < ldpstream_config::MIN_LAPLACE_EPSILON {
+                    return Err(EngineError::invalid(
+                        "epsilon",
+                        epsilon,
+                        "at least 1e-7 for Laplace noise (it must fit a sum sketch's ±2^31)",
+                    ));
+                }
+            }
         }
         super::check_domain(domain)?;
         Ok(Noise { kind, domain })
@@ -81,13 +91,7 @@ impl Noise {
                 let z: f64 = StandardNormal.sample(rng);
                 z / rho.sqrt()
             }
-            NoiseKind::Laplace { epsilon } => {
-                // Inverse CDF of Lap(b) from a uniform on (−½, ½); `random` never returns
-                // exactly 1, so the logarithm stays finite.
-                let b = 2.0 / epsilon;
-                let u: f64 = rng.random::<f64>() - 0.5;
-                -b * u.signum() * (1.0 - 2.0 * u.abs()).ln()
-            }
+            NoiseKind::Laplace { epsilon } => sample_laplace(rng, 2.0 / epsilon),
         }
     }
 
@@ -110,5 +114,46 @@ impl Noise {
             estimate,
             std_error,
         }
+    }
+}
+
+/// One draw of Lap(scale) by the inverse CDF. The uniform is drawn from the open interval
+/// (0, 1): at u = 0 the logarithm would be −∞ (a 2⁻⁵³ chance per draw from `[0, 1)`).
+pub fn sample_laplace<R: Rng + ?Sized>(rng: &mut R, scale: f64) -> f64 {
+    let u: f64 = Open01.sample(rng);
+    let v = u - 0.5;
+    -scale * v.signum() * (1.0 - 2.0 * v.abs()).ln()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::RngCore;
+
+    /// A generator stuck at its extremes: the lowest and the highest 64-bit words.
+    struct Stuck(u64);
+
+    impl RngCore for Stuck {
+        fn next_u32(&mut self) -> u32 {
+            self.0 as u32
+        }
+        fn next_u64(&mut self) -> u64 {
+            self.0
+        }
+        fn fill_bytes(&mut self, dst: &mut [u8]) {
+            dst.fill(self.0 as u8);
+        }
+    }
+
+    /// The uniform that `[0, 1)` sampling maps to 0 (all bits zero) and the one it maps
+    /// closest to 1 must both give finite noise.
+    #[test]
+    fn laplace_is_finite_at_the_extreme_uniforms() {
+        for word in [0u64, u64::MAX] {
+            let z = sample_laplace(&mut Stuck(word), 2.0);
+            assert!(z.is_finite(), "word {word:#x}: {z}");
+        }
+        let noise = Noise::new(NoiseKind::Laplace { epsilon: 1.0 }, 3).unwrap();
+        assert!(noise.sample_noise(&mut Stuck(0)).is_finite());
     }
 }

@@ -126,16 +126,20 @@ impl BilinearProblem {
                     .map(|(a, b)| (a - b).abs())
                     .fold(0.0, f64::max);
                 let (new_value, new_wu) = self.evaluate(&n1, &n2);
-                if new_value <= value - moved / (2.0 * step)
-                    || largest < FIT_TOLERANCE * step.max(1.0)
-                {
+                let stalled = largest < FIT_TOLERANCE * step.max(1.0);
+                if new_value <= value - moved / (2.0 * step) || stalled {
                     let done = largest < FIT_TOLERANCE;
-                    t1 = n1;
-                    t2 = n2;
-                    value = new_value.min(value);
-                    wu = new_wu;
+                    // A stalled step may not lower the value (rounding): then keep the
+                    // point we have, so the value returned is the one attained at θ.
+                    let improved = new_value <= value;
+                    if improved {
+                        t1 = n1;
+                        t2 = n2;
+                        value = new_value;
+                        wu = new_wu;
+                    }
                     step *= 1.5;
-                    if done {
+                    if done || !improved {
                         return Fit {
                             value,
                             theta1: t1,
@@ -197,4 +201,52 @@ pub fn outer(a: &[f64], b: &[f64]) -> Vec<f64> {
     a.iter()
         .flat_map(|&x| b.iter().map(move |&y| x * y))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    /// Random bit-flip-like problems (2×2 to 4×5, targets near and far from a product):
+    /// the value returned must be the objective at the θ returned, bit for bit. A stalled
+    /// step that raised the value used to move θ yet keep the old, smaller value.
+    #[test]
+    fn value_is_attained_at_the_returned_theta() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(44);
+        for case in 0..300 {
+            let (rows, cols) = (rng.random_range(2..5usize), rng.random_range(2..6usize));
+            let d = rows * cols;
+            let raw: Vec<f64> = (0..d).map(|_| rng.random::<f64>() + 0.05).collect();
+            let total: f64 = raw.iter().sum();
+            let p: Vec<f64> = raw.iter().map(|x| x / total).collect();
+            let (scale, offset) = (rng.random_range(0.05..0.9), rng.random_range(0.05..0.4));
+            let noise = if case % 3 == 0 { 1e-9 } else { 1e-2 };
+            let target: Vec<f64> = p
+                .iter()
+                .map(|&x| scale * x + offset + noise * (rng.random::<f64>() - 0.5))
+                .collect();
+            let b = offset * (1.0 - offset);
+            let problem = BilinearProblem {
+                rows,
+                cols,
+                target,
+                scale,
+                offset,
+                diag: p.iter().map(|&x| scale * scale * x + b).collect(),
+                rank_coef: scale * scale,
+                rank_vec: p,
+            };
+            let start1 = vec![1.0 / rows as f64; rows];
+            let start2 = vec![1.0 / cols as f64; cols];
+            let fit = problem.minimise(&start1, &start2);
+            let at_theta = problem.value(&fit.theta1, &fit.theta2);
+            assert_eq!(
+                fit.value.to_bits(),
+                at_theta.to_bits(),
+                "case {case}: reported {} but θ attains {at_theta}",
+                fit.value
+            );
+        }
+    }
 }

@@ -31,9 +31,13 @@ pub struct GofParams<'a> {
 pub struct GofResult {
     pub statistic: f64,
     pub df: Option<u32>,
-    /// The p-value the decision uses: asymptotic, or Monte Carlo where the test has no
-    /// usable asymptotic law (LocalNoiseGOF on Laplace noise). None for SheffetTV.
+    /// The p-value the decision uses: the Monte Carlo one whenever null sketches were
+    /// simulated (`calibration = "monte_carlo"`, or Laplace noise, which has no usable
+    /// asymptotic law), else the asymptotic one. None for SheffetTV.
     pub p_value: Option<f64>,
+    /// The asymptotic (χ²) p-value, kept beside a Monte Carlo `p_value` for comparison;
+    /// None when the statistic has no asymptotic law (SheffetTV, Laplace noise).
+    pub asymptotic_p_value: Option<f64>,
     pub reject: bool,
     /// The Monte Carlo p-value, when one was computed.
     pub mc_p_value: Option<f64>,
@@ -135,24 +139,31 @@ pub fn run_gof(
     } else {
         (None, None)
     };
-    let (p_value, reject) = match (params.method, laplace) {
+    // The decision, the q-value and the record's p_value all come from one p-value: the
+    // simulated one when there is one. `p ≤ α` is the same event as `T > τ` (no ties).
+    let (p_value, reject) = match (params.method, mc_p_value) {
         (TestMethod::SheffetTV, _) => {
             let half = params.distance.unwrap_or(f64::INFINITY) / 2.0;
             (None, statistic > half)
         }
-        (_, true) => (
-            mc_p_value,
-            critical_value.is_some_and(|tau| statistic > tau),
-        ),
-        _ => (
+        (_, Some(p)) => (Some(p), p <= params.alpha),
+        (_, None) => (
             asymptotic.p_value,
             asymptotic.p_value.is_some_and(|p| p < params.alpha),
         ),
     };
+    // Laplace's "asymptotic" χ² law is not valid (seed 002 §5.1): neither its p-value nor
+    // its df are shown.
+    let (asymptotic_p_value, df) = if laplace {
+        (None, None)
+    } else {
+        (asymptotic.p_value, asymptotic.df)
+    };
     Ok(GofResult {
         statistic,
-        df: asymptotic.df,
+        df,
         p_value,
+        asymptotic_p_value,
         reject,
         mc_p_value,
         critical_value,

@@ -20,8 +20,8 @@ pub use bitflip_gof::local_bitflip_gof;
 pub use chi2::chi2_sf;
 pub use gof::{gof_statistic, run_gof, GofParams, GofResult};
 pub use independence::{
-    local_bitflip_ind, local_exp_ind, local_noise_ind, marginal_product, IndependenceOutcome,
-    MarginalProduct,
+    local_bitflip_ind, local_exp_ind, local_exp_ind_plug_in, local_noise_ind, marginal_product,
+    IndependenceOutcome, MarginalProduct,
 };
 pub use local_exp_gof::local_exp_gof;
 pub use monte_carlo::{monte_carlo_p_value, sample_multinomial, sample_null_sketch};

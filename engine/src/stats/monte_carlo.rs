@@ -68,10 +68,11 @@ pub fn sample_null_sketch<R: Rng + ?Sized>(
         }
         (Mechanism::BitFlip(m), Sketch::Bits(_)) => {
             let truth = sample_multinomial(rng, n, p0)?;
-            let keep = m.keep_probability();
+            // Drawn through the flip probability itself: 1 − keep is 0 in f64 at large ε.
+            let flip = m.flip();
             let bits = truth
                 .iter()
-                .map(|&nj| Ok(binomial(rng, nj, keep)? + binomial(rng, n - nj, 1.0 - keep)?))
+                .map(|&nj| Ok(nj - binomial(rng, nj, flip)? + binomial(rng, n - nj, flip)?))
                 .collect::<Result<Vec<u64>, EngineError>>()?;
             Sketch::Bits(BitSketch::from_counts(bits, n)?)
         }
