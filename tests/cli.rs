@@ -709,3 +709,36 @@ fn crafted_parquet_footer_is_an_error_naming_the_file_not_a_panic() {
         "{e}"
     );
 }
+
+#[test]
+fn plan_sequential_prints_reports_to_detection_beside_the_fixed_n() {
+    let o = ldpstream(&[
+        "plan",
+        "--domain",
+        "16",
+        "--epsilon",
+        "1",
+        "--alternative",
+        "paninski:0.2",
+        "--power",
+        "0.8",
+        "--sequential",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("sequential tests"), "{out}");
+    // The GenRR row: the median reports to detection is a modest multiple of the fixed n
+    // (about 1.3 in engine/tests/sequential.rs).
+    let grr = out
+        .lines()
+        .skip_while(|l| !l.contains("sequential tests"))
+        .find(|l| l.starts_with("GenRR") || l.starts_with("grr"))
+        .unwrap_or_else(|| panic!("no GenRR row in {out}"));
+    let ratio: f64 = grr
+        .split('(')
+        .nth(1)
+        .and_then(|s| s.split('×').next())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no ratio in {grr:?}"));
+    assert!((1.0..1.5).contains(&ratio), "{grr}");
+}

@@ -30,6 +30,11 @@ pub struct PlanArgs {
     /// Report the reports each mechanism needs to reach this power (in (alpha, 1)).
     #[arg(long, allow_negative_numbers = true)]
     power: Option<f64>,
+    /// Also simulate each mechanism's sequential (anytime-valid) test and print its median
+    /// and mean reports to detection beside the fixed-n n for the same power (--power, or
+    /// 0.8 with --n).
+    #[arg(long)]
+    sequential: bool,
     /// Also write power-versus-n curves of all mechanisms to this SVG file.
     #[arg(long)]
     plot: Option<std::path::PathBuf>,
@@ -145,12 +150,48 @@ pub fn run(args: PlanArgs) -> Result<()> {
         .collect::<Result<Vec<_>>>()?;
 
     print_plan(&args, &h, &rows);
+    if args.sequential {
+        print_sequential(&args, &h, &mechanisms)?;
+    }
 
     if let Some(path) = &args.plot {
         let svg =
             plan::power_svg(&mechanisms, &h, args.alpha, args.power, args.n).map_err(degenerate)?;
         std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
         eprintln!("wrote power curves to {}", path.display());
+    }
+    Ok(())
+}
+
+/// Reports to detection of each mechanism's sequential test (a seeded simulation of the
+/// limiting random walk, `plan::sequential_detection`), beside the fixed-n n.
+fn print_sequential(args: &PlanArgs, h: &Hypotheses, mechanisms: &[PlanMechanism]) -> Result<()> {
+    let power = args.power.unwrap_or(0.8);
+    println!();
+    println!(
+        "sequential tests (e-processes, level {} at every look), reports to detection under the alternative; fixed-n n for power {power}:",
+        args.alpha
+    );
+    println!(
+        "{:<28} {:>14} {:>22} {:>22}",
+        "mechanism", "fixed-n n", "median (× fixed-n)", "mean (× fixed-n)"
+    );
+    for &m in mechanisms {
+        match plan::sequential_detection(m, h, args.alpha, power, 1) {
+            Ok(d) => {
+                let ratio = |x: f64| x / d.fixed_n.max(1) as f64;
+                println!(
+                    "{:<28} {:>14} {:>13} ({:>5.2}×) {:>13} ({:>5.2}×)",
+                    m.name(),
+                    format_number(d.fixed_n as f64),
+                    format_number(d.median),
+                    ratio(d.median),
+                    format_number(d.mean),
+                    ratio(d.mean)
+                );
+            }
+            Err(e) => println!("{:<28} {e}", m.name()),
+        }
     }
     Ok(())
 }
