@@ -261,7 +261,7 @@ grep -q '^ldpstream_test_final_reject' deploy/check/pending-metrics.txt && final
 # Before the switch: the rejected-null alert must never fire.
 before=0
 while [ "$(date +%s)" -lt "$switch_at" ]; do
-  if firing | grep -q '^LdpstreamNullRejected '; then
+  if firing | grep -q '^LdpstreamNullRejected .*"stream": "homepage"'; then
     before=1
   fi
   sleep 1
@@ -279,7 +279,7 @@ fi
 after=0
 deadline=$((switch_at + 40))
 while [ "$(date +%s)" -lt "$deadline" ]; do
-  if firing | grep -q '^LdpstreamNullRejected '; then
+  if firing | grep -q '^LdpstreamNullRejected .*"stream": "homepage"'; then
     after=1
     break
   fi

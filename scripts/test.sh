@@ -2,6 +2,9 @@
 # The whole test suite: every crate's unit, property, Monte Carlo and end-to-end tests.
 # Fails when a test fails, and also when no test ran at all.
 #
+# After the Rust tests it runs deploy/check.sh (the deployment artifacts, checked against
+# real tools and a real Prometheus).
+#
 # Around the tests it starts a local Kafka-protocol broker (deploy/kafka/start-local.sh,
 # stopped again on exit) and exports its address as LDPSTREAM_KAFKA_BROKERS for the Kafka
 # integration tests. It installs promtool (Debian package `prometheus`) when missing, for
@@ -36,6 +39,16 @@ python3 scripts/check_module_cycles.py
 
 cargo test --workspace --all-targets 2>&1 | tee "$log"
 cargo test --workspace --doc 2>&1 | tee -a "$log"
+
+# The deployment artifacts against real tools and a real Prometheus scraping a running
+# serve (deploy/check.sh: hadolint, shellcheck, compose schema, promtool rule tests,
+# kubernetes-validate, every dashboard query returning data, the alert firing only after
+# the demo's switch). It uses the binary the tests just built.
+if LDPSTREAM_BIN=target/debug/ldpstream deploy/check.sh 2>&1 | tee -a "$log"; then
+  echo "test result: ok. 1 passed; 0 failed; 0 ignored (deploy/check.sh)" | tee -a "$log"
+else
+  echo "test result: FAILED. 0 passed; 1 failed; 0 ignored (deploy/check.sh)" | tee -a "$log"
+fi
 passed=$(grep -E '^test result: ' "$log" | sed -E 's/.* ([0-9]+) passed.*/\1/' | awk '{s+=$1} END {print s+0}')
 failed=$(grep -E '^test result: ' "$log" | sed -E 's/.* ([0-9]+) failed.*/\1/' | awk '{s+=$1} END {print s+0}')
 echo "$passed passed, $failed failed"

@@ -682,32 +682,27 @@ fn crafted_parquet_footer_is_an_error_naming_the_file_not_a_panic() {
     )
     .unwrap();
     let cfg = config(dir.path(), 16, "");
-    let o = ldpstream(&["batch", "--config", cfg.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    let e = stderr(&o);
-    assert!(
-        e.contains("crafted.parquet")
-            && e.contains("not inside the file")
-            && !e.contains("panicked"),
-        "{e}"
-    );
-    let o = ldpstream(&[
+    let cfg = cfg.to_str().unwrap();
+    let serve = [
         "serve",
         "--config",
-        cfg.to_str().unwrap(),
+        cfg,
         "--listen",
         "127.0.0.1:0",
         "--duration",
         "20s",
-    ]);
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    let e = stderr(&o);
-    assert!(
-        e.contains("crafted.parquet")
-            && e.contains("not inside the file")
-            && !e.contains("panicked"),
-        "{e}"
-    );
+    ];
+    for args in [&["batch", "--config", cfg][..], &serve[..]] {
+        let o = ldpstream(args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
+        let e = stderr(&o);
+        assert!(
+            e.contains("crafted.parquet")
+                && e.contains("not inside the file")
+                && !e.contains("panicked"),
+            "{args:?}: {e}"
+        );
+    }
 }
 
 #[test]
