@@ -58,8 +58,8 @@ async fn results(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
 }
 
 async fn history(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
-    // Serialized under the lock: copying up to MAX_SERIES × MAX_POINTS_PER_SERIES points
-    // first would cost more than the snapshot round waits for.
+    // Serialized under the lock rather than copied out first: a copy of up to
+    // MAX_SERIES × MAX_POINTS_PER_SERIES points would take as long and twice the memory.
     let history = shared.history.lock().unwrap_or_else(|p| p.into_inner());
     match serde_json::to_vec(&history.view()) {
         Ok(body) => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
