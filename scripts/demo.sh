@@ -4,6 +4,7 @@
 # uniform and the goodness-of-fit tests start rejecting.
 #   Metrics:  curl -s 127.0.0.1:9898/metrics | grep ldpstream_test_
 #   Results:  curl -s 127.0.0.1:9898/api/v1/results   (also out/demo/serve.jsonl, stdout)
+#   Status:   http://127.0.0.1:9898/   (the built-in status page)
 # Stop with Ctrl-C (or pass --duration 3m); it exits 0 after a last round of results.
 set -euo pipefail
 cd "$(dirname "$0")/.."

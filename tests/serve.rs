@@ -503,3 +503,93 @@ window = {{ kind = "tumbling", size = "1s" }}
     promtool_check(&metrics);
     assert!(serve.terminate(Duration::from_secs(30)).success());
 }
+
+/// `/` is the self-contained status page, and `/api/v1/history` and `/api/v1/streams`
+/// give it every configured test's recent p-values and every stream's counters and nulls.
+#[test]
+fn serve_status_page_and_its_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("results.jsonl");
+    let config = dir.path().join("sim.toml");
+    std::fs::write(&config, SIMULATOR.replace("OUT", out.to_str().unwrap())).unwrap();
+    let mut serve = Serve::start(&config, &[]);
+
+    let (status, head, page) = serve.get_with_head("/");
+    assert_eq!(status, 200);
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: text/html; charset=utf-8"),
+        "{head}"
+    );
+    assert!(page.contains("<title>ldpstream status</title>"));
+    assert!(page.contains("api/v1/results") && page.contains("api/v1/history"));
+    // Self-contained: no script, style, image or font from anywhere else.
+    for external in [
+        "src=\"http",
+        "href=\"http",
+        "url(http",
+        "@import",
+        "src=\"//",
+    ] {
+        assert!(!page.contains(external), "the page loads {external}…");
+    }
+
+    // Each snapshot tick (300 ms) adds a point to each test's series.
+    let history: Value =
+        common::eventually("3 history points per test", Duration::from_secs(20), || {
+            let (status, body) = serve.get("/api/v1/history");
+            assert_eq!(status, 200);
+            let h: Value = serde_json::from_str(&body).expect("history is JSON");
+            let enough = ["gof_2s", "gof_cumulative"].iter().all(|t| {
+                h["series"].as_array().unwrap().iter().any(|s| {
+                    s["test"] == *t && s["points"].as_array().is_some_and(|p| p.len() >= 3)
+                })
+            });
+            enough.then_some(h)
+        });
+    assert_eq!(history["horizon_seconds"], 3600);
+    assert_eq!(history["max_points_per_series"], 720);
+    assert_eq!(history["series_dropped"], 0);
+    for s in history["series"].as_array().unwrap() {
+        assert_eq!(s["stream"], "sim");
+        assert_eq!(s["group"], "");
+        let points = s["points"].as_array().unwrap();
+        let mut last_t = 0;
+        for p in points {
+            let t = p["t"].as_i64().unwrap();
+            assert!(t >= last_t, "points out of order: {points:?}");
+            last_t = t;
+            let pv = p["p_value"].as_f64().unwrap();
+            assert!((0.0..=1.0).contains(&pv), "p-value {pv}");
+            assert!(p["reject"].is_boolean() && p["final"].is_boolean());
+            assert!(p["e_value"].is_null(), "no test here has an e-value");
+        }
+    }
+
+    let streams: Value = common::eventually("a report rate", Duration::from_secs(10), || {
+        let s: Value = serde_json::from_str(&serve.get("/api/v1/streams").1).unwrap();
+        s[0]["reports_per_second"].as_f64().map(|_| s)
+    });
+    let sim = &streams[0];
+    assert_eq!(sim["name"], "sim");
+    assert_eq!(sim["domain"], 4);
+    let tests: Vec<_> = sim["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(tests, ["gof_2s", "gof_cumulative"]);
+    assert_eq!(
+        sim["tests"][0]["null"],
+        serde_json::json!([0.25, 0.25, 0.25, 0.25])
+    );
+    assert!(sim["reports"].as_u64().unwrap() > 0);
+    assert_eq!(sim["rejected"], 0);
+    assert_eq!(sim["late"], 0);
+    // 20,000 reports/s configured; the meter spans snapshot ticks, not wall-clock speed
+    // of this machine, so only its order of magnitude is checked.
+    let rate = sim["reports_per_second"].as_f64().unwrap();
+    assert!(rate > 1000.0 && rate < 200_000.0, "rate {rate}");
+    assert!(serve.terminate(Duration::from_secs(30)).success());
+}

@@ -1,23 +1,33 @@
-//! The HTTP endpoint: `/metrics` (Prometheus text format), `/healthz` (the process lives),
-//! `/readyz` (checkpoint restored, every source started and connected), `/api/v1/results` (newest result per stream, test and
-//! group).
+//! The HTTP endpoint: `/` (the status page), `/metrics` (Prometheus text format),
+//! `/healthz` (the process lives), `/readyz` (checkpoint restored, every source started
+//! and connected), `/api/v1/results` (newest result per stream, test and group),
+//! `/api/v1/history` (the last hour of p-values per stream, test and group) and
+//! `/api/v1/streams` (each stream's counters and its tests' nulls).
 
 use std::sync::Arc;
 
 use axum::extract::State;
 use axum::http::{header, StatusCode};
-use axum::response::IntoResponse;
+use axum::response::{Html, IntoResponse};
 use axum::routing::get;
 use axum::{Json, Router};
+use serde::Serialize;
 
-use super::shared::Shared;
+use super::metrics::StreamCounts;
+use super::shared::{Shared, StreamInfo};
+
+/// One page, its CSS and script inline, so the binary serves it with no other asset.
+const STATUS_PAGE: &str = include_str!("status.html");
 
 pub fn router(shared: Arc<Shared>) -> Router {
     Router::new()
+        .route("/", get(|| async { Html(STATUS_PAGE) }))
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
         .route("/api/v1/results", get(results))
+        .route("/api/v1/history", get(history))
+        .route("/api/v1/streams", get(streams))
         .with_state(shared)
 }
 
@@ -45,4 +55,45 @@ async fn results(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
         Err(poisoned) => poisoned.into_inner().values().cloned().collect(),
     };
     Json(latest)
+}
+
+async fn history(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
+    // Serialized under the lock rather than copied out first: a copy of up to
+    // MAX_SERIES × MAX_POINTS_PER_SERIES points would take as long and twice the memory.
+    let history = shared.history.lock().unwrap_or_else(|p| p.into_inner());
+    match serde_json::to_vec(&history.view()) {
+        Ok(body) => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+#[derive(Serialize)]
+struct StreamStatus {
+    #[serde(flatten)]
+    info: StreamInfo,
+    #[serde(flatten)]
+    counts: StreamCounts,
+    /// Reports per second over the last 30 s of snapshot ticks; null until two ticks.
+    reports_per_second: Option<f64>,
+}
+
+async fn streams(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
+    let infos = shared
+        .streams
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    let body: Vec<StreamStatus> = infos
+        .into_iter()
+        .map(|info| StreamStatus {
+            counts: shared.metrics.stream_counts(&info.name),
+            reports_per_second: shared
+                .rates
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .per_second(&info.name),
+            info,
+        })
+        .collect();
+    Json(body)
 }

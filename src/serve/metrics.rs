@@ -6,7 +6,11 @@ use prometheus::{
     TextEncoder,
 };
 
+use std::collections::BTreeMap;
+
 use ldpstream_engine::record::TestRecord;
+use prometheus::core::Collector;
+use serde::Serialize;
 
 /// Every metric the service exports.
 #[derive(Clone)]
@@ -273,6 +277,30 @@ impl Metrics {
         }
     }
 
+    /// A stream's report counters, read without creating series that were never set (so
+    /// `/metrics` is unchanged by a status page being open).
+    pub fn stream_counts(&self, stream: &str) -> StreamCounts {
+        let mut rejected_by_reason = BTreeMap::new();
+        for (labels, v) in counter_samples(&self.rejected) {
+            if labels.get("stream").map(String::as_str) == Some(stream) {
+                let reason = labels.get("reason").cloned().unwrap_or_default();
+                *rejected_by_reason.entry(reason).or_insert(0) += v;
+            }
+        }
+        let total = |vec: &IntCounterVec| -> u64 {
+            counter_samples(vec)
+                .filter(|(labels, _)| labels.get("stream").map(String::as_str) == Some(stream))
+                .map(|(_, v)| v)
+                .sum()
+        };
+        StreamCounts {
+            reports: total(&self.reports),
+            rejected: rejected_by_reason.values().sum(),
+            rejected_by_reason,
+            late: total(&self.late),
+        }
+    }
+
     /// The text exposition format.
     pub fn render(&self) -> String {
         let mut out = Vec::new();
@@ -286,4 +314,29 @@ impl Metrics {
         }
         String::from_utf8(out).unwrap_or_default()
     }
+}
+
+/// A stream's counters, as `/api/v1/streams` reports them.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct StreamCounts {
+    pub reports: u64,
+    pub rejected: u64,
+    pub rejected_by_reason: BTreeMap<String, u64>,
+    pub late: u64,
+}
+
+/// Every series of a counter vector: its labels and value.
+fn counter_samples(vec: &IntCounterVec) -> impl Iterator<Item = (BTreeMap<String, String>, u64)> {
+    vec.collect()
+        .into_iter()
+        .flat_map(|family| family.get_metric().to_vec())
+        .map(|m| {
+            let labels = m
+                .get_label()
+                .iter()
+                .map(|l| (l.name().to_string(), l.value().to_string()))
+                .collect();
+            // Integer counters are exposed as f64; they stay exact below 2^53.
+            (labels, m.get_counter().get_value() as u64)
+        })
 }

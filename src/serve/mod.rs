@@ -8,8 +8,10 @@
 
 mod checkpoint;
 mod events;
+mod history;
 mod http;
 mod metrics;
+mod rate;
 mod shared;
 
 use std::collections::BTreeMap;
@@ -39,6 +41,9 @@ pub use shared::Shared;
 
 use crate::error::Error;
 use checkpoint::StreamCheckpoint;
+use history::History;
+use rate::ReportRates;
+use shared::StreamInfo;
 
 /// How long open HTTP connections may delay the exit once the service stops.
 const HTTP_SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
@@ -96,6 +101,9 @@ pub async fn run(config: Config, options: ServeOptions) -> Result<(), Error> {
     let shared = Arc::new(Shared {
         metrics: metrics.clone(),
         results: Mutex::new(BTreeMap::new()),
+        history: Mutex::new(History::default()),
+        rates: Mutex::new(ReportRates::default()),
+        streams: Mutex::new(Vec::new()),
         ready: AtomicBool::new(false),
         connecting: AtomicUsize::new(
             config
@@ -158,6 +166,11 @@ pub async fn run(config: Config, options: ServeOptions) -> Result<(), Error> {
         let mechanism = Mechanism::from_config(&stream.mechanism)?;
         let layout = ReportLayout::of(stream, &mechanism);
         shared.metrics.observe_nulls(stream, mechanism.domain());
+        shared
+            .streams
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(StreamInfo::of(stream, mechanism.domain()));
         let width = stream_pane_width(stream);
         let lateness = stream.allowed_lateness.millis() as i64;
         let mut restored_ledger = None;
@@ -473,6 +486,7 @@ async fn snapshot_round(
     sinks: &mut Sinks,
     provisional: bool,
 ) -> Result<(), Error> {
+    let names: Vec<String> = runtimes.iter().map(|rt| rt.config.name.clone()).collect();
     let runtimes: Vec<Arc<StreamRuntime>> = runtimes.to_vec();
     let shared_for_eval = shared.clone();
     let records = tokio::task::spawn_blocking(move || -> Result<Vec<TestRecord>, Error> {
@@ -533,8 +547,27 @@ async fn snapshot_round(
             );
         }
     }
+    let now = unix_millis();
+    shared
+        .history
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .record(now, &records);
+    {
+        let mut rates = shared.rates.lock().unwrap_or_else(|p| p.into_inner());
+        for name in &names {
+            rates.observe(name, now, shared.metrics.stream_counts(name).reports);
+        }
+    }
     // File writes, and the Kafka sink's wait for acknowledgements, block: let the runtime
     // move its other tasks (HTTP) off this worker meanwhile.
     tokio::task::block_in_place(|| sinks.write(&records))?;
     Ok(())
+}
+
+/// Wall-clock time for the history's x axis (event time may lag or be absent).
+fn unix_millis() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }

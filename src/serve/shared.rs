@@ -1,19 +1,30 @@
 //! The service's state that the HTTP handlers, the sources' events and the scheduler all
-//! read: the metrics registry, the newest records, and readiness.
+//! read: the metrics registry, the newest records, their last hour, the streams' configs,
+//! and readiness.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+use ldpstream_config::StreamConfig;
 use ldpstream_engine::record::TestRecord;
+use serde::Serialize;
 
+use super::history::History;
 use super::metrics::Metrics;
+use super::rate::ReportRates;
 
 /// State the HTTP handlers read.
 pub struct Shared {
     pub(super) metrics: Metrics,
     /// Newest record per (stream, test, group label).
     pub(super) results: Mutex<BTreeMap<(String, String, String), TestRecord>>,
+    /// The last hour of every (stream, test, group)'s p-values, bounded.
+    pub(super) history: Mutex<History>,
+    /// Each stream's report rate, sampled at every snapshot tick.
+    pub(super) rates: Mutex<ReportRates>,
+    /// What `/api/v1/streams` says about each stream's config, filled as streams start.
+    pub(super) streams: Mutex<Vec<StreamInfo>>,
     /// The checkpoint (if any) is restored and every stream's threads are running.
     pub(super) ready: AtomicBool,
     /// Sources still connecting (a Kafka source counts down once its partitions are
@@ -24,5 +35,38 @@ pub struct Shared {
 impl Shared {
     pub(super) fn is_ready(&self) -> bool {
         self.ready.load(Ordering::Acquire) && self.connecting.load(Ordering::Acquire) == 0
+    }
+}
+
+/// A stream as the status page needs it: the config's view, not the counters.
+#[derive(Debug, Clone, Serialize)]
+pub struct StreamInfo {
+    pub name: String,
+    pub domain: usize,
+    pub tests: Vec<TestInfo>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TestInfo {
+    pub name: String,
+    /// The null distribution of a goodness-of-fit or identity test, as
+    /// `ldpstream_null_probability` exports it.
+    pub null: Option<Vec<f64>>,
+}
+
+impl StreamInfo {
+    pub fn of(stream: &StreamConfig, domain: usize) -> StreamInfo {
+        StreamInfo {
+            name: stream.name.clone(),
+            domain,
+            tests: stream
+                .tests
+                .iter()
+                .map(|t| TestInfo {
+                    name: t.name.clone(),
+                    null: t.null.as_ref().map(|n| n.probabilities(domain)),
+                })
+                .collect(),
+        }
     }
 }

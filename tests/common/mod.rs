@@ -65,8 +65,14 @@ impl Serve {
 
     /// Status and body of `GET path`; status 0 when the endpoint is not answering.
     pub fn get(&self, path: &str) -> (u16, String) {
+        let (status, _, body) = self.get_with_head(path);
+        (status, body)
+    }
+
+    /// Status, response head (status line and headers) and body of `GET path`.
+    pub fn get_with_head(&self, path: &str) -> (u16, String, String) {
         let Ok(mut s) = TcpStream::connect(&self.addr) else {
-            return (0, String::new());
+            return (0, String::new(), String::new());
         };
         let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
         let _ = write!(
@@ -77,14 +83,14 @@ impl Serve {
         let mut text = String::new();
         let _ = s.read_to_string(&mut text);
         let Some((head, body)) = text.split_once("\r\n\r\n") else {
-            return (0, String::new());
+            return (0, String::new(), String::new());
         };
         let status = head
             .split_whitespace()
             .nth(1)
             .and_then(|c| c.parse().ok())
             .unwrap_or(0);
-        (status, body.to_string())
+        (status, head.to_string(), body.to_string())
     }
 
     /// `ldpstream_reports_total` of the (first) stream, or 0 when not answering.
