@@ -40,6 +40,14 @@ python3 scripts/check_module_cycles.py
 cargo test --workspace --all-targets 2>&1 | tee "$log"
 cargo test --workspace --doc 2>&1 | tee -a "$log"
 
+# The status page in a real browser (headless Chromium, installed when missing): every
+# configured test renders a card with its p-value plot and estimate bars.
+if LDPSTREAM_BIN=target/debug/ldpstream scripts/status_page_check.sh 2>&1 | tee -a "$log"; then
+  echo "test result: ok. 1 passed; 0 failed; 0 ignored (status_page_check.sh)" | tee -a "$log"
+else
+  echo "test result: FAILED. 0 passed; 1 failed; 0 ignored (status_page_check.sh)" | tee -a "$log"
+fi
+
 # The deployment artifacts against real tools and a real Prometheus scraping a running
 # serve (deploy/check.sh: hadolint, shellcheck, compose schema, promtool rule tests,
 # kubernetes-validate, every dashboard query returning data, the alert firing only after
