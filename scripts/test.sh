@@ -42,7 +42,7 @@ cargo test --workspace --doc 2>&1 | tee -a "$log"
 
 # The status page in a real browser (headless Chromium, installed when missing): every
 # configured test renders a card with its p-value plot and estimate bars.
-if LDPSTREAM_BIN=target/debug/ldpstream scripts/status_page_check.sh 2>&1 | tee -a "$log"; then
+if LDPSTREAM_BIN="${CARGO_TARGET_DIR:-target}/debug/ldpstream" scripts/status_page_check.sh 2>&1 | tee -a "$log"; then
   echo "test result: ok. 1 passed; 0 failed; 0 ignored (status_page_check.sh)" | tee -a "$log"
 else
   echo "test result: FAILED. 0 passed; 1 failed; 0 ignored (status_page_check.sh)" | tee -a "$log"
@@ -52,7 +52,7 @@ fi
 # serve (deploy/check.sh: hadolint, shellcheck, compose schema, promtool rule tests,
 # kubernetes-validate, every dashboard query returning data, the alert firing only after
 # the demo's switch). It uses the binary the tests just built.
-if LDPSTREAM_BIN=target/debug/ldpstream deploy/check.sh 2>&1 | tee -a "$log"; then
+if LDPSTREAM_BIN="${CARGO_TARGET_DIR:-target}/debug/ldpstream" deploy/check.sh 2>&1 | tee -a "$log"; then
   echo "test result: ok. 1 passed; 0 failed; 0 ignored (deploy/check.sh)" | tee -a "$log"
 else
   echo "test result: FAILED. 0 passed; 1 failed; 0 ignored (deploy/check.sh)" | tee -a "$log"
