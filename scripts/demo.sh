@@ -9,4 +9,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --quiet --bin ldpstream
-exec target/release/ldpstream serve --config config/demo.toml "$@"
+exec "${CARGO_TARGET_DIR:-target}/release/ldpstream" serve --config config/demo.toml "$@"

@@ -30,6 +30,19 @@ fn run_batch(cfg: &Path, out: &Path) -> Output {
     o
 }
 
+/// The planner at the README's example: d = 16, ε = 1, a 0.2 Paninski alternative.
+const PLAN_POWER_0_8: &[&str] = &[
+    "plan",
+    "--domain",
+    "16",
+    "--epsilon",
+    "1",
+    "--alternative",
+    "paninski:0.2",
+    "--power",
+    "0.8",
+];
+
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
@@ -428,17 +441,7 @@ fn plan_prints_every_mechanism_and_draws_the_curves() {
         &text[..200.min(text.len())]
     );
 
-    let o = ldpstream(&[
-        "plan",
-        "--domain",
-        "16",
-        "--epsilon",
-        "1",
-        "--alternative",
-        "paninski:0.2",
-        "--power",
-        "0.8",
-    ]);
+    let o = ldpstream(PLAN_POWER_0_8);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
         String::from_utf8_lossy(&o.stdout).contains("n for power"),
@@ -707,18 +710,7 @@ fn crafted_parquet_footer_is_an_error_naming_the_file_not_a_panic() {
 
 #[test]
 fn plan_sequential_prints_reports_to_detection_beside_the_fixed_n() {
-    let o = ldpstream(&[
-        "plan",
-        "--domain",
-        "16",
-        "--epsilon",
-        "1",
-        "--alternative",
-        "paninski:0.2",
-        "--power",
-        "0.8",
-        "--sequential",
-    ]);
+    let o = ldpstream(&[PLAN_POWER_0_8, &["--sequential"]].concat());
     assert!(o.status.success(), "{}", stderr(&o));
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("sequential tests"), "{out}");
