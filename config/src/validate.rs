@@ -2,10 +2,11 @@ use std::collections::HashSet;
 
 use crate::error::ConfigError;
 use crate::model::{
-    Calibration, Config, MechanismConfig, SimulatorConfig, SinkConfig, SourceConfig, TestKind,
-    TestMethod, WindowConfig,
+    Calibration, Config, MechanismConfig, SimulatorConfig, SinkConfig, SourceConfig, TestMethod,
+    WindowConfig,
 };
 use crate::null::NullSpec;
+use crate::test_spec::{TestKind, TestSpec};
 
 /// How far a null distribution's sum may be from 1.
 pub const NULL_SUM_TOLERANCE: f64 = 1e-9;
@@ -96,10 +97,7 @@ impl Config {
                 }
             }
             let d = stream.mechanism.domain() as usize;
-            let curator = stream
-                .tests
-                .iter()
-                .any(|t| matches!(t.kind, TestKind::Uniformity | TestKind::Identity));
+            let curator = stream.tests.iter().any(|t| t.spec.curator().is_some());
             match stream.budget_epsilon {
                 Some(b) if !(b.is_finite() && b > 0.0) => {
                     return Err(ConfigError::invalid(
@@ -138,15 +136,15 @@ impl Config {
                 validate_window(&format!("{tat}.window"), &test.window)?;
                 let method = match test.method {
                     Some(method) => {
-                        check_method_applies(&tat, method, test.kind, &stream.mechanism)?;
+                        check_method_applies(&tat, method, test.kind(), &stream.mechanism)?;
                         method
                     }
-                    None => match TestMethod::applicable(test.kind, &stream.mechanism).first() {
+                    None => match TestMethod::applicable(test.kind(), &stream.mechanism).first() {
                         Some(m) => *m,
                         None => {
                             return Err(ConfigError::invalid(
                                 format!("{tat}.kind"),
-                                format!("{:?}", test.kind),
+                                format!("{:?}", test.kind()),
                                 format!(
                                     "a test kind that a {} stream supports",
                                     stream.mechanism.kind()
@@ -155,7 +153,7 @@ impl Config {
                         }
                     },
                 };
-                if test.sequential && !supports_sequential(test.kind, &stream.mechanism) {
+                if test.sequential && !supports_sequential(test.kind(), &stream.mechanism) {
                     return Err(ConfigError::invalid(
                         format!("{tat}.sequential"),
                         true,
@@ -163,12 +161,12 @@ impl Config {
                             "false: a sequential (anytime-valid) {:?} test is not offered on a {} stream; \
                              sequential mode covers gof on every mechanism, independence on grr and \
                              bitflip, and two_sample on grr, matrix, raw and bitflip",
-                            test.kind,
+                            test.kind(),
                             stream.mechanism.kind()
                         ),
                     ));
                 }
-                if test.calibration == Calibration::MonteCarlo && test.kind != TestKind::Gof {
+                if test.calibration == Calibration::MonteCarlo && test.kind() != TestKind::Gof {
                     return Err(ConfigError::invalid(
                         format!("{tat}.calibration"),
                         "\"monte_carlo\"",
@@ -674,141 +672,78 @@ fn validate_channel(m: &str, matrix: &[Vec<f64>]) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// The keys each test kind needs, and no others.
+/// The kind-specific values, against the stream they run on. Which keys a kind takes was
+/// settled at parse time ([`TestSpec`]); here only their values are checked.
 fn validate_kind_keys(
     at: &str,
     test: &crate::TestConfig,
     d: usize,
     report: &str,
 ) -> Result<(), ConfigError> {
-    let forbid = |key: &str, present: bool, kind: &str| {
-        if present {
-            Err(ConfigError::invalid(
-                format!("{at}.{key}"),
-                "(set)",
-                format!("only {kind} tests take `{key}`"),
-            ))
-        } else {
-            Ok(())
-        }
-    };
-    let require = |key: &str, present: bool, what: &str| {
-        if present {
-            Ok(())
-        } else {
-            Err(ConfigError::invalid(
-                format!("{at}.{key}"),
-                "(missing)",
-                what.to_string(),
-            ))
-        }
-    };
-    let is_gof = matches!(test.kind, TestKind::Gof | TestKind::Identity);
-    let is_curator = matches!(test.kind, TestKind::Uniformity | TestKind::Identity);
-    forbid(
-        "epsilon",
-        !is_curator && test.epsilon.is_some(),
-        "uniformity and identity",
-    )?;
-    forbid(
-        "block_size",
-        !is_curator && test.block_size.is_some(),
-        "uniformity and identity",
-    )?;
-    if is_curator {
-        let eps = test.epsilon.unwrap_or(f64::NAN);
-        if !(eps.is_finite() && eps > 0.0) {
-            return Err(ConfigError::invalid(
-                format!("{at}.epsilon"),
-                test.epsilon
-                    .map_or("(missing)".to_string(), |e| e.to_string()),
-                "the finite ε > 0 each release spends",
-            ));
-        }
-        if !(test.epsilon_split > 0.0 && test.epsilon_split < 1.0) {
-            return Err(ConfigError::invalid(
-                format!("{at}.epsilon_split"),
-                test.epsilon_split,
-                "a share strictly between 0 and 1",
-            ));
-        }
-        if !(test.delta > 0.0 && test.delta <= 0.5) {
-            return Err(ConfigError::invalid(
-                format!("{at}.delta"),
-                test.delta,
-                "a flip probability in (0, 0.5]",
-            ));
-        }
-        if test.method == Some(crate::TestMethod::SubsampleAndAggregate)
-            && test.block_size.is_none_or(|b| b < 1)
-        {
-            return Err(ConfigError::invalid(
-                format!("{at}.block_size"),
-                test.block_size
-                    .map_or("(missing)".to_string(), |b| b.to_string()),
-                "the number of consecutive reports per block (>= 1)",
-            ));
-        }
+    if let Some(null) = test.spec.null() {
+        validate_null(&format!("{at}.null"), null, d)?;
     }
-    let is_ind = test.kind == TestKind::Independence;
-    let is_two = test.kind == TestKind::TwoSample;
-    forbid("null", !is_gof && test.null.is_some(), "gof and identity")?;
-    forbid("rows", !is_ind && test.rows.is_some(), "independence")?;
-    forbid("cols", !is_ind && test.cols.is_some(), "independence")?;
-    for (key, v) in [("by", &test.by), ("a", &test.a), ("b", &test.b)] {
-        forbid(key, !is_two && v.is_some(), "two_sample")?;
-    }
-    if is_gof {
-        require(
-            "null",
-            test.null.is_some(),
-            "\"uniform\" or a list of d probabilities",
-        )?;
-        if let Some(null) = &test.null {
-            validate_null(&format!("{at}.null"), null, d)?;
+    match &test.spec {
+        TestSpec::Gof { .. } => {}
+        TestSpec::Independence { rows, cols } => {
+            let (r, c) = (*rows, *cols);
+            if r < 2 || c < 2 || (r as usize) * (c as usize) != d {
+                return Err(ConfigError::invalid(
+                    format!("{at}.rows"),
+                    format!("{r} (cols = {c})"),
+                    format!("rows >= 2 and cols >= 2 with rows × cols = the domain ({d})"),
+                ));
+            }
         }
-    }
-    if is_ind {
-        let (Some(r), Some(c)) = (test.rows, test.cols) else {
-            return require("rows", false, "rows and cols of the r×c table");
-        };
-        if r < 2 || c < 2 || (r as usize) * (c as usize) != d {
-            return Err(ConfigError::invalid(
-                format!("{at}.rows"),
-                format!("{r} (cols = {c})"),
-                format!("rows >= 2 and cols >= 2 with rows × cols = the domain ({d})"),
-            ));
+        TestSpec::TwoSample { by, a, b } => {
+            if a == b {
+                return Err(ConfigError::invalid(
+                    format!("{at}.b"),
+                    format!("{b:?}"),
+                    "a value different from `a`",
+                ));
+            }
+            if by == report {
+                return Err(ConfigError::invalid(
+                    format!("{at}.by"),
+                    format!("{report:?}"),
+                    "a label column, not the report column",
+                ));
+            }
         }
-    }
-    if is_two {
-        require(
-            "by",
-            test.by.is_some(),
-            "the Utf8 column that labels the two samples",
-        )?;
-        require(
-            "a",
-            test.a.is_some(),
-            "the value of `by` for the first sample",
-        )?;
-        require(
-            "b",
-            test.b.is_some(),
-            "the value of `by` for the second sample",
-        )?;
-        if test.a == test.b {
-            return Err(ConfigError::invalid(
-                format!("{at}.b"),
-                format!("{:?}", test.b.as_deref().unwrap_or_default()),
-                "a value different from `a`",
-            ));
-        }
-        if test.by.as_deref() == Some(report) {
-            return Err(ConfigError::invalid(
-                format!("{at}.by"),
-                format!("{report:?}"),
-                "a label column, not the report column",
-            ));
+        TestSpec::Uniformity(curator) | TestSpec::Identity { curator, .. } => {
+            if !(curator.epsilon.is_finite() && curator.epsilon > 0.0) {
+                return Err(ConfigError::invalid(
+                    format!("{at}.epsilon"),
+                    curator.epsilon,
+                    "the finite ε > 0 each release spends",
+                ));
+            }
+            if !(curator.epsilon_split > 0.0 && curator.epsilon_split < 1.0) {
+                return Err(ConfigError::invalid(
+                    format!("{at}.epsilon_split"),
+                    curator.epsilon_split,
+                    "a share strictly between 0 and 1",
+                ));
+            }
+            if !(curator.delta > 0.0 && curator.delta <= 0.5) {
+                return Err(ConfigError::invalid(
+                    format!("{at}.delta"),
+                    curator.delta,
+                    "a flip probability in (0, 0.5]",
+                ));
+            }
+            if test.method == Some(TestMethod::SubsampleAndAggregate)
+                && curator.block_size.is_none_or(|b| b < 1)
+            {
+                return Err(ConfigError::invalid(
+                    format!("{at}.block_size"),
+                    curator
+                        .block_size
+                        .map_or("(missing)".to_string(), |b| b.to_string()),
+                    "the number of consecutive reports per block (>= 1)",
+                ));
+            }
         }
     }
     Ok(())

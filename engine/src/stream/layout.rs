@@ -97,7 +97,7 @@ pub fn block_sizes(stream: &StreamConfig) -> Vec<u64> {
         .tests
         .iter()
         .filter(|t| t.method == Some(TestMethod::SubsampleAndAggregate))
-        .filter_map(|t| t.block_size)
+        .filter_map(|t| t.spec.curator().and_then(|c| c.block_size))
         .collect();
     sizes.sort_unstable();
     sizes.dedup();
@@ -109,9 +109,9 @@ pub fn block_sizes(stream: &StreamConfig) -> Vec<u64> {
 pub fn fold_columns(stream: &StreamConfig) -> Vec<String> {
     let mut columns = stream.columns.group_by.clone();
     for test in &stream.tests {
-        if let Some(by) = &test.by {
-            if !columns.contains(by) {
-                columns.push(by.clone());
+        if let Some(by) = test.spec.sample_column() {
+            if !columns.iter().any(|c| c == by) {
+                columns.push(by.to_string());
             }
         }
     }
