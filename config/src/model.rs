@@ -14,6 +14,12 @@ pub struct Config {
     /// Settings of the long-running service (`ldpstream serve`); `batch` ignores them.
     #[serde(default)]
     pub serve: ServeConfig,
+    /// The most state all streams together may hold (sketches × groups × panes, plus
+    /// snapshot and Monte Carlo buffers), e.g. `"8 GiB"`. `batch` and `serve` refuse a
+    /// config whose estimate (`ldpstream check`) exceeds it. Default: half the machine's
+    /// memory.
+    #[serde(default)]
+    pub max_state_memory: Option<bytesize::ByteSize>,
 }
 
 /// The `[serve]` table.
@@ -126,6 +132,15 @@ pub struct StreamConfig {
     /// ...or when its first row has waited this long.
     #[serde(default = "default_max_batch_delay")]
     pub max_batch_delay: DurationMs,
+    /// The most distinct groups (tuples of `group_by` and two-sample label values) the
+    /// stream keeps apart. Reports of further groups are folded into one group whose every
+    /// column is `"__other__"`, so a high-cardinality column cannot exhaust memory.
+    #[serde(default = "default_max_groups")]
+    pub max_groups: usize,
+}
+
+fn default_max_groups() -> usize {
+    10_000
 }
 
 fn default_max_batch_rows() -> usize {

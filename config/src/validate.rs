@@ -72,6 +72,16 @@ impl Config {
                     "at least 1 row",
                 ));
             }
+            if !(1..=MAX_GROUPS).contains(&stream.max_groups) {
+                return Err(ConfigError::invalid(
+                    format!("{at}.max_groups"),
+                    stream.max_groups,
+                    format!(
+                        "between 1 and {MAX_GROUPS}: every group holds a sketch in every pane, \
+                         so more groups than this cannot be tested within memory"
+                    ),
+                ));
+            }
             if stream.max_batch_delay.millis() == 0 {
                 return Err(ConfigError::invalid(
                     format!("{at}.max_batch_delay"),
@@ -226,6 +236,13 @@ impl Config {
             }
         }
         validate_serve(self)?;
+        if self.max_state_memory.is_some_and(|m| m.as_u64() == 0) {
+            return Err(ConfigError::invalid(
+                "max_state_memory",
+                "0 B",
+                "a size > 0, e.g. \"8 GiB\"",
+            ));
+        }
         Ok(())
     }
 }
@@ -238,6 +255,8 @@ pub const MAX_WINDOW_MS: u64 = 3650 * 86_400_000;
 pub const MAX_PANES_PER_WINDOW: u64 = 10_000;
 /// The most simulated null sketches a Monte Carlo test may draw per evaluation.
 pub const MAX_MC_SAMPLES: u32 = 1_000_000;
+/// The largest `max_groups`.
+pub const MAX_GROUPS: usize = 10_000_000;
 
 fn gcd(a: u64, b: u64) -> u64 {
     if b == 0 {

@@ -195,8 +195,16 @@ pub fn evaluate_stream(
     if stream.tests.is_empty() {
         warn!(stream = %stream.name, "stream has no [[stream.test]] entries; nothing to report");
     }
-    let mut store = PaneStore::new(stream_pane_width(stream), 0);
+    let mut store = PaneStore::new(stream_pane_width(stream), 0).with_max_groups(stream.max_groups);
     folded.apply(&mut store)?;
+    if store.holds_overflow() {
+        warn!(
+            stream = %stream.name,
+            max_groups = stream.max_groups,
+            "the input has more groups than max_groups; the reports of the rest are tested as \
+             the \"__other__\" group"
+        );
+    }
     store.finish();
     let mut records = Vec::new();
     for snapshot in take_due(stream, &mut store, false)? {

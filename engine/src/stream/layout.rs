@@ -23,6 +23,9 @@ pub struct ReportLayout {
     /// Block sizes (in reports, in stream order) whose block index becomes an extra group
     /// column named by [`block_column`], after `group_by`.
     pub block_sizes: Vec<u64>,
+    /// The stream's `max_groups`: one batch never allocates more group sketches than this
+    /// plus the overflow group, whatever its cardinality.
+    pub max_groups: usize,
 }
 
 impl ReportLayout {
@@ -40,6 +43,7 @@ impl ReportLayout {
             group_by: fold_columns(stream),
             ts: stream.columns.ts.clone(),
             block_sizes: block_sizes(stream),
+            max_groups: stream.max_groups,
         }
     }
 
