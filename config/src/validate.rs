@@ -546,6 +546,28 @@ pub const MIN_LAPLACE_EPSILON: f64 = 1e-7;
 /// A mechanism's ε: finite, positive, and within the range where the randomizers stay
 /// exactly ε-LDP and the statistics stay computable. The message says which side failed
 /// and why.
+/// The smallest ρ of `gauss`: its noise N(0, 1/ρ) then has σ ≈ 3.2e7, so a coordinate
+/// beyond the ±2³¹ a sum sketch accepts is a 68σ event and no honest report is rejected.
+pub const MIN_RHO: f64 = 1e-15;
+/// The largest ρ of `gauss`: ε²/2 at the largest ε, the same "this is no longer a privacy
+/// parameter" line the other mechanisms draw.
+pub const MAX_RHO: f64 = MAX_EPSILON * MAX_EPSILON / 2.0;
+
+fn local_rho(key: String, value: f64) -> Result<(), ConfigError> {
+    if !(value.is_finite() && (MIN_RHO..=MAX_RHO).contains(&value)) {
+        return Err(ConfigError::invalid(
+            key,
+            format!("{value:e}"),
+            format!(
+                "a number from {MIN_RHO:e} to {MAX_RHO}: below it the noise N(0, 1/ρ) would \
+                 overflow the ±2^31 a sum sketch accepts per coordinate, and above it ρ-zCDP \
+                 is weaker than ε = {MAX_EPSILON}"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn local_epsilon(key: String, value: f64, laplace: bool) -> Result<(), ConfigError> {
     let min = if laplace {
         MIN_LAPLACE_EPSILON
@@ -617,7 +639,7 @@ fn validate_mechanism_at(m: &str, mechanism: &MechanismConfig) -> Result<(), Con
         | MechanismConfig::Cohort { epsilon, .. } => {
             local_epsilon(format!("{m}.epsilon"), *epsilon, false)?
         }
-        MechanismConfig::Gauss { rho, .. } => positive(format!("{m}.rho"), *rho)?,
+        MechanismConfig::Gauss { rho, .. } => local_rho(format!("{m}.rho"), *rho)?,
         MechanismConfig::Matrix { matrix } => validate_channel(&m, matrix)?,
         MechanismConfig::Raw { .. } => {}
     }
@@ -897,6 +919,28 @@ window = { kind = "global" }
     }
 
     /// The bounds on ε, with the reason in the message; the bounds themselves pass.
+    #[test]
+    fn bounds_rho_and_says_why() {
+        for bad in ["1e-16", "245001.0", "1e308", "0.0", "-1.0"] {
+            let e = err(&GOOD.replace(
+                "mechanism = { kind = \"grr\", epsilon = 1.0, domain = 4 }",
+                &format!("mechanism = {{ kind = \"gauss\", rho = {bad}, domain = 4 }}"),
+            ));
+            assert!(
+                e.contains("mechanism.rho") && e.contains("±2^31"),
+                "{bad}: {e}"
+            );
+            assert!(e.len() < 400, "the value is printed compactly: {e}");
+        }
+        for good in ["1e-15", "245000.0", "0.5"] {
+            let text = GOOD.replace(
+                "mechanism = { kind = \"grr\", epsilon = 1.0, domain = 4 }",
+                &format!("mechanism = {{ kind = \"gauss\", rho = {good}, domain = 4 }}"),
+            );
+            assert!(Config::from_toml_str(&text, "t").is_ok(), "{good}");
+        }
+    }
+
     #[test]
     fn bounds_epsilon_and_says_why() {
         let e = err(&GOOD.replace("epsilon = 1.0", "epsilon = 701.0"));
