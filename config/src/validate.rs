@@ -607,14 +607,6 @@ fn local_epsilon(key: String, value: f64, laplace: bool) -> Result<(), ConfigErr
     Ok(())
 }
 
-fn positive(key: String, value: f64) -> Result<(), ConfigError> {
-    if value.is_finite() && value > 0.0 {
-        Ok(())
-    } else {
-        Err(ConfigError::invalid(key, value, "a finite number > 0"))
-    }
-}
-
 impl MechanismConfig {
     /// Checks the mechanism's parameters; errors name keys under `prefix` (e.g.
     /// `stream[0].mechanism`, or `--matrix` on the command line).
