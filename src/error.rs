@@ -45,6 +45,19 @@ pub enum Error {
         #[source]
         source: tokio::task::JoinError,
     },
+    /// The config's state does not fit `max_state_memory` (see `ldpstream check`).
+    #[error(
+        "the configured streams would hold an estimated {total} of state, over \
+         max_state_memory = {limit}; the largest is stream {stream:?}, {term}. Lower its \
+         max_groups, window length or domain, or raise max_state_memory \
+         (`ldpstream check --config FILE` shows every term)"
+    )]
+    StateMemory {
+        total: bytesize::ByteSize,
+        limit: bytesize::ByteSize,
+        stream: String,
+        term: String,
+    },
     #[error("metrics registry: {0}")]
     Metrics(#[from] prometheus::Error),
 }
@@ -52,7 +65,9 @@ pub enum Error {
 impl Error {
     pub fn fault(&self) -> Fault {
         match self {
-            Error::Config(_) | Error::NotBatchSource { .. } => Fault::User,
+            Error::Config(_) | Error::NotBatchSource { .. } | Error::StateMemory { .. } => {
+                Fault::User
+            }
             Error::Connector(e) => e.fault(),
             Error::Stream(e) if e.is_input() => Fault::External,
             Error::Checkpoint { .. }

@@ -8,5 +8,6 @@ pub mod error;
 pub mod ledger_file;
 pub mod output;
 pub mod serve;
+pub mod state_memory;
 
 pub use error::{Error, Fault};

@@ -32,6 +32,8 @@ enum Command {
     Audit(cli::audit::AuditArgs),
     /// Compare the mechanisms' identity tests: power at n, or the n for a target power.
     Plan(cli::plan::PlanArgs),
+    /// Validate a config and estimate the state each stream will hold (max_state_memory).
+    Check(cli::check::CheckArgs),
 }
 
 /// The error and its causes, each cause only once: most of our errors already print
@@ -84,6 +86,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => cli::serve::run(args),
         Command::Audit(args) => cli::audit::run(args),
         Command::Plan(args) => cli::plan::run(args),
+        Command::Check(args) => cli::check::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

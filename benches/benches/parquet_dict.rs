@@ -61,6 +61,7 @@ fn row_group(c: &mut Criterion) {
             group_by: Vec::new(),
             ts: "ts".into(),
             block_sizes: Vec::new(),
+            max_groups: usize::MAX,
         };
         let file = inspect(std::slice::from_ref(&path), &layout)
             .expect("inspect")

@@ -8,17 +8,19 @@ mod duration;
 mod error;
 mod model;
 mod null;
+mod test_spec;
 mod validate;
 
 pub use duration::DurationMs;
 pub use error::ConfigError;
 pub use model::{
     Calibration, ColumnsConfig, Config, InnerTester, KafkaConfig, MechanismConfig, MessageFormat,
-    ServeConfig, SimulatorConfig, SinkConfig, SourceConfig, StreamConfig, TestConfig, TestKind,
-    TestMethod, WindowConfig,
+    ServeConfig, SimulatorConfig, SinkConfig, SourceConfig, StreamConfig, TestConfig, TestMethod,
+    WindowConfig,
 };
 pub use null::NullSpec;
-pub use validate::{MAX_EPSILON, MIN_EPSILON, MIN_LAPLACE_EPSILON};
+pub use test_spec::{CuratorSpec, KindKeyError, TestKind, TestSpec};
+pub use validate::{MAX_EPSILON, MAX_RHO, MIN_EPSILON, MIN_LAPLACE_EPSILON, MIN_RHO};
 
 impl Config {
     /// Parses TOML text and validates it. `origin` names the text in errors (usually a path).

@@ -2,6 +2,7 @@ use serde::Deserialize;
 
 use crate::duration::DurationMs;
 use crate::null::NullSpec;
+use crate::test_spec::{TestKind, TestSpec};
 
 /// The whole configuration file.
 #[derive(Debug, Clone, Deserialize)]
@@ -13,6 +14,12 @@ pub struct Config {
     /// Settings of the long-running service (`ldpstream serve`); `batch` ignores them.
     #[serde(default)]
     pub serve: ServeConfig,
+    /// The most state all streams together may hold (sketches × groups × panes, plus
+    /// snapshot and Monte Carlo buffers), e.g. `"8 GiB"`. `batch` and `serve` refuse a
+    /// config whose estimate (`ldpstream check`) exceeds it. Default: half the machine's
+    /// memory.
+    #[serde(default)]
+    pub max_state_memory: Option<bytesize::ByteSize>,
 }
 
 /// The `[serve]` table.
@@ -125,6 +132,15 @@ pub struct StreamConfig {
     /// ...or when its first row has waited this long.
     #[serde(default = "default_max_batch_delay")]
     pub max_batch_delay: DurationMs,
+    /// The most distinct groups (tuples of `group_by` and two-sample label values) the
+    /// stream keeps apart. Reports of further groups are folded into one group whose every
+    /// column is `"__other__"`, so a high-cardinality column cannot exhaust memory.
+    #[serde(default = "default_max_groups")]
+    pub max_groups: usize,
+}
+
+fn default_max_groups() -> usize {
+    10_000
 }
 
 fn default_max_batch_rows() -> usize {
@@ -329,80 +345,40 @@ fn default_cohort_column() -> String {
     "cohort".to_string()
 }
 
-/// One hypothesis test on a stream.
+/// One hypothesis test on a stream. Parsed from the flat TOML form through
+/// [`crate::test_spec`], so `spec` always holds exactly the keys its kind needs.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "crate::test_spec::RawTestConfig")]
 pub struct TestConfig {
     /// Unique within the stream; appears in output records.
     pub name: String,
-    /// The family of test.
-    pub kind: TestKind,
+    /// The kind of test, with its kind-specific parameters.
+    pub spec: TestSpec,
     /// The concrete test; defaults to the natural test for the stream's mechanism.
-    #[serde(default)]
     pub method: Option<TestMethod>,
-    /// The null distribution over the `domain` categories (gof tests only).
-    #[serde(default)]
-    pub null: Option<NullSpec>,
-    /// Independence tests: the r×c table, flattened row-major (`domain = rows·cols`).
-    #[serde(default)]
-    pub rows: Option<u32>,
-    #[serde(default)]
-    pub cols: Option<u32>,
-    /// Two-sample tests: the Utf8 column that labels the samples, and its two values.
-    #[serde(default)]
-    pub by: Option<String>,
-    #[serde(default)]
-    pub a: Option<String>,
-    #[serde(default)]
-    pub b: Option<String>,
     /// Significance level, in (0, 1).
-    #[serde(default = "default_alpha")]
     pub alpha: f64,
     /// Which reports a result covers.
-    #[serde(default)]
     pub window: WindowConfig,
     /// Asymptotic p-value only, or a Monte Carlo p-value beside it.
-    #[serde(default)]
     pub calibration: Calibration,
     /// Simulated null sketches for Monte Carlo calibration (and for LocalNoiseGOF on
     /// laplace, whose critical value is always simulated). Must exceed 1/alpha.
-    #[serde(default = "default_mc_samples")]
     pub mc_samples: u32,
     /// Seed of the Monte Carlo null simulation, so results are reproducible.
-    #[serde(default)]
     pub seed: u64,
     /// The distance parameter of SheffetTV: accept iff d_TV(estimate, p0) <= distance/2.
-    #[serde(default)]
     pub distance: Option<f64>,
-    /// Curator tests: the ε each release spends from the stream's budget.
-    #[serde(default)]
-    pub epsilon: Option<f64>,
-    /// PrivateCollisions: the share of `epsilon` spent on the N_max check (the rest on the
-    /// collision count).
-    #[serde(default = "default_epsilon_split")]
-    pub epsilon_split: f64,
-    /// SubsampleAndAggregate: the answer-flip probability δ in (0, ½].
-    #[serde(default = "default_delta")]
-    pub delta: f64,
-    /// SubsampleAndAggregate: reports per block (blocks are consecutive in stream order).
-    #[serde(default)]
-    pub block_size: Option<u64>,
-    /// SubsampleAndAggregate: the non-private tester run on the chosen block.
-    #[serde(default)]
-    pub inner: InnerTester,
     /// Anytime-valid mode: the test maintains an e-process, records carry `e_value` and
     /// `anytime_p_value`, and `reject` is `e_value >= 1/alpha`, valid however many times
     /// the window is looked at.
-    #[serde(default)]
     pub sequential: bool,
 }
 
-fn default_epsilon_split() -> f64 {
-    0.5
-}
-
-fn default_delta() -> f64 {
-    0.1
+impl TestConfig {
+    pub fn kind(&self) -> TestKind {
+        self.spec.kind()
+    }
 }
 
 /// The non-private testers SubsampleAndAggregate can wrap.
@@ -416,29 +392,12 @@ pub enum InnerTester {
     Collisions,
 }
 
-fn default_mc_samples() -> u32 {
+pub(crate) fn default_mc_samples() -> u32 {
     999
 }
 
-fn default_alpha() -> f64 {
+pub(crate) fn default_alpha() -> f64 {
     0.05
-}
-
-/// Families of hypothesis tests.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TestKind {
-    /// Identity / goodness of fit: H0 is p = p0.
-    Gof,
-    /// Independence of the row and column variables of an r×c table.
-    Independence,
-    /// Two samples (labelled by a column) come from the same distribution.
-    TwoSample,
-    /// Curator model: a differentially private test of H0: p = uniform.
-    Uniformity,
-    /// Curator model: a differentially private test of H0: p = q (Goldreich's reduction to
-    /// uniformity on [6d]).
-    Identity,
 }
 
 /// Concrete tests, named as in STATISTICS.md.

@@ -2,10 +2,11 @@ use std::collections::HashSet;
 
 use crate::error::ConfigError;
 use crate::model::{
-    Calibration, Config, MechanismConfig, SimulatorConfig, SinkConfig, SourceConfig, TestKind,
-    TestMethod, WindowConfig,
+    Calibration, Config, MechanismConfig, SimulatorConfig, SinkConfig, SourceConfig, TestMethod,
+    WindowConfig,
 };
 use crate::null::NullSpec;
+use crate::test_spec::{TestKind, TestSpec};
 
 /// How far a null distribution's sum may be from 1.
 pub const NULL_SUM_TOLERANCE: f64 = 1e-9;
@@ -71,6 +72,16 @@ impl Config {
                     "at least 1 row",
                 ));
             }
+            if !(1..=MAX_GROUPS).contains(&stream.max_groups) {
+                return Err(ConfigError::invalid(
+                    format!("{at}.max_groups"),
+                    stream.max_groups,
+                    format!(
+                        "between 1 and {MAX_GROUPS}: every group holds a sketch in every pane, \
+                         so more groups than this cannot be tested within memory"
+                    ),
+                ));
+            }
             if stream.max_batch_delay.millis() == 0 {
                 return Err(ConfigError::invalid(
                     format!("{at}.max_batch_delay"),
@@ -96,10 +107,7 @@ impl Config {
                 }
             }
             let d = stream.mechanism.domain() as usize;
-            let curator = stream
-                .tests
-                .iter()
-                .any(|t| matches!(t.kind, TestKind::Uniformity | TestKind::Identity));
+            let curator = stream.tests.iter().any(|t| t.spec.curator().is_some());
             match stream.budget_epsilon {
                 Some(b) if !(b.is_finite() && b > 0.0) => {
                     return Err(ConfigError::invalid(
@@ -138,15 +146,15 @@ impl Config {
                 validate_window(&format!("{tat}.window"), &test.window)?;
                 let method = match test.method {
                     Some(method) => {
-                        check_method_applies(&tat, method, test.kind, &stream.mechanism)?;
+                        check_method_applies(&tat, method, test.kind(), &stream.mechanism)?;
                         method
                     }
-                    None => match TestMethod::applicable(test.kind, &stream.mechanism).first() {
+                    None => match TestMethod::applicable(test.kind(), &stream.mechanism).first() {
                         Some(m) => *m,
                         None => {
                             return Err(ConfigError::invalid(
                                 format!("{tat}.kind"),
-                                format!("{:?}", test.kind),
+                                format!("{:?}", test.kind()),
                                 format!(
                                     "a test kind that a {} stream supports",
                                     stream.mechanism.kind()
@@ -155,7 +163,7 @@ impl Config {
                         }
                     },
                 };
-                if test.sequential && !supports_sequential(test.kind, &stream.mechanism) {
+                if test.sequential && !supports_sequential(test.kind(), &stream.mechanism) {
                     return Err(ConfigError::invalid(
                         format!("{tat}.sequential"),
                         true,
@@ -163,12 +171,12 @@ impl Config {
                             "false: a sequential (anytime-valid) {:?} test is not offered on a {} stream; \
                              sequential mode covers gof on every mechanism, independence on grr and \
                              bitflip, and two_sample on grr, matrix, raw and bitflip",
-                            test.kind,
+                            test.kind(),
                             stream.mechanism.kind()
                         ),
                     ));
                 }
-                if test.calibration == Calibration::MonteCarlo && test.kind != TestKind::Gof {
+                if test.calibration == Calibration::MonteCarlo && test.kind() != TestKind::Gof {
                     return Err(ConfigError::invalid(
                         format!("{tat}.calibration"),
                         "\"monte_carlo\"",
@@ -228,6 +236,13 @@ impl Config {
             }
         }
         validate_serve(self)?;
+        if self.max_state_memory.is_some_and(|m| m.as_u64() == 0) {
+            return Err(ConfigError::invalid(
+                "max_state_memory",
+                "0 B",
+                "a size > 0, e.g. \"8 GiB\"",
+            ));
+        }
         Ok(())
     }
 }
@@ -240,6 +255,8 @@ pub const MAX_WINDOW_MS: u64 = 3650 * 86_400_000;
 pub const MAX_PANES_PER_WINDOW: u64 = 10_000;
 /// The most simulated null sketches a Monte Carlo test may draw per evaluation.
 pub const MAX_MC_SAMPLES: u32 = 1_000_000;
+/// The largest `max_groups`.
+pub const MAX_GROUPS: usize = 10_000_000;
 
 fn gcd(a: u64, b: u64) -> u64 {
     if b == 0 {
@@ -529,6 +546,28 @@ pub const MIN_LAPLACE_EPSILON: f64 = 1e-7;
 /// A mechanism's ε: finite, positive, and within the range where the randomizers stay
 /// exactly ε-LDP and the statistics stay computable. The message says which side failed
 /// and why.
+/// The smallest ρ of `gauss`: its noise N(0, 1/ρ) then has σ ≈ 3.2e7, so a coordinate
+/// beyond the ±2³¹ a sum sketch accepts is a 68σ event and no honest report is rejected.
+pub const MIN_RHO: f64 = 1e-15;
+/// The largest ρ of `gauss`: ε²/2 at the largest ε, the same "this is no longer a privacy
+/// parameter" line the other mechanisms draw.
+pub const MAX_RHO: f64 = MAX_EPSILON * MAX_EPSILON / 2.0;
+
+fn local_rho(key: String, value: f64) -> Result<(), ConfigError> {
+    if !(value.is_finite() && (MIN_RHO..=MAX_RHO).contains(&value)) {
+        return Err(ConfigError::invalid(
+            key,
+            format!("{value:e}"),
+            format!(
+                "a number from {MIN_RHO:e} to {MAX_RHO}: below it the noise N(0, 1/ρ) would \
+                 overflow the ±2^31 a sum sketch accepts per coordinate, and above it ρ-zCDP \
+                 is weaker than ε = {MAX_EPSILON}"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn local_epsilon(key: String, value: f64, laplace: bool) -> Result<(), ConfigError> {
     let min = if laplace {
         MIN_LAPLACE_EPSILON
@@ -568,14 +607,6 @@ fn local_epsilon(key: String, value: f64, laplace: bool) -> Result<(), ConfigErr
     Ok(())
 }
 
-fn positive(key: String, value: f64) -> Result<(), ConfigError> {
-    if value.is_finite() && value > 0.0 {
-        Ok(())
-    } else {
-        Err(ConfigError::invalid(key, value, "a finite number > 0"))
-    }
-}
-
 impl MechanismConfig {
     /// Checks the mechanism's parameters; errors name keys under `prefix` (e.g.
     /// `stream[0].mechanism`, or `--matrix` on the command line).
@@ -600,7 +631,7 @@ fn validate_mechanism_at(m: &str, mechanism: &MechanismConfig) -> Result<(), Con
         | MechanismConfig::Cohort { epsilon, .. } => {
             local_epsilon(format!("{m}.epsilon"), *epsilon, false)?
         }
-        MechanismConfig::Gauss { rho, .. } => positive(format!("{m}.rho"), *rho)?,
+        MechanismConfig::Gauss { rho, .. } => local_rho(format!("{m}.rho"), *rho)?,
         MechanismConfig::Matrix { matrix } => validate_channel(&m, matrix)?,
         MechanismConfig::Raw { .. } => {}
     }
@@ -674,141 +705,78 @@ fn validate_channel(m: &str, matrix: &[Vec<f64>]) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// The keys each test kind needs, and no others.
+/// The kind-specific values, against the stream they run on. Which keys a kind takes was
+/// settled at parse time ([`TestSpec`]); here only their values are checked.
 fn validate_kind_keys(
     at: &str,
     test: &crate::TestConfig,
     d: usize,
     report: &str,
 ) -> Result<(), ConfigError> {
-    let forbid = |key: &str, present: bool, kind: &str| {
-        if present {
-            Err(ConfigError::invalid(
-                format!("{at}.{key}"),
-                "(set)",
-                format!("only {kind} tests take `{key}`"),
-            ))
-        } else {
-            Ok(())
-        }
-    };
-    let require = |key: &str, present: bool, what: &str| {
-        if present {
-            Ok(())
-        } else {
-            Err(ConfigError::invalid(
-                format!("{at}.{key}"),
-                "(missing)",
-                what.to_string(),
-            ))
-        }
-    };
-    let is_gof = matches!(test.kind, TestKind::Gof | TestKind::Identity);
-    let is_curator = matches!(test.kind, TestKind::Uniformity | TestKind::Identity);
-    forbid(
-        "epsilon",
-        !is_curator && test.epsilon.is_some(),
-        "uniformity and identity",
-    )?;
-    forbid(
-        "block_size",
-        !is_curator && test.block_size.is_some(),
-        "uniformity and identity",
-    )?;
-    if is_curator {
-        let eps = test.epsilon.unwrap_or(f64::NAN);
-        if !(eps.is_finite() && eps > 0.0) {
-            return Err(ConfigError::invalid(
-                format!("{at}.epsilon"),
-                test.epsilon
-                    .map_or("(missing)".to_string(), |e| e.to_string()),
-                "the finite ε > 0 each release spends",
-            ));
-        }
-        if !(test.epsilon_split > 0.0 && test.epsilon_split < 1.0) {
-            return Err(ConfigError::invalid(
-                format!("{at}.epsilon_split"),
-                test.epsilon_split,
-                "a share strictly between 0 and 1",
-            ));
-        }
-        if !(test.delta > 0.0 && test.delta <= 0.5) {
-            return Err(ConfigError::invalid(
-                format!("{at}.delta"),
-                test.delta,
-                "a flip probability in (0, 0.5]",
-            ));
-        }
-        if test.method == Some(crate::TestMethod::SubsampleAndAggregate)
-            && test.block_size.is_none_or(|b| b < 1)
-        {
-            return Err(ConfigError::invalid(
-                format!("{at}.block_size"),
-                test.block_size
-                    .map_or("(missing)".to_string(), |b| b.to_string()),
-                "the number of consecutive reports per block (>= 1)",
-            ));
-        }
+    if let Some(null) = test.spec.null() {
+        validate_null(&format!("{at}.null"), null, d)?;
     }
-    let is_ind = test.kind == TestKind::Independence;
-    let is_two = test.kind == TestKind::TwoSample;
-    forbid("null", !is_gof && test.null.is_some(), "gof and identity")?;
-    forbid("rows", !is_ind && test.rows.is_some(), "independence")?;
-    forbid("cols", !is_ind && test.cols.is_some(), "independence")?;
-    for (key, v) in [("by", &test.by), ("a", &test.a), ("b", &test.b)] {
-        forbid(key, !is_two && v.is_some(), "two_sample")?;
-    }
-    if is_gof {
-        require(
-            "null",
-            test.null.is_some(),
-            "\"uniform\" or a list of d probabilities",
-        )?;
-        if let Some(null) = &test.null {
-            validate_null(&format!("{at}.null"), null, d)?;
+    match &test.spec {
+        TestSpec::Gof { .. } => {}
+        TestSpec::Independence { rows, cols } => {
+            let (r, c) = (*rows, *cols);
+            if r < 2 || c < 2 || (r as usize) * (c as usize) != d {
+                return Err(ConfigError::invalid(
+                    format!("{at}.rows"),
+                    format!("{r} (cols = {c})"),
+                    format!("rows >= 2 and cols >= 2 with rows × cols = the domain ({d})"),
+                ));
+            }
         }
-    }
-    if is_ind {
-        let (Some(r), Some(c)) = (test.rows, test.cols) else {
-            return require("rows", false, "rows and cols of the r×c table");
-        };
-        if r < 2 || c < 2 || (r as usize) * (c as usize) != d {
-            return Err(ConfigError::invalid(
-                format!("{at}.rows"),
-                format!("{r} (cols = {c})"),
-                format!("rows >= 2 and cols >= 2 with rows × cols = the domain ({d})"),
-            ));
+        TestSpec::TwoSample { by, a, b } => {
+            if a == b {
+                return Err(ConfigError::invalid(
+                    format!("{at}.b"),
+                    format!("{b:?}"),
+                    "a value different from `a`",
+                ));
+            }
+            if by == report {
+                return Err(ConfigError::invalid(
+                    format!("{at}.by"),
+                    format!("{report:?}"),
+                    "a label column, not the report column",
+                ));
+            }
         }
-    }
-    if is_two {
-        require(
-            "by",
-            test.by.is_some(),
-            "the Utf8 column that labels the two samples",
-        )?;
-        require(
-            "a",
-            test.a.is_some(),
-            "the value of `by` for the first sample",
-        )?;
-        require(
-            "b",
-            test.b.is_some(),
-            "the value of `by` for the second sample",
-        )?;
-        if test.a == test.b {
-            return Err(ConfigError::invalid(
-                format!("{at}.b"),
-                format!("{:?}", test.b.as_deref().unwrap_or_default()),
-                "a value different from `a`",
-            ));
-        }
-        if test.by.as_deref() == Some(report) {
-            return Err(ConfigError::invalid(
-                format!("{at}.by"),
-                format!("{report:?}"),
-                "a label column, not the report column",
-            ));
+        TestSpec::Uniformity(curator) | TestSpec::Identity { curator, .. } => {
+            if !(curator.epsilon.is_finite() && curator.epsilon > 0.0) {
+                return Err(ConfigError::invalid(
+                    format!("{at}.epsilon"),
+                    curator.epsilon,
+                    "the finite ε > 0 each release spends",
+                ));
+            }
+            if !(curator.epsilon_split > 0.0 && curator.epsilon_split < 1.0) {
+                return Err(ConfigError::invalid(
+                    format!("{at}.epsilon_split"),
+                    curator.epsilon_split,
+                    "a share strictly between 0 and 1",
+                ));
+            }
+            if !(curator.delta > 0.0 && curator.delta <= 0.5) {
+                return Err(ConfigError::invalid(
+                    format!("{at}.delta"),
+                    curator.delta,
+                    "a flip probability in (0, 0.5]",
+                ));
+            }
+            if test.method == Some(TestMethod::SubsampleAndAggregate)
+                && curator.block_size.is_none_or(|b| b < 1)
+            {
+                return Err(ConfigError::invalid(
+                    format!("{at}.block_size"),
+                    curator
+                        .block_size
+                        .map_or("(missing)".to_string(), |b| b.to_string()),
+                    "the number of consecutive reports per block (>= 1)",
+                ));
+            }
         }
     }
     Ok(())
@@ -943,6 +911,28 @@ window = { kind = "global" }
     }
 
     /// The bounds on ε, with the reason in the message; the bounds themselves pass.
+    #[test]
+    fn bounds_rho_and_says_why() {
+        for bad in ["1e-16", "245001.0", "1e308", "0.0", "-1.0"] {
+            let e = err(&GOOD.replace(
+                "mechanism = { kind = \"grr\", epsilon = 1.0, domain = 4 }",
+                &format!("mechanism = {{ kind = \"gauss\", rho = {bad}, domain = 4 }}"),
+            ));
+            assert!(
+                e.contains("mechanism.rho") && e.contains("±2^31"),
+                "{bad}: {e}"
+            );
+            assert!(e.len() < 400, "the value is printed compactly: {e}");
+        }
+        for good in ["1e-15", "245000.0", "0.5"] {
+            let text = GOOD.replace(
+                "mechanism = { kind = \"grr\", epsilon = 1.0, domain = 4 }",
+                &format!("mechanism = {{ kind = \"gauss\", rho = {good}, domain = 4 }}"),
+            );
+            assert!(Config::from_toml_str(&text, "t").is_ok(), "{good}");
+        }
+    }
+
     #[test]
     fn bounds_epsilon_and_says_why() {
         let e = err(&GOOD.replace("epsilon = 1.0", "epsilon = 701.0"));

@@ -47,6 +47,7 @@ fn layout(mechanism: Mechanism) -> ReportLayout {
         group_by: Vec::new(),
         ts: "ts".into(),
         block_sizes: Vec::new(),
+        max_groups: usize::MAX,
     }
 }
 

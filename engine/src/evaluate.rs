@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use ldpstream_config::{Calibration, StreamConfig, TestConfig, TestKind, TestMethod};
+use ldpstream_config::{Calibration, CuratorSpec, StreamConfig, TestConfig, TestMethod, TestSpec};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 
@@ -34,12 +34,12 @@ pub struct Scope {
 pub fn resolve_method(stream: &StreamConfig, test: &TestConfig) -> Result<TestMethod, EngineError> {
     match test.method {
         Some(m) => Ok(m),
-        None => TestMethod::applicable(test.kind, &stream.mechanism)
+        None => TestMethod::applicable(test.kind(), &stream.mechanism)
             .first()
             .copied()
             .ok_or(EngineError::InvalidParameter {
                 name: "kind",
-                value: format!("{:?} on a {} stream", test.kind, stream.mechanism.kind()),
+                value: format!("{:?} on a {} stream", test.kind(), stream.mechanism.kind()),
                 allowed: "a test kind the mechanism supports",
             }),
     }
@@ -133,30 +133,30 @@ pub fn evaluate(
     let outcome = if sketch.n() == 0 {
         Outcome::inconclusive("no reports in the window")
     } else {
-        match test.kind {
-            TestKind::Gof => {
-                let outcome = gof(test, method, mechanism, sketch)?;
+        match &test.spec {
+            TestSpec::Gof { null } => {
+                let p0 = null.probabilities(mechanism.domain());
+                let outcome = gof(test, method, mechanism, sketch, &p0)?;
                 if test.sequential {
-                    let p0 = null_of(test, mechanism)?;
                     outcome.sequential(gof_e_process(mechanism, sketch, &p0)?, test.alpha)
                 } else {
                     outcome
                 }
             }
-            TestKind::Independence => {
-                let outcome = independence(test, method, mechanism, sketch)?;
+            TestSpec::Independence { rows, cols } => {
+                let table = (*rows as usize, *cols as usize);
+                let outcome = independence(test, method, mechanism, sketch, table)?;
                 if test.sequential {
-                    let (rows, cols) = table_of(test)?;
-                    let e = independence_e_process(mechanism, sketch, rows, cols)?;
+                    let e = independence_e_process(mechanism, sketch, table.0, table.1)?;
                     outcome.sequential(e, test.alpha)
                 } else {
                     outcome
                 }
             }
-            TestKind::TwoSample | TestKind::Uniformity | TestKind::Identity => {
+            TestSpec::TwoSample { .. } | TestSpec::Uniformity(_) | TestSpec::Identity { .. } => {
                 return Err(EngineError::InvalidParameter {
                     name: "kind",
-                    value: format!("{:?}", test.kind),
+                    value: format!("{:?}", test.kind()),
                     allowed: "evaluate_two_sample or evaluate_private for this kind",
                 })
             }
@@ -214,41 +214,19 @@ pub fn evaluate_two_sample(
     )
 }
 
-fn null_of(test: &TestConfig, mechanism: &Mechanism) -> Result<Vec<f64>, EngineError> {
-    test.null
-        .as_ref()
-        .map(|n| n.probabilities(mechanism.domain()))
-        .ok_or(EngineError::InvalidParameter {
-            name: "null",
-            value: "(missing)".into(),
-            allowed: "a null distribution for a gof test",
-        })
-}
-
-fn table_of(test: &TestConfig) -> Result<(usize, usize), EngineError> {
-    match (test.rows, test.cols) {
-        (Some(r), Some(c)) => Ok((r as usize, c as usize)),
-        _ => Err(EngineError::InvalidParameter {
-            name: "rows",
-            value: "(missing)".into(),
-            allowed: "rows and cols for an independence test",
-        }),
-    }
-}
-
 fn gof(
     test: &TestConfig,
     method: TestMethod,
     mechanism: &Mechanism,
     sketch: &Sketch,
+    p0: &[f64],
 ) -> Result<Outcome, EngineError> {
-    let p0 = null_of(test, mechanism)?;
     let r = run_gof(
         mechanism,
         sketch,
         &GofParams {
             method,
-            p0: &p0,
+            p0,
             alpha: test.alpha,
             calibration: test.calibration,
             mc_samples: test.mc_samples,
@@ -276,8 +254,8 @@ fn independence(
     method: TestMethod,
     mechanism: &Mechanism,
     sketch: &Sketch,
+    (rows, cols): (usize, usize),
 ) -> Result<Outcome, EngineError> {
-    let (rows, cols) = table_of(test)?;
     let n = sketch.n();
     let result = match (method, mechanism, sketch) {
         (TestMethod::LocalExpIND, Mechanism::Grr(m), Sketch::Counts(s)) => {
@@ -441,7 +419,20 @@ pub fn evaluate_private<R: rand::Rng + ?Sized>(
         unique_elements_applies, unique_elements_null, GoldreichMap,
     };
     let method = resolve_method(stream, test)?;
-    let epsilon = test.epsilon.unwrap_or(f64::NAN);
+    // Which universe the private tester sees: [d] for uniformity, [6d] after Goldreich's
+    // map for identity to q (the map's coins are part of the mechanism).
+    let (curator, q): (&CuratorSpec, Option<&ldpstream_config::NullSpec>) = match &test.spec {
+        TestSpec::Uniformity(c) => (c, None),
+        TestSpec::Identity { null, curator } => (curator, Some(null)),
+        TestSpec::Gof { .. } | TestSpec::Independence { .. } | TestSpec::TwoSample { .. } => {
+            return Err(EngineError::InvalidParameter {
+                name: "kind",
+                value: format!("{:?}", test.kind()),
+                allowed: "uniformity or identity for a curator-model test",
+            })
+        }
+    };
+    let epsilon = curator.epsilon;
     let Sketch::Counts(counts) = sketch else {
         return Err(mechanism.sketch_mismatch(sketch));
     };
@@ -473,9 +464,9 @@ pub fn evaluate_private<R: rand::Rng + ?Sized>(
     }
     // The unique-elements tester is only a test where uniform has the most singletons
     // (n ≤ k + 1, k = d or 6d after Goldreich's map): beyond it, release nothing.
-    let k = match test.kind {
-        TestKind::Identity => 6 * mechanism.domain(),
-        _ => mechanism.domain(),
+    let k = match q {
+        Some(_) => 6 * mechanism.domain(),
+        None => mechanism.domain(),
     };
     if method == TestMethod::PrivateUniqueElements && !unique_elements_applies(counts.n(), k) {
         rec.inconclusive = true;
@@ -484,7 +475,7 @@ pub fn evaluate_private<R: rand::Rng + ?Sized>(
             "PrivateUniqueElements needs n ≤ k + 1 reports (k = {k} categories{}): with n = {} \
              uniform no longer has the most singletons, so far-from-uniform data can look \
              more uniform than uniform; use PrivateCollisions",
-            if test.kind == TestKind::Identity { ", 6d after Goldreich's map" } else { "" },
+            if q.is_some() { ", 6d after Goldreich's map" } else { "" },
             counts.n()
         ));
         rec.budget_remaining = Some(ledger.remaining_in(window.0, window.1, group.as_ref()));
@@ -504,20 +495,9 @@ pub fn evaluate_private<R: rand::Rng + ?Sized>(
     rec.budget_remaining = Some(ledger.remaining_in(window.0, window.1, group.as_ref()));
     // Identity to q reduces to uniformity on [6d]: map every report through Goldreich's
     // randomized map (its coins are part of the mechanism, so they come from `noise`).
-    let goldreich = match test.kind {
-        TestKind::Identity => {
-            let q = test
-                .null
-                .as_ref()
-                .map(|n| n.probabilities(mechanism.domain()))
-                .ok_or(EngineError::InvalidParameter {
-                    name: "null",
-                    value: "(missing)".into(),
-                    allowed: "the known distribution q of an identity test",
-                })?;
-            Some(GoldreichMap::new(&q)?)
-        }
-        _ => None,
+    let goldreich = match q {
+        Some(q) => Some(GoldreichMap::new(&q.probabilities(mechanism.domain()))?),
+        None => None,
     };
     let to_uniformity = |c: &[u64], rng: &mut R| match &goldreich {
         Some(map) => map.map_counts(c, rng),
@@ -532,7 +512,7 @@ pub fn evaluate_private<R: rand::Rng + ?Sized>(
         }
         TestMethod::PrivateCollisions => {
             let c = to_uniformity(counts.counts(), noise);
-            let (e1, e2) = (epsilon * test.epsilon_split, epsilon * (1.0 - test.epsilon_split));
+            let (e1, e2) = (epsilon * curator.epsilon_split, epsilon * (1.0 - curator.epsilon_split));
             let null = collisions_null(counts.n(), c.len(), e1, e2, test.mc_samples, test.seed)?;
             let o = private_collisions(&c, e1, e2, test.alpha, &null, noise);
             (Some(o.statistic), Some(o.p_value), o.reject)
@@ -545,13 +525,13 @@ pub fn evaluate_private<R: rand::Rng + ?Sized>(
             })?;
             let o = subsample_and_aggregate(
                 |b, rng: &mut R| Ok(to_uniformity(&block_counts(b)?, rng)),
-                |c| inner_test(test.inner, c, test.alpha, test.mc_samples, test.seed),
-                test.delta,
+                |c| inner_test(curator.inner, c, test.alpha, test.mc_samples, test.seed),
+                curator.delta,
                 epsilon,
                 noise,
             )?;
             rec.blocks = Some(o.blocks);
-            rec.block_size = test.block_size;
+            rec.block_size = curator.block_size;
             rec.block = Some(o.block);
             (None, None, o.reject)
         }

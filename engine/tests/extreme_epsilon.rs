@@ -3,7 +3,9 @@
 //! with a p-value in [0, 1] that rejects at about its level, with no overflow, no NaN and
 //! no singular Σ.
 
-use ldpstream_config::{Calibration, MechanismConfig, TestMethod, MAX_EPSILON, MIN_EPSILON};
+use ldpstream_config::{
+    Calibration, MechanismConfig, TestMethod, MAX_EPSILON, MAX_RHO, MIN_EPSILON, MIN_RHO,
+};
 use ldpstream_engine::mechanism::{simulate_sketch, Mechanism};
 use ldpstream_engine::sketch::Sketch;
 use ldpstream_engine::stats::{
@@ -33,6 +35,41 @@ fn check_p(what: &str, statistic: f64, p: Option<f64>) {
     );
     let p = p.unwrap_or_else(|| panic!("{what}: no p-value"));
     assert!((0.0..=1.0).contains(&p), "{what}: p = {p}");
+}
+
+#[test]
+fn gauss_at_extreme_rho() {
+    let mut rng = StdRng::seed_from_u64(23);
+    for rho in [MIN_RHO, 1e-3, 1.0, 1e3, MAX_RHO] {
+        let m = Mechanism::from_config(&MechanismConfig::Gauss { rho, domain: 4 }).unwrap();
+        let what = format!("LocalNoiseGOF at ρ = {rho}");
+        let mut rejections = 0;
+        for run in 0..RUNS {
+            let sketch = simulate_sketch(&m, &P0, N, &mut rng).unwrap();
+            assert_eq!(
+                sketch.rejected().total(),
+                0,
+                "{what}: an honest report was rejected"
+            );
+            let r = run_gof(
+                &m,
+                &sketch,
+                &GofParams {
+                    method: TestMethod::LocalNoiseGOF,
+                    p0: &P0,
+                    alpha: 0.05,
+                    calibration: Calibration::Asymptotic,
+                    mc_samples: 99,
+                    seed: u64::from(run),
+                    distance: None,
+                },
+            )
+            .unwrap();
+            check_p(&what, r.statistic, r.p_value);
+            rejections += u32::from(r.reject);
+        }
+        check_size(&what, rejections);
+    }
 }
 
 #[test]

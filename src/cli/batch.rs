@@ -40,6 +40,7 @@ pub struct BatchArgs {
 pub fn run(args: BatchArgs) -> Result<()> {
     super::clean_up_on_signal();
     let config = Config::from_path(&args.config)?;
+    ldpstream::state_memory::enforce(&config, Some(ldpstream_connectors::parquet::BATCH_ROWS))?;
     if let Some(threads) = args.threads {
         if threads == 0 || threads > MAX_THREADS {
             bail!(UsageError(format!(

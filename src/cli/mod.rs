@@ -3,6 +3,7 @@
 
 pub mod audit;
 pub mod batch;
+pub mod check;
 pub mod plan;
 pub mod serve;
 pub mod simulate;

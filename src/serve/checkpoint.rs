@@ -369,8 +369,13 @@ mod tests {
         assert_eq!(back.len(), 1);
         assert_eq!(back[0].name, "s");
         assert_eq!(back[0].position, pos);
-        let restored =
-            PaneStore::restore(1000, 250, back.into_iter().next().unwrap().panes).unwrap();
+        let restored = PaneStore::restore(
+            1000,
+            250,
+            usize::MAX,
+            back.into_iter().next().unwrap().panes,
+        )
+        .unwrap();
         assert_eq!(restored.panes(), s.panes());
         assert_eq!(restored.retired(), s.retired());
         assert_eq!(restored.watermark(), s.watermark());

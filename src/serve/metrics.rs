@@ -268,7 +268,9 @@ impl Metrics {
     /// Exports the null distributions of a stream's tests that have one.
     pub fn observe_nulls(&self, stream: &ldpstream_config::StreamConfig, domain: usize) {
         for test in &stream.tests {
-            let Some(null) = &test.null else { continue };
+            let Some(null) = test.spec.null() else {
+                continue;
+            };
             for (j, p) in null.probabilities(domain).into_iter().enumerate() {
                 self.null_probability
                     .with_label_values(&[stream.name.as_str(), test.name.as_str(), &j.to_string()])

@@ -188,9 +188,15 @@ pub async fn run(config: Config, options: ServeOptions) -> Result<(), Error> {
             Some(ck) => {
                 info!(stream = %stream.name, position = ?ck.position, "restored");
                 restored_ledger = ck.ledger;
-                (PaneStore::restore(width, lateness, ck.panes)?, ck.position)
+                (
+                    PaneStore::restore(width, lateness, stream.max_groups, ck.panes)?,
+                    ck.position,
+                )
             }
-            None => (PaneStore::new(width, lateness), Position::Start),
+            None => (
+                PaneStore::new(width, lateness).with_max_groups(stream.max_groups),
+                Position::Start,
+            ),
         };
         let rt = Arc::new(StreamRuntime {
             config: stream.clone(),
@@ -458,7 +464,16 @@ fn fold_one(rt: &StreamRuntime, metrics: &Metrics, source: SourceBatch) -> Resul
     }
     {
         let mut state = rt.state();
+        let overflowed = state.store.overflowed_groups();
         delta.apply(&mut state.store)?;
+        if overflowed == 0 && state.store.overflowed_groups() > 0 {
+            warn!(
+                stream = %rt.config.name,
+                max_groups = rt.config.max_groups,
+                "the stream has more groups than max_groups; reports of new groups are folded \
+                 into the \"__other__\" group"
+            );
+        }
         state.position.advance(source.position);
     }
     let name = rt.config.name.as_str();

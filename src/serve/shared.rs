@@ -64,7 +64,7 @@ impl StreamInfo {
                 .iter()
                 .map(|t| TestInfo {
                     name: t.name.clone(),
-                    null: t.null.as_ref().map(|n| n.probabilities(domain)),
+                    null: t.spec.null().map(|n| n.probabilities(domain)),
                 })
                 .collect(),
         }

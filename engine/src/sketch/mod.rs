@@ -91,6 +91,17 @@ impl Sketch {
         }
     }
 
+    /// The bytes this sketch holds on the heap plus its own size, for memory estimates.
+    pub fn heap_bytes(&self) -> usize {
+        let table = match self {
+            Sketch::Counts(s) => std::mem::size_of_val(s.counts()),
+            Sketch::Bits(s) => std::mem::size_of_val(s.bit_counts()),
+            Sketch::Signed(s) => 2 * s.rows() * std::mem::size_of::<u64>(),
+            Sketch::Sums(s) => std::mem::size_of_val(s.sums()),
+        };
+        table + std::mem::size_of::<Sketch>()
+    }
+
     /// The number of cells, for shape checks.
     pub fn cells(&self) -> usize {
         match self {

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use ldpstream_config::{StreamConfig, TestConfig, TestKind};
+use ldpstream_config::{StreamConfig, TestConfig, TestSpec};
 use rand::rngs::StdRng;
 use tracing::warn;
 
@@ -95,8 +95,8 @@ pub fn evaluate_test_groups(
     let group_by = &stream.columns.group_by;
     let mut batch = Vec::new();
     {
-        match (&test.kind, &test.by, &test.a, &test.b) {
-            (TestKind::TwoSample, Some(by), Some(a), Some(b)) => {
+        match &test.spec {
+            TestSpec::TwoSample { by, a, b } => {
                 let record_columns: Vec<String> =
                     group_by.iter().filter(|c| *c != by).cloned().collect();
                 let by_index = fold_columns.iter().position(|c| c == by);
@@ -123,7 +123,7 @@ pub fn evaluate_test_groups(
                     )?);
                 }
             }
-            (TestKind::Uniformity | TestKind::Identity, _, _, _) => {
+            TestSpec::Uniformity(curator) | TestSpec::Identity { curator, .. } => {
                 let ledger =
                     private
                         .ledger
@@ -131,7 +131,7 @@ pub fn evaluate_test_groups(
                         .ok_or_else(|| StreamError::NoBudget {
                             stream: stream.name.clone(),
                         })?;
-                let by_block = match test.block_size {
+                let by_block = match curator.block_size {
                     Some(size) => {
                         let mut wanted = group_by.clone();
                         wanted.push(block_column(size));
@@ -164,7 +164,7 @@ pub fn evaluate_test_groups(
                     )?);
                 }
             }
-            _ => {
+            TestSpec::Gof { .. } | TestSpec::Independence { .. } => {
                 for (key, sketch) in merge_by(sketches, &fold_columns, group_by, |_| true)? {
                     batch.push(evaluate(
                         stream,
@@ -195,8 +195,16 @@ pub fn evaluate_stream(
     if stream.tests.is_empty() {
         warn!(stream = %stream.name, "stream has no [[stream.test]] entries; nothing to report");
     }
-    let mut store = PaneStore::new(stream_pane_width(stream), 0);
+    let mut store = PaneStore::new(stream_pane_width(stream), 0).with_max_groups(stream.max_groups);
     folded.apply(&mut store)?;
+    if store.holds_overflow() {
+        warn!(
+            stream = %stream.name,
+            max_groups = stream.max_groups,
+            "the input has more groups than max_groups; the reports of the rest are tested as \
+             the \"__other__\" group"
+        );
+    }
     store.finish();
     let mut records = Vec::new();
     for snapshot in take_due(stream, &mut store, false)? {
@@ -214,7 +222,7 @@ pub fn evaluate_snapshot(
     private: &mut Private,
 ) -> Result<Vec<TestRecord>, StreamError> {
     let test = &stream.tests[snapshot.test];
-    if matches!(test.kind, TestKind::Uniformity | TestKind::Identity) && !snapshot.is_final {
+    if test.spec.curator().is_some() && !snapshot.is_final {
         return Ok(Vec::new());
     }
     let key_columns = ReportLayout::of(stream, mechanism).key_columns();

@@ -7,11 +7,11 @@ use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
 
 use super::error::StreamError;
-use super::groups::group_rows;
+use super::groups::{group_rows, BatchGroups};
 use super::layout::ReportLayout;
 use crate::fold::fold_batch;
 use crate::sketch::Sketch;
-use crate::window::Grouped;
+use crate::window::{other_key, Grouped};
 use crate::EngineError;
 
 /// Folds one decoded batch into `out`. Grouped batches are permuted once so that each
@@ -67,7 +67,8 @@ pub fn fold_record_batch(
             expected: "columns that cast to Utf8".into(),
             found: "a column whose cast did not produce Utf8".into(),
         })?;
-    let groups = group_rows(&strings, batch.num_rows());
+    let mut groups = group_rows(&strings, batch.num_rows());
+    cap_groups(&mut groups, layout.max_groups, key_columns.len());
     // Counting sort of row indices by group id.
     let mut starts = vec![0u32; groups.keys.len() + 1];
     for &g in &groups.ids {
@@ -98,6 +99,32 @@ pub fn fold_record_batch(
         fold(sketch, report_slice.as_ref(), index_slice.as_deref())?;
     }
     Ok(())
+}
+
+/// Keeps the `max_groups` smallest keys of a batch apart and gives the rest one overflow
+/// id, the rule [`super::paned::PanedDelta`] applies across batches, so a high-cardinality
+/// batch never allocates a sketch per row and the groups kept do not depend on row order.
+fn cap_groups(groups: &mut BatchGroups, max_groups: usize, columns: usize) {
+    if groups.keys.len() <= max_groups {
+        return;
+    }
+    let other = other_key(columns);
+    let mut by_key: Vec<usize> = (0..groups.keys.len())
+        .filter(|&g| groups.keys[g] != other)
+        .collect();
+    by_key.sort_unstable_by(|&x, &y| groups.keys[x].cmp(&groups.keys[y]));
+    let other_id = max_groups.min(by_key.len()) as u32;
+    let mut new_id = vec![other_id; groups.keys.len()];
+    let mut keys = Vec::with_capacity(other_id as usize + 1);
+    for (i, &g) in by_key.iter().take(max_groups).enumerate() {
+        new_id[g] = i as u32;
+        keys.push(std::mem::take(&mut groups.keys[g]));
+    }
+    keys.push(other);
+    for id in &mut groups.ids {
+        *id = new_id[*id as usize];
+    }
+    groups.keys = keys;
 }
 
 fn column(batch: &RecordBatch, name: &str, origin: &str) -> Result<ArrayRef, StreamError> {

@@ -23,6 +23,9 @@ pub struct ReportLayout {
     /// Block sizes (in reports, in stream order) whose block index becomes an extra group
     /// column named by [`block_column`], after `group_by`.
     pub block_sizes: Vec<u64>,
+    /// The stream's `max_groups`: one batch never allocates more group sketches than this
+    /// plus the overflow group, whatever its cardinality.
+    pub max_groups: usize,
 }
 
 impl ReportLayout {
@@ -40,6 +43,7 @@ impl ReportLayout {
             group_by: fold_columns(stream),
             ts: stream.columns.ts.clone(),
             block_sizes: block_sizes(stream),
+            max_groups: stream.max_groups,
         }
     }
 
@@ -97,7 +101,7 @@ pub fn block_sizes(stream: &StreamConfig) -> Vec<u64> {
         .tests
         .iter()
         .filter(|t| t.method == Some(TestMethod::SubsampleAndAggregate))
-        .filter_map(|t| t.block_size)
+        .filter_map(|t| t.spec.curator().and_then(|c| c.block_size))
         .collect();
     sizes.sort_unstable();
     sizes.dedup();
@@ -109,9 +113,9 @@ pub fn block_sizes(stream: &StreamConfig) -> Vec<u64> {
 pub fn fold_columns(stream: &StreamConfig) -> Vec<String> {
     let mut columns = stream.columns.group_by.clone();
     for test in &stream.tests {
-        if let Some(by) = &test.by {
-            if !columns.contains(by) {
-                columns.push(by.clone());
+        if let Some(by) = test.spec.sample_column() {
+            if !columns.iter().any(|c| c == by) {
+                columns.push(by.to_string());
             }
         }
     }

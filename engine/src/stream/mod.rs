@@ -1,7 +1,7 @@
 //! The stream layer that the batch job and the service share: which columns a stream
 //! reads ([`layout`]), dense group ids for a batch ([`groups`]), the grouped and paned
 //! fold of a decoded batch ([`fold`], [`paned`]), which windows are due a result
-//! ([`due`]), a window's test records with their q-values ([`evaluate`]), and the running
+//! ([`due`]), the state a stream will hold ([`memory`]), a window's test records with their q-values ([`evaluate`]), and the running
 //! state of sequential tests across looks ([`sequential`]).
 //!
 //! Everything here takes Arrow batches and sketches and returns sketches and records: no
@@ -13,6 +13,7 @@ pub mod evaluate;
 pub mod fold;
 pub mod groups;
 pub mod layout;
+pub mod memory;
 pub mod paned;
 pub mod sequential;
 
@@ -21,5 +22,6 @@ pub use error::StreamError;
 pub use evaluate::{evaluate_snapshot, evaluate_stream, evaluate_test_groups, Private};
 pub use fold::fold_record_batch;
 pub use layout::{block_column, with_block_columns, ReportLayout};
+pub use memory::StateEstimate;
 pub use paned::{fold_paned_batch, is_event_time, PanedDelta};
 pub use sequential::SequentialLatches;

@@ -1,7 +1,7 @@
 //! Splits a decoded batch by event-time pane before folding, so that each pane's rows go
 //! through the grouped batch kernel once: one permutation per batch, never a row at a time.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use arrow::array::{Array, TimestampMillisecondArray, UInt32Array};
 use arrow::compute::{cast, take_record_batch};
@@ -11,7 +11,7 @@ use arrow::record_batch::RecordBatch;
 use super::error::StreamError;
 use super::fold::fold_record_batch;
 use super::layout::ReportLayout;
-use crate::window::{merge_grouped, Grouped, PaneStore};
+use crate::window::{merge_grouped, other_key, GroupKey, Grouped, PaneStore};
 
 /// What one or more batches folded to, before it is merged into a [`PaneStore`].
 #[derive(Debug, Default)]
@@ -22,10 +22,77 @@ pub struct PanedDelta {
     /// Reports whose pane had closed, or whose event time was null.
     pub late: u64,
     pub max_ts: Option<i64>,
+    /// The stream's `max_groups`, once a batch has been folded into this delta.
+    pub max_groups: Option<usize>,
 }
 
 impl PanedDelta {
+    /// Keeps at most `max_groups` groups apart across all panes: the ones with the smallest
+    /// keys, the rest merged into the overflow group. "The smallest keys of the union" does
+    /// not depend on the order deltas are merged in, so a parallel fold keeps the same
+    /// groups and the same counts however its work was split.
+    fn cap_groups(&mut self) -> Result<(), StreamError> {
+        let Some(max) = self.max_groups else {
+            return Ok(());
+        };
+        let entries: usize = self
+            .panes
+            .values()
+            .chain(std::iter::once(&self.untimed))
+            .map(BTreeMap::len)
+            .sum();
+        if entries <= max {
+            return Ok(());
+        }
+        let Some(width) = self
+            .panes
+            .values()
+            .chain(std::iter::once(&self.untimed))
+            .find_map(|g| g.keys().next().map(Vec::len))
+        else {
+            return Ok(());
+        };
+        let other = other_key(width);
+        let keys: BTreeSet<&GroupKey> = self
+            .panes
+            .values()
+            .chain(std::iter::once(&self.untimed))
+            .flat_map(|g| g.keys())
+            .filter(|k| **k != other)
+            .collect();
+        let Some(&last_kept) = keys.iter().nth(max.saturating_sub(1)) else {
+            return Ok(());
+        };
+        let last_kept = last_kept.clone();
+        for grouped in self
+            .panes
+            .values_mut()
+            .chain(std::iter::once(&mut self.untimed))
+        {
+            let beyond: Vec<GroupKey> = grouped
+                .keys()
+                .filter(|k| **k > last_kept && **k != other)
+                .cloned()
+                .collect();
+            for key in beyond {
+                if let Some(sketch) = grouped.remove(&key) {
+                    match grouped.get_mut(&other) {
+                        Some(o) => o.merge(&sketch)?,
+                        None => {
+                            grouped.insert(other.clone(), sketch);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     pub fn merge(&mut self, other: PanedDelta) -> Result<(), StreamError> {
+        self.max_groups = match (self.max_groups, other.max_groups) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         for (pane, grouped) in other.panes {
             merge_grouped(self.panes.entry(pane).or_default(), &grouped)?;
         }
@@ -35,7 +102,7 @@ impl PanedDelta {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),
         };
-        Ok(())
+        self.cap_groups()
     }
 
     /// Adds this delta to `store` and advances its watermark.
@@ -63,6 +130,19 @@ pub fn is_event_time(t: &DataType) -> bool {
 /// Folds `batch` into `out`. `ts` names the event-time column when the batch has one;
 /// `pane_of` maps an event time to its open pane, or None when the report is late.
 pub fn fold_paned_batch(
+    batch: &RecordBatch,
+    layout: &ReportLayout,
+    origin: &str,
+    ts: Option<&str>,
+    pane_of: &dyn Fn(i64) -> Option<i64>,
+    out: &mut PanedDelta,
+) -> Result<(), StreamError> {
+    out.max_groups = Some(layout.max_groups);
+    fold_timed(batch, layout, origin, ts, pane_of, out)?;
+    out.cap_groups()
+}
+
+fn fold_timed(
     batch: &RecordBatch,
     layout: &ReportLayout,
     origin: &str,
@@ -179,6 +259,7 @@ mod tests {
             group_by,
             ts: "ts".into(),
             block_sizes: Vec::new(),
+            max_groups: usize::MAX,
         }
     }
 
@@ -235,6 +316,47 @@ mod tests {
         let b_key = vec![Some("b".to_string())];
         assert_eq!(out.panes[&1000][&b_key].n(), 1);
         assert_eq!(out.panes[&2000][&b_key].n(), 1);
+    }
+
+    #[test]
+    fn the_group_cap_keeps_the_smallest_keys_whatever_the_merge_order() {
+        let mut l = layout(vec!["group".into()]);
+        l.max_groups = 2;
+        let fold = |reports: Vec<u32>, groups: Vec<&str>| {
+            let n = reports.len();
+            let b = batch(reports, vec![Some(10); n], Some(groups));
+            let mut d = PanedDelta::default();
+            fold_paned_batch(&b, &l, "t", Some("ts"), &|t| Some(t - t % 1000), &mut d).unwrap();
+            d
+        };
+        // One batch alone: five groups, two kept, three folded (first arrival within it).
+        let one = fold(vec![0, 1, 2, 0, 1], vec!["e", "d", "c", "b", "a"]);
+        assert_eq!(one.panes[&0].len(), 3);
+        assert_eq!(one.panes[&0].values().map(|s| s.n()).sum::<u64>(), 5);
+        // Across batches the kept groups are the smallest keys of the union, in any order.
+        let parts = || {
+            vec![
+                fold(vec![0, 1], vec!["z", "c"]),
+                fold(vec![2, 2], vec!["a", "y"]),
+                fold(vec![1], vec!["b"]),
+            ]
+        };
+        let mut forward = PanedDelta::default();
+        for d in parts() {
+            forward.merge(d).unwrap();
+        }
+        let mut backward = PanedDelta::default();
+        for d in parts().into_iter().rev() {
+            backward.merge(d).unwrap();
+        }
+        assert_eq!(forward.panes, backward.panes);
+        let keys: Vec<String> = forward.panes[&0]
+            .keys()
+            .map(|k| k[0].clone().unwrap_or_default())
+            .collect();
+        assert_eq!(keys, vec!["__other__", "a", "b"]);
+        let other = vec![Some("__other__".to_string())];
+        assert_eq!(forward.panes[&0][&other].n(), 3, "z, c and y");
     }
 
     #[test]

@@ -10,5 +10,7 @@
 mod panes;
 mod spec;
 
-pub use panes::{merge_grouped, GroupKey, Grouped, PaneStore, RestoredPanes};
+pub use panes::{
+    is_other, merge_grouped, other_key, GroupKey, Grouped, PaneStore, RestoredPanes, OTHER_GROUP,
+};
 pub use spec::{pane_start, pane_width, windows_of_pane, Bounds, DEFAULT_PANE_MS};

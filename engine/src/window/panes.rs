@@ -1,3 +1,4 @@
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use ldpstream_config::WindowConfig;
@@ -10,6 +11,20 @@ use crate::sketch::Sketch;
 pub type GroupKey = Vec<Option<String>>;
 /// Per-group sketches; the key is empty when the stream is not grouped.
 pub type Grouped = BTreeMap<GroupKey, Sketch>;
+
+/// The value of every column of the group that reports beyond a stream's `max_groups`
+/// share.
+pub const OTHER_GROUP: &str = "__other__";
+
+/// The key of the shared overflow group for keys of `columns` values.
+pub fn other_key(columns: usize) -> GroupKey {
+    vec![Some(OTHER_GROUP.to_string()); columns]
+}
+
+/// Whether `key` is the overflow group's.
+pub fn is_other(key: &GroupKey) -> bool {
+    !key.is_empty() && key.iter().all(|v| v.as_deref() == Some(OTHER_GROUP))
+}
 
 /// Merges `from` into `into` exactly, group by group.
 pub fn merge_grouped(into: &mut Grouped, from: &Grouped) -> Result<(), EngineError> {
@@ -44,6 +59,12 @@ pub struct PaneStore {
     late: u64,
     /// Bounded windows ending at or before this have had their final result.
     finalized_through: Option<i64>,
+    /// The cardinality cap: groups beyond it are merged into [`other_key`].
+    max_groups: usize,
+    /// Every group the store holds, to decide whether a new one still fits under the cap.
+    known: BTreeSet<GroupKey>,
+    /// Distinct groups whose reports went to the overflow group.
+    overflowed: BTreeSet<GroupKey>,
 }
 
 impl PaneStore {
@@ -58,7 +79,65 @@ impl PaneStore {
             first_pane: None,
             late: 0,
             finalized_through: None,
+            max_groups: usize::MAX,
+            known: BTreeSet::new(),
+            overflowed: BTreeSet::new(),
         }
+    }
+
+    /// Keeps at most `max_groups` groups apart; later ones share the overflow group.
+    pub fn with_max_groups(mut self, max_groups: usize) -> Self {
+        self.max_groups = max_groups.max(1);
+        self
+    }
+
+    /// How many distinct groups were merged into the overflow group so far (at most the
+    /// cap's worth are remembered, so the figure saturates there).
+    pub fn overflowed_groups(&self) -> usize {
+        self.overflowed.len()
+    }
+
+    /// Whether any pane holds the overflow group: more groups arrived than `max_groups`
+    /// (here or, in `batch`, already when the folded deltas were merged), or a group's
+    /// values are literally `"__other__"`.
+    pub fn holds_overflow(&self) -> bool {
+        self.panes
+            .values()
+            .chain(std::iter::once(&self.retired))
+            .any(|g| g.keys().any(is_other))
+    }
+
+    /// `delta` with the groups that do not fit under the cap merged into the overflow group.
+    /// Groups are admitted in the order they first arrive (key order within one delta).
+    fn admit<'a>(&mut self, delta: &'a Grouped) -> Result<Cow<'a, Grouped>, EngineError> {
+        if delta.keys().all(|k| self.known.contains(k) || is_other(k)) {
+            return Ok(Cow::Borrowed(delta));
+        }
+        let mut out = Grouped::new();
+        for (key, sketch) in delta {
+            let other = other_key(key.len());
+            // The overflow group is not one of the `max_groups`: it is where they overflow to.
+            let fits =
+                *key == other || self.known.contains(key) || self.known.len() < self.max_groups;
+            let key = if fits {
+                if *key != other {
+                    self.known.insert(key.clone());
+                }
+                key.clone()
+            } else {
+                if self.overflowed.len() < self.max_groups {
+                    self.overflowed.insert(key.clone());
+                }
+                other
+            };
+            match out.get_mut(&key) {
+                Some(existing) => existing.merge(sketch)?,
+                None => {
+                    out.insert(key, sketch.clone());
+                }
+            }
+        }
+        Ok(Cow::Owned(out))
     }
 
     /// A store with this one's pane width and watermark but no panes: enough to route a
@@ -118,13 +197,15 @@ impl PaneStore {
 
     pub fn merge_pane(&mut self, pane: i64, delta: &Grouped) -> Result<(), EngineError> {
         self.first_pane = Some(self.first_pane.map_or(pane, |f| f.min(pane)));
-        merge_grouped(self.panes.entry(pane).or_default(), delta)
+        let delta = self.admit(delta)?;
+        merge_grouped(self.panes.entry(pane).or_default(), &delta)
     }
 
     /// Reports of a stream without event time: they belong to no pane, only to the
     /// cumulative and global windows.
     pub fn merge_untimed(&mut self, delta: &Grouped) -> Result<(), EngineError> {
-        merge_grouped(&mut self.retired, delta)
+        let delta = self.admit(delta)?;
+        merge_grouped(&mut self.retired, &delta)
     }
 
     /// The exact merge of the panes inside `bounds`.
@@ -218,9 +299,18 @@ impl PaneStore {
     pub fn restore(
         width_ms: i64,
         lateness_ms: i64,
+        max_groups: usize,
         parts: RestoredPanes,
     ) -> Result<Self, EngineError> {
-        let mut store = PaneStore::new(width_ms, lateness_ms);
+        let mut store = PaneStore::new(width_ms, lateness_ms).with_max_groups(max_groups);
+        store.known = parts
+            .panes
+            .values()
+            .chain(std::iter::once(&parts.retired))
+            .flat_map(|g| g.keys())
+            .filter(|k| !is_other(k))
+            .cloned()
+            .collect();
         store.max_event = parts.max_event;
         store.late = parts.late;
         store.finalized_through = parts.finalized_through;
@@ -325,6 +415,53 @@ mod tests {
                 end: 5000
             })
         );
+    }
+
+    fn grouped(m: &Mechanism, groups: &[&str]) -> Grouped {
+        groups
+            .iter()
+            .map(|g| {
+                let mut s = m.new_sketch();
+                let reports = arrow::array::UInt32Array::from(vec![1u32]);
+                crate::fold::fold_batch(m, &mut s, &reports, None).unwrap();
+                (vec![Some(g.to_string())], s)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn groups_beyond_the_cap_share_the_overflow_group_and_no_report_is_lost() {
+        let m = mechanism();
+        let mut store = PaneStore::new(1000, 0).with_max_groups(2);
+        store.merge_pane(0, &grouped(&m, &["a", "b", "c"])).unwrap();
+        store.merge_pane(1000, &grouped(&m, &["d", "a"])).unwrap();
+        store.merge_untimed(&grouped(&m, &["e", "b"])).unwrap();
+        let all = store.everything().unwrap();
+        let keys: Vec<&GroupKey> = all.keys().collect();
+        let other = other_key(1);
+        assert_eq!(
+            keys,
+            vec![
+                &vec![Some("__other__".to_string())],
+                &vec![Some("a".to_string())],
+                &vec![Some("b".to_string())]
+            ]
+        );
+        assert_eq!(all[&other].n(), 3, "c, d and e");
+        assert_eq!(n(&all), 7);
+        // c, d and e overflowed; the count saturates at the cap (2).
+        assert_eq!(store.overflowed_groups(), 2);
+        // A restored store keeps the groups it had and still caps new ones.
+        let parts = RestoredPanes {
+            retired: store.retired().clone(),
+            panes: store.panes().clone(),
+            ..RestoredPanes::default()
+        };
+        let mut back = PaneStore::restore(1000, 0, 2, parts).unwrap();
+        back.merge_pane(0, &grouped(&m, &["a", "f"])).unwrap();
+        let all = back.everything().unwrap();
+        assert_eq!(all.len(), 3);
+        assert_eq!(all[&other].n(), 4);
     }
 
     #[test]

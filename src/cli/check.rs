@@ -1,0 +1,71 @@
+//! `ldpstream check`: validates a config and prints the state each stream will hold, against
+//! `max_state_memory`; exits 2 when it does not fit (what `batch` and `serve` would refuse).
+
+use anyhow::Result;
+use bytesize::ByteSize;
+use ldpstream::state_memory;
+use ldpstream_config::{Config, SourceConfig};
+use ldpstream_connectors::parquet::BATCH_ROWS;
+use ldpstream_engine::stream::memory::has_bounded_windows;
+
+#[derive(clap::Args)]
+pub struct CheckArgs {
+    /// The TOML config (see config/README.md).
+    #[arg(long)]
+    config: std::path::PathBuf,
+}
+
+pub fn run(args: CheckArgs) -> Result<()> {
+    let config = Config::from_path(&args.config)?;
+    println!("config {}: valid", args.config.display());
+    for stream in &config.streams {
+        let batch_rows = match stream.source {
+            SourceConfig::Parquet { .. } => Some(BATCH_ROWS),
+            _ => None,
+        };
+        let single = Config {
+            streams: vec![stream.clone()],
+            ..config.clone()
+        };
+        for estimate in state_memory::estimates(&single, batch_rows)? {
+            println!(
+                "stream {:?}: estimated state {}",
+                estimate.stream,
+                ByteSize::b(estimate.total())
+            );
+            for term in &estimate.terms {
+                println!(
+                    "  {:<18} {:>12}  ({})",
+                    term.what,
+                    ByteSize::b(term.bytes).to_string(),
+                    term.how
+                );
+            }
+        }
+        if has_bounded_windows(stream) {
+            println!(
+                "  note: `batch` keeps every pane of its input until the end, so there the pane \
+                 store grows with the input's time span"
+            );
+        }
+    }
+    match state_memory::limit(&config) {
+        Some(limit) => println!(
+            "max_state_memory: {limit}{}",
+            if config.max_state_memory.is_none() {
+                " (default: half the machine's memory)"
+            } else {
+                ""
+            }
+        ),
+        None => println!("max_state_memory: none (the machine's memory could not be read)"),
+    }
+    // The same rule `batch` and `serve` apply; Parquet streams estimated at the reader's batch.
+    let parquet_only = config
+        .streams
+        .iter()
+        .all(|s| matches!(s.source, SourceConfig::Parquet { .. }));
+    state_memory::enforce(&config, parquet_only.then_some(BATCH_ROWS))?;
+    println!("ok: the estimate fits");
+    Ok(())
+}

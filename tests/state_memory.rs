@@ -1,0 +1,162 @@
+//! Bounded state, end to end: `ldpstream check` prints the estimate, `batch` and `serve`
+//! refuse a config over `max_state_memory`, and `max_groups` folds the groups beyond it
+//! into `__other__` without losing a report.
+
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn ldpstream(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ldpstream"))
+        .args(args)
+        .output()
+        .expect("the ldpstream binary runs")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// A grouped GenRR stream at d = 2^20 with 1-minute tumbling windows: 8 MiB per sketch,
+/// 10,001 groups by default, 3 panes: about 240 GiB, far over any machine's half.
+const HUGE: &str = r#"
+[[stream]]
+name = "wide"
+source = { kind = "parquet", paths = ["in.parquet"] }
+mechanism = { kind = "grr", epsilon = 1.0, domain = 1048576 }
+columns = { group_by = ["group"] }
+[[stream.test]]
+name = "gof"
+kind = "gof"
+null = "uniform"
+window = { kind = "tumbling", size = "1m" }
+"#;
+
+#[test]
+fn check_prints_every_term_and_refuses_what_does_not_fit() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("huge.toml");
+    std::fs::write(&cfg, HUGE).unwrap();
+    let o = ldpstream(&["check", "--config", cfg.to_str().unwrap()]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    for term in [
+        "pane store",
+        "window snapshot",
+        "batch delta",
+        "10001 groups",
+    ] {
+        assert!(t.contains(term), "{term} missing from:\n{t}");
+    }
+    assert!(
+        t.contains("stream \"wide\"") && t.contains("max_state_memory"),
+        "{t}"
+    );
+    // batch and serve refuse it before reading anything (the input does not even exist).
+    for cmd in ["batch", "serve"] {
+        let o = ldpstream(&[cmd, "--config", cfg.to_str().unwrap()]);
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{cmd}: {t}");
+        assert!(
+            t.contains("over max_state_memory") && t.contains("stream \"wide\""),
+            "{cmd}: {t}"
+        );
+    }
+    // With a small cap on groups it fits an explicit limit, and check says so.
+    let fits = HUGE.replace(
+        "columns = { group_by = [\"group\"] }",
+        "columns = { group_by = [\"group\"] }\nmax_groups = 4",
+    );
+    std::fs::write(&cfg, format!("max_state_memory = \"1 GiB\"\n{fits}")).unwrap();
+    let o = ldpstream(&["check", "--config", cfg.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("ok: the estimate fits"), "{}", text(&o));
+    // A zero limit is a config error naming the key.
+    std::fs::write(&cfg, format!("max_state_memory = 0\n{fits}")).unwrap();
+    let o = ldpstream(&["check", "--config", cfg.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).contains("max_state_memory = 0 B"), "{}", text(&o));
+}
+
+#[test]
+fn groups_beyond_max_groups_are_tested_as_other_and_no_report_is_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.parquet");
+    let o = ldpstream(&[
+        "simulate",
+        "--mechanism",
+        "grr",
+        "--epsilon",
+        "1",
+        "--domain",
+        "4",
+        "--p",
+        "uniform",
+        "--groups",
+        "a=100,b=100,c=100,d=100,e=100",
+        "--seed",
+        "3",
+        "--out",
+        input.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let cfg = dir.path().join("c.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"
+[[stream]]
+name = "s"
+source = {{ kind = "parquet", paths = [{input:?}] }}
+mechanism = {{ kind = "grr", epsilon = 1.0, domain = 4 }}
+columns = {{ group_by = ["group"] }}
+max_groups = 2
+[[stream.test]]
+name = "gof"
+kind = "gof"
+null = "uniform"
+"#
+        ),
+    )
+    .unwrap();
+    let out = dir.path().join("out.jsonl");
+    let o = ldpstream(&[
+        "batch",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("more groups than max_groups"),
+        "{}",
+        text(&o)
+    );
+    let records: Vec<Value> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let groups: Vec<(String, u64)> = records
+        .iter()
+        .map(|r| {
+            (
+                r["group"]["group"].as_str().unwrap_or_default().to_string(),
+                r["n"].as_u64().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        groups,
+        vec![
+            ("__other__".to_string(), 300),
+            ("a".to_string(), 100),
+            ("b".to_string(), 100)
+        ]
+    );
+}
