@@ -8,6 +8,7 @@ use rand::SeedableRng;
 
 use crate::error::EngineError;
 use crate::mechanism::{Mechanism, NoiseKind};
+use crate::mle::Mle;
 use crate::record::TestRecord;
 use crate::sequential::{
     anytime_p_value, crosses, gof_e_process, independence_e_process, two_sample_e_process, EProcess,
@@ -59,6 +60,9 @@ struct Outcome {
     fit_iterations: Option<u32>,
     fit_converged: Option<bool>,
     inconclusive_reason: Option<String>,
+    /// Why the p-value was simulated under an asymptotic calibration (or, in sequential
+    /// mode, why the fixed-n p-value is missing).
+    calibration_reason: Option<String>,
     /// Sequential tests: this look's e-value.
     e_value: Option<f64>,
 }
@@ -135,7 +139,7 @@ pub fn evaluate(
     } else {
         match test.kind {
             TestKind::Gof => {
-                let outcome = gof(test, method, mechanism, sketch)?;
+                let outcome = gof(test, method, mechanism, sketch, test.sequential)?;
                 if test.sequential {
                     let p0 = null_of(test, mechanism)?;
                     outcome.sequential(gof_e_process(mechanism, sketch, &p0)?, test.alpha)
@@ -241,6 +245,7 @@ fn gof(
     method: TestMethod,
     mechanism: &Mechanism,
     sketch: &Sketch,
+    sequential: bool,
 ) -> Result<Outcome, EngineError> {
     let p0 = null_of(test, mechanism)?;
     let r = run_gof(
@@ -266,6 +271,13 @@ fn gof(
         mc_p_value: r.mc_p_value,
         critical_value: r.critical_value,
         tv_distance: r.tv_distance,
+        // An e-process is valid at any n, so too few reports for the fixed-n law leave the
+        // sequential decision alone; the record still says why its p-value is missing.
+        calibration_reason: match (sequential, &r.inconclusive_reason) {
+            (true, Some(why)) => Some(format!("{why}: no fixed-n p-value")),
+            _ => r.calibration_reason,
+        },
+        inconclusive_reason: r.inconclusive_reason.filter(|_| !sequential),
         ..Outcome::default()
     }
     .without_nan_p_value())
@@ -365,8 +377,18 @@ fn record(
 ) -> Result<TestRecord, EngineError> {
     let n = sketch.n();
     let estimate = mechanism.estimate(sketch)?;
-    let mle = mechanism.mle(sketch)?;
-    let calibration = if uses_monte_carlo(test, method, mechanism) {
+    let mle_omitted = mechanism.mle_omitted(n);
+    let mle = match mle_omitted {
+        Some(_) => Mle {
+            p: Vec::new(),
+            iterations: 0,
+            converged: false,
+        },
+        None => mechanism.mle(sketch)?,
+    };
+    let calibration = if uses_monte_carlo(test, method, mechanism)
+        || (outcome.calibration_reason.is_some() && outcome.mc_p_value.is_some())
+    {
         "monte_carlo"
     } else {
         "asymptotic"
@@ -393,6 +415,7 @@ fn record(
         mle: if n > 0 { mle.p } else { Vec::new() },
         mle_converged: mle.converged,
         mle_iterations: mle.iterations,
+        mle_omitted,
         privacy: mechanism.privacy(),
         calibration: calibration.to_string(),
         mc_p_value: outcome.mc_p_value,
@@ -414,6 +437,7 @@ fn record(
         e_value: outcome.e_value,
         anytime_p_value: outcome.e_value.map(anytime_p_value),
         asymptotic_p_value: outcome.asymptotic_p_value,
+        calibration_reason: outcome.calibration_reason,
     })
 }
 
