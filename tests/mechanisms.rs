@@ -295,7 +295,10 @@ fn readme_audit_command_passes_at_seeds_13_and_17() {
         let out = String::from_utf8_lossy(&o.stdout);
         assert!(o.status.success(), "seed {seed}: {out}");
         assert!(!out.contains("VIOLATION"), "seed {seed}: {out}");
-        assert!(out.contains("95% simultaneous: union bound over 16 proportions"), "{out}");
+        assert!(
+            out.contains("95% simultaneous: union bound over 16 proportions"),
+            "{out}"
+        );
     }
 }
 
@@ -316,6 +319,9 @@ fn audit_refuses_a_domain_beyond_its_bound() {
         ]);
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{err}");
-        assert!(err.contains("16777216") && err.contains("d <= 4096"), "{err}");
+        assert!(
+            err.contains("16777216") && err.contains("d <= 4096"),
+            "{err}"
+        );
     }
 }

@@ -251,9 +251,9 @@ fn noise_edges() -> Vec<f64> {
 fn check_built(mechanism: &Mechanism) -> Result<(), EngineError> {
     let bitflip = matches!(mechanism, Mechanism::BitFlip(_));
     let domain = mechanism.domain() as u64;
-    // Checked before `output_count`, which shifts by d for bit flip.
-    let outputs = if bitflip && domain > u64::from(MAX_BITFLIP_AUDIT_DOMAIN) {
-        u64::MAX
+    // Not `output_count`, whose `1 << d` for bit flip would overflow at large d.
+    let outputs = if bitflip {
+        1u64.checked_shl(domain as u32).unwrap_or(u64::MAX)
     } else {
         output_count(mechanism) as u64
     };
@@ -454,16 +454,11 @@ pub fn audit_sampler<R: Rng + ?Sized>(
     let mut lower_of = std::collections::HashMap::new();
     let mut upper_of = std::collections::HashMap::new();
     let mut best = (f64::NEG_INFINITY, (0, 0, 0));
-    for s in 0..outputs {
-        let (k_hi, x) = most[s];
+    for (s, ((&(k_hi, x), &fewest), &run)) in most.iter().zip(&fewest).zip(&run).enumerate() {
         if k_hi == 0 {
             continue;
         }
-        let (k_lo, y) = if (run[s] as usize) < d {
-            (0, run[s])
-        } else {
-            fewest[s]
-        };
+        let (k_lo, y) = if (run as usize) < d { (0, run) } else { fewest };
         if x == y {
             // Every input produced s equally often: no pair of distinct inputs beats 0.
             continue;
@@ -689,7 +684,10 @@ mod tests {
                     audit(&m, 20_000, &mut rng).unwrap().empirical_lower_bound > eps
                 })
                 .count();
-            eprintln!("{}: {violations} violations in {seeds} seeds", config.kind());
+            eprintln!(
+                "{}: {violations} violations in {seeds} seeds",
+                config.kind()
+            );
             assert!(violations <= 18, "{config:?}: {violations} of {seeds}");
         }
     }

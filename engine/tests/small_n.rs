@@ -79,12 +79,20 @@ fn gof_size_at_n_2_and_5_is_at_most_alpha() {
             TestMethod::SheffetChi2,
             &p4,
         ),
-        (MechanismConfig::Raw { domain: 10 }, TestMethod::PearsonGOF, &uniform),
+        (
+            MechanismConfig::Raw { domain: 10 },
+            TestMethod::PearsonGOF,
+            &uniform,
+        ),
     ];
     for n in [2, 5] {
         for (config, method, p0) in &cases {
             let (rate, simulated) = size_at(config.clone(), *method, p0, n);
-            eprintln!("{} d = {} n = {n}: rejection rate {rate}", method.name(), p0.len());
+            eprintln!(
+                "{} d = {} n = {n}: rejection rate {rate}",
+                method.name(),
+                p0.len()
+            );
             assert_eq!(simulated, RUNS, "{method:?} n = {n}");
             assert!(rate <= 0.0646, "{} at n = {n}: {rate}", method.name());
         }
@@ -154,7 +162,10 @@ fn small_window_record_says_how_it_was_calibrated() {
     assert!(r.mc_p_value.is_some() && r.p_value == r.mc_p_value, "{r:?}");
     assert!(r.asymptotic_p_value.is_some(), "{r:?}");
     let why = r.calibration_reason.unwrap();
-    assert!(why.contains("0.750 expected reports") && why.contains("simulated"), "{why}");
+    assert!(
+        why.contains("0.750 expected reports") && why.contains("simulated"),
+        "{why}"
+    );
     assert!(!r.inconclusive);
 
     let r = record(&config(4, 10, false), vec![1, 0, 2, 0]);
@@ -189,7 +200,10 @@ fn mle_is_omitted_when_reports_are_fewer_than_categories() {
     assert_eq!(r.estimate.len(), d);
     assert!(r.inconclusive && !r.reject);
     assert!(
-        r.inconclusive_reason.as_deref().unwrap().contains("16777216"),
+        r.inconclusive_reason
+            .as_deref()
+            .unwrap()
+            .contains("16777216"),
         "{:?}",
         r.inconclusive_reason
     );
@@ -198,4 +212,32 @@ fn mle_is_omitted_when_reports_are_fewer_than_categories() {
     let r = record(&config(4, 999, false), vec![1, 1, 1, 1]);
     assert_eq!(r.mle_omitted, None);
     assert_eq!(r.mle.len(), 4);
+}
+
+/// EM's work is capped at `EM_MAX_CELL_UPDATES` category updates: at d = 2^16, with an
+/// MLE on a face of the simplex (half the categories never reported) that EM approaches
+/// sublinearly, it stops after 2^25 / 2^16 = 512 iterations and says it did not converge,
+/// instead of running up to 200,000 iterations of O(d).
+#[test]
+fn em_work_is_capped_at_large_domain() {
+    use ldpstream_engine::mle::EM_MAX_CELL_UPDATES;
+    let d = 1usize << 16;
+    let m = Mechanism::from_config(&MechanismConfig::Grr {
+        epsilon: 1.0,
+        domain: d as u32,
+    })
+    .unwrap();
+    let counts: Vec<u64> = (0..d).map(|j| if j < d / 2 { 4 } else { 0 }).collect();
+    let mle = m
+        .mle(&Sketch::Counts(CountSketch::from_counts(counts)))
+        .unwrap();
+    eprintln!("iterations {} converged {}", mle.iterations, mle.converged);
+    assert!(
+        mle.iterations as u64 <= EM_MAX_CELL_UPDATES / d as u64,
+        "{}",
+        mle.iterations
+    );
+    assert_eq!(m.mle_omitted(2 * d as u64), None);
+    let total: f64 = mle.p.iter().sum();
+    assert!((total - 1.0).abs() < 1e-9);
 }

@@ -15,7 +15,7 @@ pub trait EmOperator {
 /// The most category updates (iterations × d) one EM run may spend; at large d this caps
 /// the iterations below [`MLE_MAX_ITERATIONS`] (the result then says `converged: false`),
 /// so no single estimate runs for minutes.
-pub const EM_MAX_CELL_UPDATES: u64 = 1 << 28;
+pub const EM_MAX_CELL_UPDATES: u64 = 1 << 25;
 
 /// Expectation–maximisation for the multinomial likelihood `Π_s (G p)_s^{counts_s}` over the
 /// simplex: `p ← p ⊙ Gᵀ(counts / (n G p))`. Each step keeps p in the simplex and never

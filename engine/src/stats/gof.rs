@@ -18,8 +18,8 @@ use crate::sketch::Sketch;
 /// Cochran's rule (every expected cell count at least 5), the rule seed 002 applies to its
 /// independence tests, stated on the true categories: for GenRR and bit flip every
 /// privatized cell then expects at least as many reports (randomization moves each report
-/// law towards uniform). Under the rule's violation the asymptotic test rejected a true
-/// null 9.9% of the time at n = 2 and 8.6% at n = 5 (α = 0.05).
+/// law towards uniform). Below it the asymptotic LocalExpGOF rejected a true uniform null
+/// over 10 categories (ε = 1) 9.9% of the time at n = 2 and 8.6% at n = 5 (α = 0.05).
 pub const MIN_EXPECTED_PER_CATEGORY: f64 = 5.0;
 
 /// The most work (`mc_samples × d`, one simulated sketch of d cells per sample) an
