@@ -266,3 +266,62 @@ fn audit_command_reports_a_bound_below_the_claim() {
         .unwrap();
     assert!(bound > 0.8 && bound <= 1.0, "{out}");
 }
+
+fn audit_cli(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_ldpstream"))
+        .arg("audit")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// Issue 19 item 8: the README's audit command reported a VIOLATION of a correct GRR with
+/// `--seed 13` and `--seed 17`; the bound is now simultaneous and says so.
+#[test]
+fn readme_audit_command_passes_at_seeds_13_and_17() {
+    for seed in ["13", "17"] {
+        let o = audit_cli(&[
+            "--mechanism",
+            "grr",
+            "--epsilon",
+            "1",
+            "--domain",
+            "4",
+            "--samples",
+            "1000000",
+            "--seed",
+            seed,
+        ]);
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(o.status.success(), "seed {seed}: {out}");
+        assert!(!out.contains("VIOLATION"), "seed {seed}: {out}");
+        assert!(
+            out.contains("95% simultaneous: union bound over 16 proportions"),
+            "{out}"
+        );
+    }
+}
+
+/// Issue 18: `audit --domain 100000` reached 4 GB and `--domain 10000000` did not finish;
+/// both are refused at once with exit code 2 and a message naming the bound.
+#[test]
+fn audit_refuses_a_domain_beyond_its_bound() {
+    for domain in ["100000", "10000000"] {
+        let o = audit_cli(&[
+            "--mechanism",
+            "grr",
+            "--epsilon",
+            "1",
+            "--domain",
+            domain,
+            "--samples",
+            "10",
+        ]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains("16777216") && err.contains("d <= 4096"),
+            "{err}"
+        );
+    }
+}

@@ -39,6 +39,16 @@ pub enum EngineError {
         target: f64,
         reason: &'static str,
     },
+    /// A privacy audit of a mechanism whose output law is too large to enumerate.
+    #[error(
+        "cannot audit {mechanism} at domain {domain}: its output law has {entries} entries; {limit}"
+    )]
+    AuditTooLarge {
+        mechanism: &'static str,
+        domain: u64,
+        entries: u64,
+        limit: String,
+    },
     /// The plotting backend failed while rendering a chart into memory.
     #[error("cannot render the plot: {0}")]
     Plot(String),

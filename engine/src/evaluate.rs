@@ -8,6 +8,7 @@ use rand::SeedableRng;
 
 use crate::error::EngineError;
 use crate::mechanism::{Mechanism, NoiseKind};
+use crate::mle::Mle;
 use crate::record::TestRecord;
 use crate::sequential::{
     anytime_p_value, crosses, gof_e_process, independence_e_process, two_sample_e_process, EProcess,
@@ -59,6 +60,9 @@ struct Outcome {
     fit_iterations: Option<u32>,
     fit_converged: Option<bool>,
     inconclusive_reason: Option<String>,
+    /// Why the p-value was simulated under an asymptotic calibration (or, in sequential
+    /// mode, why the fixed-n p-value is missing).
+    calibration_reason: Option<String>,
     /// Sequential tests: this look's e-value.
     e_value: Option<f64>,
 }
@@ -136,7 +140,7 @@ pub fn evaluate(
         match &test.spec {
             TestSpec::Gof { null } => {
                 let p0 = null.probabilities(mechanism.domain());
-                let outcome = gof(test, method, mechanism, sketch, &p0)?;
+                let outcome = gof(test, method, mechanism, sketch, &p0, test.sequential)?;
                 if test.sequential {
                     outcome.sequential(gof_e_process(mechanism, sketch, &p0)?, test.alpha)
                 } else {
@@ -220,6 +224,7 @@ fn gof(
     mechanism: &Mechanism,
     sketch: &Sketch,
     p0: &[f64],
+    sequential: bool,
 ) -> Result<Outcome, EngineError> {
     let r = run_gof(
         mechanism,
@@ -244,6 +249,13 @@ fn gof(
         mc_p_value: r.mc_p_value,
         critical_value: r.critical_value,
         tv_distance: r.tv_distance,
+        // An e-process is valid at any n, so too few reports for the fixed-n law leave the
+        // sequential decision alone; the record still says why its p-value is missing.
+        calibration_reason: match (sequential, &r.inconclusive_reason) {
+            (true, Some(why)) => Some(format!("{why}: no fixed-n p-value")),
+            _ => r.calibration_reason,
+        },
+        inconclusive_reason: r.inconclusive_reason.filter(|_| !sequential),
         ..Outcome::default()
     }
     .without_nan_p_value())
@@ -343,8 +355,18 @@ fn record(
 ) -> Result<TestRecord, EngineError> {
     let n = sketch.n();
     let estimate = mechanism.estimate(sketch)?;
-    let mle = mechanism.mle(sketch)?;
-    let calibration = if uses_monte_carlo(test, method, mechanism) {
+    let mle_omitted = mechanism.mle_omitted(n);
+    let mle = match mle_omitted {
+        Some(_) => Mle {
+            p: Vec::new(),
+            iterations: 0,
+            converged: false,
+        },
+        None => mechanism.mle(sketch)?,
+    };
+    let calibration = if uses_monte_carlo(test, method, mechanism)
+        || (outcome.calibration_reason.is_some() && outcome.mc_p_value.is_some())
+    {
         "monte_carlo"
     } else {
         "asymptotic"
@@ -371,6 +393,7 @@ fn record(
         mle: if n > 0 { mle.p } else { Vec::new() },
         mle_converged: mle.converged,
         mle_iterations: mle.iterations,
+        mle_omitted,
         privacy: mechanism.privacy(),
         calibration: calibration.to_string(),
         mc_p_value: outcome.mc_p_value,
@@ -392,6 +415,7 @@ fn record(
         e_value: outcome.e_value,
         anytime_p_value: outcome.e_value.map(anytime_p_value),
         asymptotic_p_value: outcome.asymptotic_p_value,
+        calibration_reason: outcome.calibration_reason,
     })
 }
 

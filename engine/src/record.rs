@@ -45,6 +45,10 @@ pub struct TestRecord {
     pub mle: Vec<f64>,
     pub mle_converged: bool,
     pub mle_iterations: u32,
+    /// Why `mle` is empty although the window has reports: EM over d categories from
+    /// n < d reports (see `ldpstream_engine::mle::mle_omitted_reason`). Null otherwise.
+    #[serde(default)]
+    pub mle_omitted: Option<String>,
     /// The local privacy each report had.
     pub privacy: Privacy,
     /// `"asymptotic"` or `"monte_carlo"`.
@@ -98,6 +102,12 @@ pub struct TestRecord {
     /// come from `p_value`. Null otherwise, and for statistics without a usable χ² law.
     #[serde(default)]
     pub asymptotic_p_value: Option<f64>,
+    /// Why `calibration` is `"monte_carlo"` although the test asked for `"asymptotic"`:
+    /// fewer than 5 expected reports in the rarest category under the null (see
+    /// `ldpstream_engine::stats::MIN_EXPECTED_PER_CATEGORY`). Sequential tests: why the
+    /// fixed-n p-value is missing. Null otherwise.
+    #[serde(default)]
+    pub calibration_reason: Option<String>,
 }
 
 impl TestRecord {

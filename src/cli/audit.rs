@@ -1,7 +1,7 @@
 //! `ldpstream audit`: sample a randomizer and bound its privacy loss from below.
 
 use anyhow::{anyhow, Result};
-use ldpstream_engine::audit::audit;
+use ldpstream_engine::audit::{audit, check_audit_size};
 use rand::SeedableRng;
 
 use super::{rand_seed, usage, MechanismArgs};
@@ -19,6 +19,9 @@ pub struct AuditArgs {
 }
 
 pub fn run(args: AuditArgs) -> Result<()> {
+    // Checked on the config, before the mechanism is built: building some mechanisms at a
+    // domain too large to audit costs O(d²) already.
+    check_audit_size(&args.mechanism.config()?).map_err(|e| usage(e.to_string()))?;
     let mechanism = args.mechanism.build()?;
     if args.samples == 0 {
         return Err(usage("--samples must be at least 1"));
@@ -35,8 +38,13 @@ pub fn run(args: AuditArgs) -> Result<()> {
     println!("claimed privacy:           {claimed}");
     println!("exact worst-case loss:     {:.6}", report.exact_loss);
     println!(
-        "empirical ε lower bound:   {:.6}  (95% Clopper–Pearson, {} samples per input, seed {seed})",
-        report.empirical_lower_bound, report.samples_per_input
+        "empirical ε lower bound:   {:.6}  ({}% simultaneous: union bound over {} proportions, \
+         one-sided Clopper–Pearson at {:.3e} each; {} samples per input, seed {seed})",
+        report.empirical_lower_bound,
+        report.confidence * 100.0,
+        report.proportions,
+        (1.0 - report.confidence) / (2.0 * report.proportions as f64),
+        report.samples_per_input
     );
     let (s, x, y) = report.worst;
     println!("attained at:               output {s}, inputs {x} vs {y}");

@@ -63,6 +63,7 @@ pub fn record_schema() -> SchemaRef {
         f("mle", list_of_f64(), false),
         f("mle_converged", DataType::Boolean, false),
         f("mle_iterations", DataType::UInt32, false),
+        f("mle_omitted", DataType::Utf8, true),
         f(
             "privacy",
             DataType::Struct(Fields::from(vec![
@@ -92,6 +93,7 @@ pub fn record_schema() -> SchemaRef {
         f("e_value", DataType::Float64, true),
         f("anytime_p_value", DataType::Float64, true),
         f("asymptotic_p_value", DataType::Float64, true),
+        f("calibration_reason", DataType::Utf8, true),
     ]))
 }
 

@@ -2,7 +2,9 @@
 
 use super::{fwht, Channel, Cohort, Grr, Hadamard, Mechanism};
 use crate::error::EngineError;
-use crate::mle::{bitflip_composite_mle, em, project_to_simplex, EmOperator, Mle};
+use crate::mle::{
+    bitflip_composite_mle, em, mle_omitted_reason, project_to_simplex, EmOperator, Mle,
+};
 use crate::sketch::Sketch;
 
 /// GenRR: `G = ρ11ᵀ + γI`, O(d) per product.
@@ -127,6 +129,20 @@ fn as_f64(values: &[u64]) -> Vec<f64> {
 }
 
 impl Mechanism {
+    /// Why the record of a window with `n` reports carries no MLE, if it does not: only the
+    /// mechanisms whose MLE is solved by EM (GenRR, matrix, Hadamard, cohort), and only
+    /// when n < d (see [`mle_omitted_reason`]). The others have a closed form or a
+    /// one-dimensional root and always report it.
+    pub fn mle_omitted(&self, n: u64) -> Option<String> {
+        match self {
+            Mechanism::Grr(_)
+            | Mechanism::Channel(_)
+            | Mechanism::Hadamard(_)
+            | Mechanism::Cohort(_) => mle_omitted_reason(n, self.domain()),
+            Mechanism::Raw { .. } | Mechanism::BitFlip(_) | Mechanism::Noise(_) => None,
+        }
+    }
+
     /// The maximum-likelihood estimate of the type distribution from a sketch snapshot.
     ///
     /// * GenRR, matrix, Hadamard, cohort: the exact multinomial likelihood of the sketch,

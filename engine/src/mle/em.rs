@@ -12,6 +12,11 @@ pub trait EmOperator {
     fn adjoint(&self, w: &[f64]) -> Vec<f64>;
 }
 
+/// The most category updates (iterations × d) one EM run may spend; at large d this caps
+/// the iterations below [`MLE_MAX_ITERATIONS`] (the result then says `converged: false`),
+/// so no single estimate runs for minutes.
+pub const EM_MAX_CELL_UPDATES: u64 = 1 << 25;
+
 /// Expectation–maximisation for the multinomial likelihood `Π_s (G p)_s^{counts_s}` over the
 /// simplex: `p ← p ⊙ Gᵀ(counts / (n G p))`. Each step keeps p in the simplex and never
 /// lowers the likelihood; the Frank–Wolfe gap `max_x r_x − 1` (with `r = Gᵀ(counts/(nGp))`)
@@ -27,7 +32,8 @@ pub fn em(op: &impl EmOperator, counts: &[f64]) -> Mle {
             converged: false,
         };
     }
-    for iteration in 1..=MLE_MAX_ITERATIONS {
+    let cap = (EM_MAX_CELL_UPDATES / d.max(1) as u64).min(u64::from(MLE_MAX_ITERATIONS)) as u32;
+    for iteration in 1..=cap {
         let q = op.forward(&p);
         let w: Vec<f64> = counts
             .iter()
@@ -51,7 +57,7 @@ pub fn em(op: &impl EmOperator, counts: &[f64]) -> Mle {
     }
     Mle {
         p,
-        iterations: MLE_MAX_ITERATIONS,
+        iterations: cap,
         converged: false,
     }
 }

@@ -5,7 +5,7 @@
 mod em;
 mod simplex;
 
-pub use em::{em, EmOperator};
+pub use em::{em, EmOperator, EM_MAX_CELL_UPDATES};
 pub use simplex::{bitflip_composite_mle, project_to_simplex};
 
 use serde::{Deserialize, Serialize};
@@ -22,4 +22,18 @@ pub struct Mle {
     pub p: Vec<f64>,
     pub iterations: u32,
     pub converged: bool,
+}
+
+/// Why an EM maximum-likelihood estimate over `d` categories from `n` reports is not
+/// computed, if it is not: with fewer reports than categories (n < d) most categories are
+/// estimated at 0, the maximiser lies on a low face of the simplex, and EM approaches it
+/// sublinearly at O(d) per step (one group at d = 2^20 with 2,000 reports took 25 s). The
+/// unbiased `estimate` is still reported.
+pub fn mle_omitted_reason(n: u64, d: usize) -> Option<String> {
+    (n > 0 && n < d as u64).then(|| {
+        format!(
+            "n = {n} reports < d = {d} categories: the EM maximum-likelihood estimate is \
+             not computed (the unbiased estimate is reported)"
+        )
+    })
 }

@@ -13,6 +13,20 @@ use crate::error::EngineError;
 use crate::mechanism::{Mechanism, NoiseKind};
 use crate::sketch::Sketch;
 
+/// Below this many expected reports per category under the null (`n · min_j p0_j`), the χ²
+/// law of a GOF statistic is not trusted and the p-value is simulated instead. It is
+/// Cochran's rule (every expected cell count at least 5), the rule seed 002 applies to its
+/// independence tests, stated on the true categories: for GenRR and bit flip every
+/// privatized cell then expects at least as many reports (randomization moves each report
+/// law towards uniform). Below it the asymptotic LocalExpGOF rejected a true uniform null
+/// over 10 categories (ε = 1) 9.9% of the time at n = 2 and 8.6% at n = 5 (α = 0.05).
+pub const MIN_EXPECTED_PER_CATEGORY: f64 = 5.0;
+
+/// The most work (`mc_samples × d`, one simulated sketch of d cells per sample) an
+/// automatic switch to Monte Carlo may cost; beyond it the record is inconclusive instead.
+/// 2^24 cells take about a second.
+pub const MAX_AUTO_MONTE_CARLO_CELLS: u64 = 1 << 24;
+
 /// What a GOF test needs beyond the sketch.
 #[derive(Debug, Clone, Copy)]
 pub struct GofParams<'a> {
@@ -45,6 +59,27 @@ pub struct GofResult {
     pub critical_value: Option<f64>,
     /// SheffetTV: d_TV between the debiased estimate and p0.
     pub tv_distance: Option<f64>,
+    /// Why the p-value was simulated although the configured calibration is asymptotic
+    /// (too few reports per category for the χ² law).
+    pub calibration_reason: Option<String>,
+    /// Why no decision was made (too few reports per category, and a simulation that
+    /// could not be afforded or would be too coarse); `reject` is then false.
+    pub inconclusive_reason: Option<String>,
+}
+
+/// Whether the χ² law of `method` at `n` reports is trusted; if not, why.
+fn too_few_reports(method: TestMethod, n: u64, p0: &[f64]) -> Option<String> {
+    if method == TestMethod::SheffetTV {
+        return None;
+    }
+    let smallest = p0.iter().cloned().fold(f64::INFINITY, f64::min);
+    let expected = n as f64 * smallest;
+    (expected < MIN_EXPECTED_PER_CATEGORY).then(|| {
+        format!(
+            "n · min p0 = {expected:.3} expected reports in the rarest category, below \
+             {MIN_EXPECTED_PER_CATEGORY}: the asymptotic χ² law is not reliable"
+        )
+    })
 }
 
 fn mismatch(method: TestMethod, mechanism: &Mechanism) -> EngineError {
@@ -126,7 +161,34 @@ pub fn run_gof(
     let statistic = asymptotic.statistic;
     let laplace =
         matches!(mechanism, Mechanism::Noise(m) if matches!(m.kind(), NoiseKind::Laplace { .. }));
-    let simulate = params.calibration == Calibration::MonteCarlo || laplace;
+    let configured = params.calibration == Calibration::MonteCarlo || laplace;
+    let small = if configured {
+        None
+    } else {
+        too_few_reports(params.method, sketch.n(), params.p0)
+    };
+    let mut calibration_reason = None;
+    let mut inconclusive_reason = None;
+    if let Some(why) = small {
+        let cells = u64::from(params.mc_samples).saturating_mul(params.p0.len() as u64);
+        if f64::from(params.mc_samples) * params.alpha <= 1.0 {
+            inconclusive_reason = Some(format!(
+                "{why}, and mc_samples = {} is too few for a simulated p-value at alpha = {} \
+                 (it must exceed 1/alpha)",
+                params.mc_samples, params.alpha
+            ));
+        } else if cells > MAX_AUTO_MONTE_CARLO_CELLS {
+            inconclusive_reason = Some(format!(
+                "{why}, and simulating its null ({} samples × {} categories) exceeds the \
+                 {MAX_AUTO_MONTE_CARLO_CELLS} cells an automatic simulation may cost",
+                params.mc_samples,
+                params.p0.len()
+            ));
+        } else {
+            calibration_reason = Some(format!("{why}; the p-value is simulated"));
+        }
+    }
+    let simulate = configured || calibration_reason.is_some();
     let (mc_p_value, critical_value) = if simulate && params.method != TestMethod::SheffetTV {
         let mut rng = StdRng::seed_from_u64(params.seed);
         let mut simulated = Vec::with_capacity(params.mc_samples as usize);
@@ -147,6 +209,7 @@ pub fn run_gof(
             (None, statistic > half)
         }
         (_, Some(p)) => (Some(p), p <= params.alpha),
+        (_, None) if inconclusive_reason.is_some() => (None, false),
         (_, None) => (
             asymptotic.p_value,
             asymptotic.p_value.is_some_and(|p| p < params.alpha),
@@ -168,5 +231,7 @@ pub fn run_gof(
         mc_p_value,
         critical_value,
         tv_distance: (params.method == TestMethod::SheffetTV).then_some(statistic),
+        calibration_reason,
+        inconclusive_reason,
     })
 }

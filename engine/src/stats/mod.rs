@@ -18,7 +18,10 @@ mod two_sample;
 pub use bilinear_fit::{BilinearProblem, Fit};
 pub use bitflip_gof::local_bitflip_gof;
 pub use chi2::chi2_sf;
-pub use gof::{gof_statistic, run_gof, GofParams, GofResult};
+pub use gof::{
+    gof_statistic, run_gof, GofParams, GofResult, MAX_AUTO_MONTE_CARLO_CELLS,
+    MIN_EXPECTED_PER_CATEGORY,
+};
 pub use independence::{
     local_bitflip_ind, local_exp_ind, local_exp_ind_plug_in, local_noise_ind, marginal_product,
     IndependenceOutcome, MarginalProduct,
