@@ -18,7 +18,7 @@ pub use model::{
     TestMethod, WindowConfig,
 };
 pub use null::NullSpec;
-pub use validate::{MAX_EPSILON, MIN_EPSILON, MIN_LAPLACE_EPSILON};
+pub use validate::{compact, MAX_EPSILON, MIN_EPSILON, MIN_LAPLACE_EPSILON};
 
 impl Config {
     /// Parses TOML text and validates it. `origin` names the text in errors (usually a path).
