@@ -14,19 +14,30 @@ use rand::rngs::StdRng;
 use tracing::info;
 
 use crate::error::Error;
-use crate::ledger_file::LedgerBook;
+use crate::ledger_file::{check_reset_names, input_fingerprint, open_ledger, LedgerBook};
 
 /// Runs every stream of `config` over its Parquet files (or `inputs`, when given) and
 /// returns one record per (stream, test, window, group). Curator-model tests spend from
-/// `ledgers`; the caller saves them before it releases the records.
+/// `ledgers` (see [`open_ledger`]; `reset` names the streams whose ledgers start afresh);
+/// the caller saves them before it releases the records. `origin` names the ledger file.
 pub fn run_batch(
     config: &Config,
     inputs: &[String],
     ledgers: &mut LedgerBook,
+    reset: &[String],
+    origin: &str,
     noise: &mut StdRng,
 ) -> Result<Vec<TestRecord>, Error> {
-    let mut records = Vec::new();
+    check_reset_names(config, reset)?;
+    // Conflicts are judged against the ledgers as they were before this run.
+    let known = ledgers.streams.clone();
+    let mut opened = Vec::new();
     for stream in &config.streams {
+        let fingerprint = input_fingerprint(stream, inputs);
+        opened.push(open_ledger(&known, stream, &fingerprint, reset, origin)?);
+    }
+    let mut records = Vec::new();
+    for (stream, mut ledger) in config.streams.iter().zip(opened) {
         let patterns = match (&stream.source, inputs.is_empty()) {
             (_, false) => inputs.to_vec(),
             (SourceConfig::Parquet { paths, .. }, true) => paths.clone(),
@@ -39,9 +50,8 @@ pub fn run_batch(
         let files = resolve_inputs(&patterns)?;
         let mechanism = Mechanism::from_config(&stream.mechanism)?;
         let sketches = fold_stream(stream, &mechanism, &files)?;
-        let mut ledger = ledgers.for_stream(stream);
         let mut private = Private {
-            ledger: ledger.as_mut(),
+            ledger: ledger.as_mut().map(|e| &mut e.ledger),
             noise: &mut *noise,
         };
         records.extend(evaluate_stream(

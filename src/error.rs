@@ -27,6 +27,18 @@ pub enum Error {
     Checkpoint { path: String, message: String },
     #[error("{path}: {message}")]
     Ledger { path: String, message: String },
+    /// The config no longer matches a kept privacy ledger (see `ledger_file::open_ledger`).
+    #[error("privacy ledger {origin}: stream {stream:?}: {message}")]
+    LedgerConflict {
+        origin: String,
+        stream: String,
+        message: String,
+    },
+    #[error("--reset-ledger {stream:?}: {reason}")]
+    ResetLedger { stream: String, reason: String },
+    /// The config changed a stream in a way its checkpointed sketches cannot follow.
+    #[error("checkpoint {path}: {message}")]
+    CheckpointConflict { path: String, message: String },
     #[error("listen address {address}: {source}")]
     Listen {
         address: String,
@@ -65,9 +77,12 @@ pub enum Error {
 impl Error {
     pub fn fault(&self) -> Fault {
         match self {
-            Error::Config(_) | Error::NotBatchSource { .. } | Error::StateMemory { .. } => {
-                Fault::User
-            }
+            Error::Config(_)
+            | Error::NotBatchSource { .. }
+            | Error::LedgerConflict { .. }
+            | Error::ResetLedger { .. }
+            | Error::CheckpointConflict { .. }
+            | Error::StateMemory { .. } => Fault::User,
             Error::Connector(e) => e.fault(),
             Error::Stream(e) if e.is_input() => Fault::External,
             Error::Checkpoint { .. }

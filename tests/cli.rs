@@ -729,3 +729,126 @@ fn plan_sequential_prints_reports_to_detection_beside_the_fixed_n() {
         .unwrap_or_else(|| panic!("no ratio in {grr:?}"));
     assert!((1.0..1.5).contains(&ratio), "{grr}");
 }
+
+/// Issue 19, item 4: raising `budget_epsilon` reopened an exhausted ledger, and renaming
+/// the stream started a fresh one over the same file. Both are refused (exit 2) unless
+/// `--reset-ledger` names the stream, and the reset is logged.
+#[test]
+fn a_spent_ledger_is_not_reopened_by_a_new_budget_or_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("raw.parquet");
+    let o = ldpstream(&[
+        "simulate",
+        "--mechanism",
+        "raw",
+        "--domain",
+        "20",
+        "--n",
+        "5000",
+        "--seed",
+        "5",
+        "--out",
+        file.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let cfg = dir.path().join("c.toml");
+    let text = format!(
+        r#"
+[[stream]]
+name = "raw"
+source = {{ kind = "parquet", paths = ["{}"] }}
+mechanism = {{ kind = "raw", domain = 20 }}
+budget_epsilon = 1.0
+[[stream.test]]
+name = "collisions"
+kind = "uniformity"
+epsilon = 1.0
+"#,
+        file.display()
+    );
+    let ledger = dir.path().join("ledger.json");
+    let out = dir.path().join("o.jsonl");
+    let run = |text: &str, extra: &[&str]| {
+        std::fs::write(&cfg, text).unwrap();
+        let mut args = vec![
+            "batch",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--output",
+            out.to_str().unwrap(),
+            "--ledger",
+            ledger.to_str().unwrap(),
+            "--insecure-seed",
+            "1",
+        ];
+        args.extend_from_slice(extra);
+        ldpstream(&args)
+    };
+    let o = run(&text, &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(records(&out)[0]["epsilon_spent"], 1.0);
+    let book: Value = serde_json::from_str(&std::fs::read_to_string(&ledger).unwrap()).unwrap();
+    assert_eq!(book["version"], 2);
+    assert_eq!(book["streams"]["raw"]["budget"], 1.0);
+    assert!(book["streams"]["raw"]["inputs"][0]
+        .as_str()
+        .unwrap()
+        .contains("raw.parquet"));
+
+    let raised = text.replace("budget_epsilon = 1.0", "budget_epsilon = 3.0");
+    let o = run(&raised, &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(
+            "stream \"raw\": budget_epsilon = 3 but its privacy ledger was created with budget_epsilon = 1"
+        ) && stderr(&o).contains("--reset-ledger raw"),
+        "{}",
+        stderr(&o)
+    );
+    let renamed = text.replace("name = \"raw\"", "name = \"raw2\"");
+    let o = run(&renamed, &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("stream \"raw2\"") && stderr(&o).contains("same input"),
+        "{}",
+        stderr(&o)
+    );
+    // A misspelt reset resets nothing and says so.
+    let o = run(&renamed, &["--reset-ledger", "raw3"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--reset-ledger \"raw3\""),
+        "{}",
+        stderr(&o)
+    );
+    // The explicit reset runs, spends afresh, and is logged.
+    let o = run(&raised, &["--reset-ledger", "raw"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--reset-ledger: starting a fresh privacy ledger"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(records(&out)[0]["refused"], Value::Null);
+    assert!((records(&out)[0]["budget_remaining"].as_f64().unwrap() - 2.0).abs() < 1e-12);
+}
+
+/// `plan --epsilon 1e308` blamed `rho = inf` and printed ε with 309 digits.
+#[test]
+fn plan_bounds_epsilon_and_prints_it_compactly() {
+    let o = ldpstream(&[
+        "plan",
+        "--domain",
+        "4",
+        "--epsilon",
+        "1e308",
+        "--alternative",
+        "paninski:0.1",
+        "--n",
+        "1000",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(e.contains("--epsilon 1e308 must be at most 700"), "{e}");
+    assert!(!e.contains("rho") && e.len() < 300, "{e}");
+}

@@ -593,3 +593,195 @@ fn serve_status_page_and_its_history() {
     assert!(rate > 1000.0 && rate < 200_000.0, "rate {rate}");
     assert!(serve.terminate(Duration::from_secs(30)).success());
 }
+
+/// Runs `serve` over a config whose sources are all bounded Parquet files, to the end.
+fn serve_to_the_end(config: &Path, extra: &[&str]) -> std::process::Output {
+    Command::new(bin())
+        .args(["serve", "--config", config.to_str().unwrap()])
+        .args(["--listen", "127.0.0.1:0"])
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+fn simulate(out: &Path, args: &[&str]) {
+    let o = Command::new(bin())
+        .arg("simulate")
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// Issue 19, item 5: a checkpoint counted under grr with ε = 1 was merged into a config
+/// with ε = 3, or with raw over the same d, without a word. The checkpoint now carries
+/// each stream's settings, and a change stops `serve` naming it.
+#[test]
+fn a_checkpoint_is_not_restored_under_another_mechanism() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("r.parquet");
+    simulate(
+        &data,
+        &[
+            "--mechanism",
+            "grr",
+            "--epsilon",
+            "1",
+            "--domain",
+            "6",
+            "--n",
+            "20000",
+            "--seed",
+            "9",
+            "--ts-start",
+            "2026-01-01T00:00:00Z",
+            "--rate",
+            "5000",
+        ],
+    );
+    let ck = dir.path().join("ck");
+    let config = dir.path().join("c.toml");
+    let text = format!(
+        r#"
+[serve]
+snapshot_interval = "100ms"
+checkpoint_dir = "{}"
+sink = [{{ kind = "jsonl", path = "{}" }}]
+[[stream]]
+name = "r"
+source = {{ kind = "parquet", paths = ["{}"] }}
+mechanism = {{ kind = "grr", epsilon = 1.0, domain = 6 }}
+[[stream.test]]
+name = "t1s"
+kind = "gof"
+null = "uniform"
+window = {{ kind = "tumbling", size = "1s" }}
+"#,
+        ck.display(),
+        dir.path().join("o.jsonl").display(),
+        data.display()
+    );
+    std::fs::write(&config, &text).unwrap();
+    let o = serve_to_the_end(&config, &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(ck.join("checkpoint.ldpc").exists());
+
+    std::fs::write(&config, text.replace("epsilon = 1.0", "epsilon = 3.0")).unwrap();
+    let o = serve_to_the_end(&config, &[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("stream r: mechanism epsilon changed from 1 to 3")
+            && err.contains("checkpoint.ldpc aside"),
+        "{err}"
+    );
+
+    std::fs::write(
+        &config,
+        text.replace(
+            "{ kind = \"grr\", epsilon = 1.0, domain = 6 }",
+            "{ kind = \"raw\", domain = 6 }",
+        ),
+    )
+    .unwrap();
+    let o = serve_to_the_end(&config, &[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("mechanism kind changed from grr to raw")
+            && err.contains("mechanism epsilon changed from 1 to (none)"),
+        "{err}"
+    );
+
+    // The unchanged config still restores.
+    std::fs::write(&config, &text).unwrap();
+    let o = serve_to_the_end(&config, &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// Issue 19, item 4, in `serve`: the ledger in the checkpoint keeps the budget it was
+/// created with, and a renamed stream over the same file does not get a fresh one, unless
+/// `--reset-ledger` names it.
+#[test]
+fn serve_keeps_a_ledger_budget_and_refuses_a_renamed_stream() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("raw.parquet");
+    simulate(
+        &data,
+        &[
+            "--mechanism",
+            "raw",
+            "--domain",
+            "20",
+            "--n",
+            "5000",
+            "--seed",
+            "5",
+        ],
+    );
+    let ck = dir.path().join("ck");
+    let config = dir.path().join("c.toml");
+    let text = format!(
+        r#"
+[serve]
+snapshot_interval = "100ms"
+checkpoint_dir = "{}"
+sink = [{{ kind = "jsonl", path = "{}" }}]
+[[stream]]
+name = "raw"
+source = {{ kind = "parquet", paths = ["{}"] }}
+mechanism = {{ kind = "raw", domain = 20 }}
+budget_epsilon = 1.0
+[[stream.test]]
+name = "collisions"
+kind = "uniformity"
+epsilon = 0.5
+mc_samples = 99
+"#,
+        ck.display(),
+        dir.path().join("o.jsonl").display(),
+        data.display()
+    );
+    std::fs::write(&config, &text).unwrap();
+    let o = serve_to_the_end(&config, &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+
+    std::fs::write(
+        &config,
+        text.replace("budget_epsilon = 1.0", "budget_epsilon = 3.0"),
+    )
+    .unwrap();
+    let o = serve_to_the_end(&config, &[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(
+            "budget_epsilon = 3 but its privacy ledger was created with budget_epsilon = 1"
+        ) && err.contains("--reset-ledger raw"),
+        "{err}"
+    );
+
+    let renamed = text.replace("name = \"raw\"", "name = \"raw2\"");
+    std::fs::write(&config, &renamed).unwrap();
+    let o = serve_to_the_end(&config, &[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("stream \"raw2\"") && err.contains("same input") && err.contains("\"raw\""),
+        "{err}"
+    );
+    let o = serve_to_the_end(&config, &["--reset-ledger", "nope"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("--reset-ledger \"nope\""), "{err}");
+
+    let o = serve_to_the_end(&config, &["--reset-ledger", "raw2"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("--reset-ledger: starting a fresh privacy ledger") && err.contains("raw2"),
+        "{err}"
+    );
+}

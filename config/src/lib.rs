@@ -20,7 +20,7 @@ pub use model::{
 };
 pub use null::NullSpec;
 pub use test_spec::{CuratorSpec, KindKeyError, TestKind, TestSpec};
-pub use validate::{MAX_EPSILON, MAX_RHO, MIN_EPSILON, MIN_LAPLACE_EPSILON, MIN_RHO};
+pub use validate::{compact, MAX_EPSILON, MAX_RHO, MIN_EPSILON, MIN_LAPLACE_EPSILON, MIN_RHO};
 
 impl Config {
     /// Parses TOML text and validates it. `origin` names the text in errors (usually a path).

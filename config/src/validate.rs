@@ -112,7 +112,7 @@ impl Config {
                 Some(b) if !(b.is_finite() && b > 0.0) => {
                     return Err(ConfigError::invalid(
                         format!("{at}.budget_epsilon"),
-                        b,
+                        compact(b),
                         "a finite total ε > 0",
                     ))
                 }
@@ -530,6 +530,8 @@ fn validate_serve(config: &Config) -> Result<(), ConfigError> {
 pub const MAX_DOMAIN: u32 = 1 << 24;
 /// Largest cohort count.
 pub const MAX_COHORTS: u32 = 1 << 20;
+/// Largest cohorts × domain² of a cohort mechanism (the engine's `MAX_GRAM_WORK`).
+pub const MAX_COHORT_GRAM_WORK: f64 = 4.0e9;
 /// How far a channel column's sum may be from 1.
 pub const CHANNEL_SUM_TOLERANCE: f64 = 1e-9;
 /// Smallest local ε: below it a test needs more than 1/ε² = 10¹⁸ reports to see anything,
@@ -574,17 +576,18 @@ fn local_epsilon(key: String, value: f64, laplace: bool) -> Result<(), ConfigErr
     } else {
         MIN_EPSILON
     };
+    let shown = compact(value);
     if !(value.is_finite() && value > 0.0) {
         return Err(ConfigError::invalid(
             key,
-            value,
+            shown,
             format!("a finite number > 0, from {min:e} to {MAX_EPSILON}"),
         ));
     }
     if value > MAX_EPSILON {
         return Err(ConfigError::invalid(
             key,
-            value,
+            shown,
             format!(
                 "at most {MAX_EPSILON}: above it the lie probability e^-ε leaves the normal \
                  doubles (e^-708 is the last), so it can no longer be drawn exactly and the \
@@ -600,11 +603,21 @@ fn local_epsilon(key: String, value: f64, laplace: bool) -> Result<(), ConfigErr
         };
         return Err(ConfigError::invalid(
             key,
-            value,
+            shown,
             format!("at least {min:e}: below it {why}"),
         ));
     }
     Ok(())
+}
+
+/// A number as a person would write it: `f64`'s `Display` spells 1e308 with 309 digits.
+pub fn compact(value: f64) -> String {
+    let plain = value.to_string();
+    if plain.len() > 12 {
+        format!("{value:e}")
+    } else {
+        plain
+    }
 }
 
 impl MechanismConfig {
@@ -644,6 +657,19 @@ fn validate_mechanism_at(m: &str, mechanism: &MechanismConfig) -> Result<(), Con
                 format!("{m}.cohorts"),
                 cohorts,
                 format!("an integer from the domain ({domain}) to {MAX_COHORTS}, so the family identifies the distribution"),
+            ));
+        }
+        // Checked here as well as in the engine so that it is a config error (exit 2), not
+        // a failure at start-up.
+        let work = f64::from(*cohorts) * f64::from(*domain) * f64::from(*domain);
+        if work > MAX_COHORT_GRAM_WORK {
+            return Err(ConfigError::invalid(
+                format!("{m}.cohorts"),
+                cohorts,
+                format!(
+                    "cohorts × domain² at most {MAX_COHORT_GRAM_WORK:e} (here {work:e}): the \
+                     engine inverts the family's d×d Gram matrix; use hadamard for large domains"
+                ),
             ));
         }
     }
@@ -1307,5 +1333,131 @@ mod kind_tests {
     fn gof_still_needs_a_null() {
         let e = cfg(GRR6, "kind = \"gof\"").unwrap_err();
         assert!(e.contains("null = (missing)"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod issue_19_tests {
+    use crate::Config;
+
+    fn config(source: &str, mechanism: &str, window: &str) -> Result<Config, String> {
+        Config::from_toml_str(
+            &format!(
+                "[[stream]]\nname = \"s\"\nsource = {source}\nmechanism = {mechanism}\n\
+                 [[stream.test]]\nname = \"t\"\nkind = \"gof\"\nnull = \"uniform\"\nwindow = {window}\n"
+            ),
+            "t.toml",
+        )
+        .map_err(|e| e.to_string())
+    }
+
+    const PARQUET: &str = "{ kind = \"parquet\", paths = [\"x\"] }";
+    const GRR: &str = "{ kind = \"grr\", epsilon = 1.0, domain = 4 }";
+
+    #[test]
+    fn global_and_cumulative_windows_reject_a_size_or_slide() {
+        for kind in ["global", "cumulative"] {
+            let e = config(
+                PARQUET,
+                GRR,
+                &format!("{{ kind = \"{kind}\", size = \"1h\" }}"),
+            )
+            .unwrap_err();
+            assert!(
+                e.contains(&format!("window kind \"{kind}\" takes no `size` key")),
+                "{e}"
+            );
+            let e = config(
+                PARQUET,
+                GRR,
+                &format!("{{ kind = \"{kind}\", slide = \"1h\" }}"),
+            )
+            .unwrap_err();
+            assert!(e.contains("takes no `slide` key"), "{e}");
+            let e = config(
+                PARQUET,
+                GRR,
+                &format!("{{ kind = \"{kind}\", colour = 1 }}"),
+            )
+            .unwrap_err();
+            assert!(e.contains("colour"), "{e}");
+            config(PARQUET, GRR, &format!("{{ kind = \"{kind}\" }}")).unwrap();
+        }
+        let e = config(
+            PARQUET,
+            GRR,
+            "{ kind = \"tumbling\", size = \"1h\", slide = \"1m\" }",
+        )
+        .unwrap_err();
+        assert!(e.contains("takes no `slide` key"), "{e}");
+        let e = config(PARQUET, GRR, "{ kind = \"sliding\", size = \"1h\" }").unwrap_err();
+        assert!(e.contains("needs `slide`"), "{e}");
+        let e = config(PARQUET, GRR, "{ kind = \"tumbling\" }").unwrap_err();
+        assert!(e.contains("needs `size`"), "{e}");
+    }
+
+    /// `rate` on a Parquet source is the documented `serve` replay throttle, and validated.
+    #[test]
+    fn parquet_rate_is_validated() {
+        let with_rate = |rate: &str| {
+            config(
+                &format!("{{ kind = \"parquet\", paths = [\"x\"], rate = {rate} }}"),
+                GRR,
+                "{ kind = \"global\" }",
+            )
+        };
+        with_rate("1000.0").unwrap();
+        let e = with_rate("0.0").unwrap_err();
+        assert!(
+            e.contains("source.rate = 0") && e.contains("rows per second"),
+            "{e}"
+        );
+        let e = config(
+            "{ kind = \"parquet\", paths = [\"x\"], speed = 2.0 }",
+            GRR,
+            "{ kind = \"global\" }",
+        )
+        .unwrap_err();
+        assert!(e.contains("speed"), "{e}");
+    }
+
+    /// The engine refuses cohorts × d² above 4e9; the config says so first.
+    #[test]
+    fn cohort_gram_work_is_a_config_error() {
+        let e = config(
+            PARQUET,
+            "{ kind = \"cohort\", epsilon = 1.0, domain = 1000, cohorts = 5000 }",
+            "{ kind = \"global\" }",
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("mechanism.cohorts = 5000") && e.contains("cohorts × domain² at most 4e9"),
+            "{e}"
+        );
+        config(
+            PARQUET,
+            "{ kind = \"cohort\", epsilon = 1.0, domain = 1000, cohorts = 4000 }",
+            "{ kind = \"global\" }",
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn huge_epsilon_is_printed_compactly_under_its_own_key() {
+        let e = config(
+            PARQUET,
+            "{ kind = \"grr\", epsilon = 1e308, domain = 4 }",
+            "{ kind = \"global\" }",
+        )
+        .unwrap_err();
+        assert!(e.contains("mechanism.epsilon = 1e308: at most 700"), "{e}");
+        assert!(e.len() < 400, "{e}");
+        let e = config(
+            PARQUET,
+            "{ kind = \"gauss\", rho = -1e300, domain = 4 }",
+            "{ kind = \"global\" }",
+        )
+        .unwrap_err();
+        assert!(e.contains("mechanism.rho = -1e300"), "{e}");
     }
 }

@@ -31,6 +31,11 @@ pub struct BatchArgs {
     /// updated atomically before any result is written.
     #[arg(long, default_value = "ldpstream-ledger.json")]
     ledger: std::path::PathBuf,
+    /// Discard the privacy ledger of this stream and start a new one (repeatable). Needed
+    /// when its budget_epsilon changed, or when a renamed stream reads the input of an
+    /// existing ledger; the reset is logged.
+    #[arg(long = "reset-ledger", value_name = "STREAM")]
+    reset_ledgers: Vec<String>,
     /// Seed the noise of private releases. Makes them reproducible and NOT private: for
     /// tests only. Without it the noise comes from a CSPRNG seeded by the OS.
     #[arg(long)]
@@ -64,7 +69,14 @@ pub fn run(args: BatchArgs) -> Result<()> {
         }
         None => ldpstream_engine::curator::secure_rng(),
     };
-    let records = run_batch(&config, &args.inputs, &mut ledgers, &mut noise)?;
+    let records = run_batch(
+        &config,
+        &args.inputs,
+        &mut ledgers,
+        &args.reset_ledgers,
+        &args.ledger.display().to_string(),
+        &mut noise,
+    )?;
     // Spends are committed before any result is released.
     if !ledgers.streams.is_empty() {
         ledgers.save(&args.ledger)?;

@@ -3,6 +3,8 @@
 use anyhow::{Context, Result};
 use ldpstream_engine::plan::{self, Alternative, Hypotheses, PlanMechanism};
 
+use ldpstream_config::{compact, MAX_EPSILON};
+
 use super::{parse_distribution, usage};
 
 #[derive(clap::Args)]
@@ -70,10 +72,18 @@ pub fn run(args: PlanArgs) -> Result<()> {
             "--domain {d} must be between 2 and {MAX_PLAN_DOMAIN}"
         )));
     }
+    let epsilon = compact(args.epsilon);
     if !(args.epsilon.is_finite() && args.epsilon > 0.0) {
         return Err(usage(format!(
-            "--epsilon {} must be a finite number > 0",
-            args.epsilon
+            "--epsilon {epsilon} must be a finite number > 0"
+        )));
+    }
+    // Beyond it the Gaussian row's ρ = ε²/2 overflows, and no randomizer is exactly ε-LDP
+    // (the config's bound, for the same reason).
+    if args.epsilon > MAX_EPSILON {
+        return Err(usage(format!(
+            "--epsilon {epsilon} must be at most {MAX_EPSILON}: above it the lie probability \
+             e^-ε leaves the normal doubles"
         )));
     }
     if !(args.alpha > 0.0 && args.alpha < 1.0) {
@@ -109,8 +119,8 @@ pub fn run(args: PlanArgs) -> Result<()> {
     // (e.g. a near point-mass null at a large ε): a usage error too.
     let degenerate = |e: ldpstream_engine::EngineError| {
         usage(format!(
-            "--null {:?} with --epsilon {}: {e}",
-            args.null, args.epsilon
+            "--null {:?} with --epsilon {epsilon}: {e}",
+            args.null
         ))
     };
     let mechanisms = PlanMechanism::all(args.epsilon);

@@ -18,6 +18,11 @@ pub struct ServeArgs {
     /// stderr).
     #[arg(long)]
     listen: Option<String>,
+    /// Discard the privacy ledger this stream has in the checkpoint and start a new one
+    /// (repeatable). Needed when its budget_epsilon changed, or when a renamed stream reads
+    /// the input of an existing ledger; the reset is logged.
+    #[arg(long = "reset-ledger", value_name = "STREAM")]
+    reset_ledgers: Vec<String>,
 }
 
 pub fn run(args: ServeArgs) -> Result<()> {
@@ -53,6 +58,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         ldpstream::serve::ServeOptions {
             duration,
             listen: args.listen,
+            reset_ledgers: args.reset_ledgers,
         },
     ))?;
     Ok(())

@@ -9,7 +9,11 @@
 //! groups. Groups: count (u32), then per group the key (u32 count of optional strings)
 //! and the sketch bytes (u32 length first). Version 2 adds, per stream after the panes, the
 //! privacy-budget ledger of curator-model streams (u8 flag, then its JSON as a string).
-//! A trailing FNV-1a 64 checksum covers everything before it. Version 1 files still read.
+//! Version 3 adds, per stream after the ledger, the settings its sketches were counted
+//! under ([`settings_of`]: u32 count of (string, string) pairs), so that a restart under
+//! another mechanism, ε, column or window is refused instead of merging incompatible
+//! counts. A trailing FNV-1a 64 checksum covers everything before it. Versions 1 and 2
+//! still read (without settings, so unchecked).
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -18,13 +22,15 @@ use std::path::{Path, PathBuf};
 use ldpstream_engine::sketch::Sketch;
 use ldpstream_engine::window::{GroupKey, Grouped, PaneStore, RestoredPanes};
 
+use ldpstream_config::{compact, MechanismConfig, StreamConfig, WindowConfig};
 use ldpstream_connectors::atomic_file;
 use ldpstream_connectors::{ConnectorError, Position};
 
 use crate::error::Error;
+use crate::ledger_file::LedgerEntry;
 
 pub const MAGIC: [u8; 4] = *b"LDPC";
-pub const VERSION: u8 = 2;
+pub const VERSION: u8 = 3;
 /// The file name of the latest checkpoint inside the checkpoint directory.
 pub const FILE_NAME: &str = "checkpoint.ldpc";
 
@@ -36,7 +42,84 @@ pub struct StreamCheckpoint {
     pub panes: RestoredPanes,
     pub position: Position,
     /// Curator-model streams: the privacy-budget ledger, so spends survive restarts.
-    pub ledger: Option<ldpstream_engine::curator::ledger::PrivacyLedger>,
+    pub ledger: Option<LedgerEntry>,
+    /// The settings the sketches were counted under; None in files before version 3.
+    pub settings: Option<Settings>,
+}
+
+/// A stream's settings that its sketches depend on, as (name, value) pairs.
+pub type Settings = Vec<(String, String)>;
+
+/// The mechanism and its parameters, the columns read, and the set of windows: what must
+/// not change between a checkpoint and the config that restores it.
+pub fn settings_of(stream: &StreamConfig) -> Settings {
+    let mut out: Settings = Vec::new();
+    let mut put = |k: &str, v: String| out.push((k.to_string(), v));
+    let m = &stream.mechanism;
+    put("mechanism kind", m.kind().to_string());
+    match m {
+        MechanismConfig::Grr { epsilon, .. }
+        | MechanismConfig::Bitflip { epsilon, .. }
+        | MechanismConfig::Laplace { epsilon, .. }
+        | MechanismConfig::Hadamard { epsilon, .. } => put("mechanism epsilon", compact(*epsilon)),
+        MechanismConfig::Cohort {
+            epsilon,
+            cohorts,
+            seed,
+            ..
+        } => {
+            put("mechanism epsilon", compact(*epsilon));
+            put("mechanism cohorts", cohorts.to_string());
+            put("mechanism seed", seed.to_string());
+        }
+        MechanismConfig::Gauss { rho, .. } => put("mechanism rho", compact(*rho)),
+        MechanismConfig::Matrix { matrix } => put("mechanism matrix", format!("{matrix:?}")),
+        MechanismConfig::Raw { .. } => {}
+    }
+    put("mechanism domain", m.domain().to_string());
+    let c = &stream.columns;
+    put("column report", format!("{:?}", c.report));
+    match m {
+        MechanismConfig::Hadamard { .. } => put("column row", format!("{:?}", c.row)),
+        MechanismConfig::Cohort { .. } => put("column cohort", format!("{:?}", c.cohort)),
+        _ => {}
+    }
+    put("column ts", format!("{:?}", c.ts));
+    put("columns group_by", format!("{:?}", c.group_by));
+    let mut windows: Vec<String> = stream
+        .tests
+        .iter()
+        .map(|t| match t.window {
+            WindowConfig::Global => "global".to_string(),
+            WindowConfig::Cumulative => "cumulative".to_string(),
+            WindowConfig::Tumbling { size } => format!("tumbling {size}"),
+            WindowConfig::Sliding { size, slide } => format!("sliding {size} by {slide}"),
+        })
+        .collect();
+    windows.sort();
+    windows.dedup();
+    put("windows", format!("[{}]", windows.join(", ")));
+    out
+}
+
+/// "stream s: mechanism epsilon changed from 1 to 3; ...", or None when nothing changed.
+pub fn describe_changes(stream: &str, old: &Settings, new: &Settings) -> Option<String> {
+    let find = |s: &Settings, k: &str| s.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+    let mut keys: Vec<&String> = old.iter().chain(new.iter()).map(|(k, _)| k).collect();
+    // Keep the order settings_of gives, old keys first.
+    let mut seen = std::collections::HashSet::new();
+    keys.retain(|k| seen.insert(*k));
+    let changes: Vec<String> = keys
+        .into_iter()
+        .filter_map(|k| {
+            let (was, now) = (find(old, k), find(new, k));
+            (was != now).then(|| {
+                let show = |v: Option<String>| v.unwrap_or_else(|| "(none)".to_string());
+                format!("{k} changed from {} to {}", show(was), show(now))
+            })
+        })
+        .collect();
+    (!changes.is_empty()).then(|| format!("stream {stream}: {}", changes.join("; ")))
 }
 
 impl StreamCheckpoint {
@@ -55,6 +138,7 @@ impl StreamCheckpoint {
             },
             position,
             ledger: None,
+            settings: None,
         }
     }
 }
@@ -123,6 +207,12 @@ pub fn encode(streams: &[StreamCheckpoint]) -> Vec<u8> {
             .and_then(|l| serde_json::to_string(l).ok());
         out.push(u8::from(ledger.is_some()));
         put_str(&mut out, ledger.as_deref().unwrap_or(""));
+        let settings = s.settings.as_deref().unwrap_or_default();
+        out.extend_from_slice(&(settings.len() as u32).to_le_bytes());
+        for (k, v) in settings {
+            put_str(&mut out, k);
+            put_str(&mut out, v);
+        }
     }
     let sum = checksum(&out);
     out.extend_from_slice(&sum.to_le_bytes());
@@ -215,7 +305,7 @@ pub fn decode(bytes: &[u8], origin: &str) -> Result<Vec<StreamCheckpoint>, Error
         return Err(err("not an ldpstream checkpoint (bad magic)".into()));
     }
     let version = bytes[4];
-    if version != VERSION && version != 1 {
+    if !(1..=VERSION).contains(&version) {
         return Err(err(format!(
             "unsupported checkpoint format version {} (this build reads version {VERSION}); \
              move the file aside to start from scratch",
@@ -269,6 +359,16 @@ pub fn decode(bytes: &[u8], origin: &str) -> Result<Vec<StreamCheckpoint>, Error
         } else {
             None
         };
+        let settings = if version >= 3 {
+            let mut settings = Settings::new();
+            for _ in 0..r.u32("settings count")? {
+                let k = r.string("setting name")?;
+                settings.push((k, r.string("setting value")?));
+            }
+            Some(settings)
+        } else {
+            None
+        };
         let position = Position::from_entries(entries).map_err(|e| {
             err(format!(
                 "stream {name:?}: unknown source position entry {:?}",
@@ -288,6 +388,7 @@ pub fn decode(bytes: &[u8], origin: &str) -> Result<Vec<StreamCheckpoint>, Error
             },
             position,
             ledger,
+            settings,
         });
     }
     if !r.bytes.is_empty() {
@@ -401,7 +502,7 @@ mod tests {
         newer[4] = 9;
         let e = decode(&newer, "ck").unwrap_err().to_string();
         assert!(
-            e.contains("unsupported checkpoint format version 9") && e.contains("reads version 2"),
+            e.contains("unsupported checkpoint format version 9") && e.contains("reads version 3"),
             "{e}"
         );
         let e = decode(b"PAR1....", "ck").unwrap_err().to_string();
@@ -421,8 +522,58 @@ mod tests {
         ledger
             .try_spend(Some(0), Some(60_000), 0.5, "raw/t")
             .unwrap();
-        part.ledger = Some(ledger.clone());
+        let entry = LedgerEntry {
+            ledger,
+            inputs: vec!["kafka [\"events\"], report column \"report\"".into()],
+        };
+        part.ledger = Some(entry.clone());
         let back = decode(&encode(&[part]), "ck").unwrap();
-        assert_eq!(back[0].ledger, Some(ledger));
+        assert_eq!(back[0].ledger, Some(entry));
+    }
+
+    fn stream(mechanism: &str, window: &str) -> StreamConfig {
+        let text = format!(
+            "[[stream]]\nname = \"s\"\nsource = {{ kind = \"parquet\", paths = [\"x\"] }}\n\
+             mechanism = {mechanism}\n[[stream.test]]\nname = \"t\"\nkind = \"gof\"\n\
+             null = \"uniform\"\nwindow = {window}\n"
+        );
+        ldpstream_config::Config::from_toml_str(&text, "t")
+            .unwrap()
+            .streams
+            .remove(0)
+    }
+
+    /// The settings ride in the checkpoint, and a change names what changed.
+    #[test]
+    fn settings_survive_the_round_trip_and_changes_are_named() {
+        let grr1 = stream(
+            "{ kind = \"grr\", epsilon = 1.0, domain = 4 }",
+            "{ kind = \"tumbling\", size = \"1h\" }",
+        );
+        let mut part = StreamCheckpoint::capture("s", &store(), Position::Start);
+        part.settings = Some(settings_of(&grr1));
+        let back = decode(&encode(&[part]), "ck").unwrap();
+        let kept = back[0].settings.clone().unwrap();
+        assert_eq!(kept, settings_of(&grr1));
+        assert_eq!(describe_changes("s", &kept, &settings_of(&grr1)), None);
+        let grr3 = stream(
+            "{ kind = \"grr\", epsilon = 3.0, domain = 4 }",
+            "{ kind = \"tumbling\", size = \"1h\" }",
+        );
+        assert_eq!(
+            describe_changes("s", &kept, &settings_of(&grr3)).unwrap(),
+            "stream s: mechanism epsilon changed from 1 to 3"
+        );
+        let raw = stream(
+            "{ kind = \"raw\", domain = 4 }",
+            "{ kind = \"tumbling\", size = \"2h\" }",
+        );
+        let e = describe_changes("s", &kept, &settings_of(&raw)).unwrap();
+        assert!(
+            e.contains("mechanism kind changed from grr to raw")
+                && e.contains("mechanism epsilon changed from 1 to (none)")
+                && e.contains("windows changed from [tumbling \"1h\"] to [tumbling \"2h\"]"),
+            "{e}"
+        );
     }
 }

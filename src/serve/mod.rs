@@ -23,7 +23,6 @@ use std::time::{Duration, Instant};
 
 use ldpstream_config::{Config, SourceConfig, StreamConfig};
 use ldpstream_connectors::{Position, Sinks, Source, SourceBatch};
-use ldpstream_engine::curator::ledger::PrivacyLedger;
 use ldpstream_engine::mechanism::Mechanism;
 use ldpstream_engine::record::TestRecord;
 use ldpstream_engine::sketch::RejectReason;
@@ -40,6 +39,7 @@ pub use metrics::Metrics;
 pub use shared::Shared;
 
 use crate::error::Error;
+use crate::ledger_file::{check_reset_names, input_fingerprint, open_ledger, LedgerEntry};
 use checkpoint::StreamCheckpoint;
 use history::History;
 use rate::ReportRates;
@@ -55,6 +55,8 @@ pub struct ServeOptions {
     pub duration: Option<Duration>,
     /// Replaces `serve.listen`.
     pub listen: Option<String>,
+    /// Streams whose privacy ledgers start afresh (`--reset-ledger`).
+    pub reset_ledgers: Vec<String>,
 }
 
 /// What changes together and is checkpointed together: the panes, where the source had
@@ -62,7 +64,7 @@ pub struct ServeOptions {
 struct StreamState {
     store: PaneStore,
     position: Position,
-    ledger: Option<PrivacyLedger>,
+    ledger: Option<LedgerEntry>,
     /// Sequential tests: each open window's running maximum e-value and rejection latch.
     /// Not checkpointed: the e-values are recomputed exactly from the restored sketches;
     /// a restart forgets only a latch whose window's e-value has since fallen back.
@@ -96,6 +98,7 @@ enum WorkerEvent {
 /// bounded) the end of input. On the way out it stops the sources, lets each fold thread
 /// finish its in-flight batch, and emits a last round of results.
 pub async fn run(config: Config, options: ServeOptions) -> Result<(), Error> {
+    check_reset_names(&config, &options.reset_ledgers)?;
     let started = Instant::now();
     let metrics = Metrics::new()?;
     let shared = Arc::new(Shared {
@@ -159,6 +162,13 @@ pub async fn run(config: Config, options: ServeOptions) -> Result<(), Error> {
     if !restored.is_empty() {
         info!(streams = restored.len(), "restoring the checkpoint");
     }
+    let ck_path = checkpoint_path(&checkpoint_dir);
+    // Every kept ledger, also of streams the config no longer has: a renamed stream must
+    // not start a fresh budget over the same input.
+    let known_ledgers: BTreeMap<String, LedgerEntry> = restored
+        .iter()
+        .filter_map(|(name, ck)| Some((name.clone(), ck.ledger.clone()?)))
+        .collect();
     let mut runtimes = Vec::new();
     let mut threads = Vec::new();
     let mut bounded = 0usize;
@@ -173,7 +183,34 @@ pub async fn run(config: Config, options: ServeOptions) -> Result<(), Error> {
             .push(StreamInfo::of(stream, mechanism.domain()));
         let width = stream_pane_width(stream);
         let lateness = stream.allowed_lateness.millis() as i64;
-        let mut restored_ledger = None;
+        if let Some(Some(old)) = restored.get(&stream.name).map(|ck| &ck.settings) {
+            if let Some(changes) =
+                checkpoint::describe_changes(&stream.name, old, &checkpoint::settings_of(stream))
+            {
+                return Err(Error::CheckpointConflict {
+                    path: ck_path.clone(),
+                    message: format!(
+                        "{changes}. The checkpointed sketches were counted under the old \
+                         settings and cannot be merged with reports under the new ones: restore \
+                         the old settings, or move {ck_path} aside to start every stream from \
+                         scratch (this also discards the streams' privacy ledgers)"
+                    ),
+                });
+            }
+        } else if restored.contains_key(&stream.name) {
+            warn!(
+                stream = %stream.name,
+                "the checkpoint predates settings fingerprints (format version < 3): cannot \
+                 check that the stream's mechanism, columns and windows are unchanged"
+            );
+        }
+        let ledger = open_ledger(
+            &known_ledgers,
+            stream,
+            &input_fingerprint(stream, &[]),
+            &options.reset_ledgers,
+            &ck_path,
+        )?;
         let (store, position) = match restored.remove(&stream.name) {
             Some(ck) if ck.pane_width != width => {
                 return Err(Error::Checkpoint {
@@ -187,7 +224,6 @@ pub async fn run(config: Config, options: ServeOptions) -> Result<(), Error> {
             }
             Some(ck) => {
                 info!(stream = %stream.name, position = ?ck.position, "restored");
-                restored_ledger = ck.ledger;
                 (
                     PaneStore::restore(width, lateness, stream.max_groups, ck.panes)?,
                     ck.position,
@@ -205,12 +241,7 @@ pub async fn run(config: Config, options: ServeOptions) -> Result<(), Error> {
             state: Mutex::new(StreamState {
                 store,
                 position,
-                // The config's budget applies; the spends carry over from the checkpoint.
-                ledger: stream.budget_epsilon.map(|budget| {
-                    let mut l = restored_ledger.unwrap_or_else(|| PrivacyLedger::new(budget));
-                    l.budget = budget;
-                    l
-                }),
+                ledger,
                 sequential: SequentialLatches::default(),
             }),
         });
@@ -349,6 +380,7 @@ async fn write_checkpoint(
             let mut part =
                 StreamCheckpoint::capture(&rt.config.name, &state.store, state.position.clone());
             part.ledger = state.ledger.clone();
+            part.settings = Some(checkpoint::settings_of(&rt.config));
             part
         })
         .collect();
@@ -518,7 +550,7 @@ async fn snapshot_round(
             };
             let mut noise = ldpstream_engine::curator::secure_rng();
             let mut private = Private {
-                ledger: ledger.as_mut(),
+                ledger: ledger.as_mut().map(|e| &mut e.ledger),
                 noise: &mut noise,
             };
             let mut stream_records = Vec::new();
@@ -537,7 +569,7 @@ async fn snapshot_round(
                     .metrics
                     .budget_remaining
                     .with_label_values(&[rt.config.name.as_str()])
-                    .set(l.remaining_overall());
+                    .set(l.ledger.remaining_overall());
                 rt.state().ledger = Some(l);
             }
             shared_for_eval
