@@ -8,6 +8,7 @@
 
 mod checkpoint;
 mod events;
+mod group_labels;
 mod history;
 mod http;
 mod metrics;
@@ -36,6 +37,7 @@ use tokio::sync::mpsc;
 use tokio::time::MissedTickBehavior;
 use tracing::{error, info, warn};
 
+use group_labels::GroupLabels;
 pub use metrics::Metrics;
 pub use shared::Shared;
 
@@ -97,7 +99,12 @@ enum WorkerEvent {
 /// finish its in-flight batch, and emits a last round of results.
 pub async fn run(config: Config, options: ServeOptions) -> Result<(), Error> {
     let started = Instant::now();
-    let metrics = Metrics::new()?;
+    let metrics = Metrics::new(GroupLabels::new(
+        config
+            .streams
+            .iter()
+            .flat_map(|s| s.columns.group_by.iter().map(String::as_str)),
+    ))?;
     let shared = Arc::new(Shared {
         metrics: metrics.clone(),
         results: Mutex::new(BTreeMap::new()),
@@ -542,7 +549,7 @@ async fn snapshot_round(
         for r in &records {
             shared.metrics.observe_record(r);
             latest.insert(
-                (r.stream.clone(), r.test.clone(), r.group_label()),
+                (r.stream.clone(), r.test.clone(), r.group.clone()),
                 r.clone(),
             );
         }
