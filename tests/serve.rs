@@ -690,8 +690,12 @@ source = { kind = "simulator", rate = 100.0, p = "uniform", seed = 1 }
 fn serve_keeps_groups_apart_whose_joined_labels_collide() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("groups.parquet");
-    let groups: [(Option<&str>, &str); 4] =
-        [(None, "w"), (Some(""), "w"), (Some("x,b=y"), "z"), (Some("x"), "y,b=z")];
+    let groups: [(Option<&str>, &str); 4] = [
+        (None, "w"),
+        (Some(""), "w"),
+        (Some("x,b=y"), "z"),
+        (Some("x"), "y,b=z"),
+    ];
     let rows: Vec<(Option<&str>, &str, u32)> = groups
         .iter()
         .flat_map(|&(a, b)| (0..40).map(move |i| (a, b, i % 4)))
@@ -722,15 +726,16 @@ null = "uniform"
     )
     .unwrap();
     let serve = Serve::start(&config, &["--duration", "120s"]);
-    let results: Vec<Value> = common::eventually("4 final results", Duration::from_secs(60), || {
-        let (_, body) = serve.get("/api/v1/results");
-        let results: Vec<Value> = serde_json::from_str(&body).ok()?;
-        let mine: Vec<Value> = results
-            .into_iter()
-            .filter(|r| r["stream"] == "g" && r["final"] == true)
-            .collect();
-        (mine.len() >= 4).then_some(mine)
-    });
+    let results: Vec<Value> =
+        common::eventually("4 final results", Duration::from_secs(60), || {
+            let (_, body) = serve.get("/api/v1/results");
+            let results: Vec<Value> = serde_json::from_str(&body).ok()?;
+            let mine: Vec<Value> = results
+                .into_iter()
+                .filter(|r| r["stream"] == "g" && r["final"] == true)
+                .collect();
+            (mine.len() >= 4).then_some(mine)
+        });
     let mut got: Vec<Value> = results.iter().map(|r| r["group"].clone()).collect();
     let mut want: Vec<Value> = groups
         .iter()

@@ -482,12 +482,15 @@ pub fn evaluate_private<R: rand::Rng + ?Sized>(
     };
     if method == TestMethod::PrivateUniqueElements && !unique_elements_applies(counts.n(), k) {
         rec.inconclusive = true;
-        rec.inconclusive_reason =
-            Some(format!(
+        rec.inconclusive_reason = Some(format!(
             "PrivateUniqueElements needs n ≤ k + 1 reports (k = {k} categories{}): with more, \
              uniform no longer has the most singletons, so far-from-uniform data can look \
              more uniform than uniform; use PrivateCollisions",
-            if test.kind == TestKind::Identity { ", 6d after Goldreich's map" } else { "" },
+            if test.kind == TestKind::Identity {
+                ", 6d after Goldreich's map"
+            } else {
+                ""
+            },
         ));
         rec.budget_remaining = Some(ledger.remaining_in(window.0, window.1, group.as_ref()));
         return Ok(rec);

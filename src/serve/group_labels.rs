@@ -18,7 +18,11 @@ const ESCAPE: char = '~';
 
 /// The label name of group column `column`.
 pub fn label_name(column: &str) -> String {
-    if !column.is_empty() && column.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+    if !column.is_empty()
+        && column
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    {
         format!("group_{column}")
     } else {
         let hex: String = column.bytes().map(|b| format!("{b:02x}")).collect();

@@ -56,11 +56,8 @@ impl Metrics {
             .into_iter()
             .chain(groups.names())
             .collect();
-        let estimate_labels: Vec<&str> = result_labels
-            .iter()
-            .copied()
-            .chain(["category"])
-            .collect();
+        let estimate_labels: Vec<&str> =
+            result_labels.iter().copied().chain(["category"]).collect();
         Ok(Metrics {
             reports: register(
                 &r,
