@@ -131,7 +131,7 @@ for stream in config["stream"]:
             elif "<polyline" not in c:
                 problems.append(f'test {test["name"]!r} has an empty p-value plot')
 grouped = [c for c in cards if "checkout_identity_30s" in c]
-if sorted(re.findall(r"group <b>region=(\w+)</b>", "".join(grouped))) != ["eu", "us"]:
+if sorted(re.findall(r'group <b>region=(?:&quot;|")(\w+)(?:&quot;|")</b>', "".join(grouped))) != ["eu", "us"]:
     problems.append("the grouped test does not show one card per group (eu, us)")
 if problems:
     print("status_page_check: FAIL:\n  " + "\n  ".join(problems), file=sys.stderr)

@@ -552,7 +552,8 @@ fn serve_status_page_and_its_history() {
     assert_eq!(history["series_dropped"], 0);
     for s in history["series"].as_array().unwrap() {
         assert_eq!(s["stream"], "sim");
-        assert_eq!(s["group"], "");
+        // As in the records: null for an ungrouped stream.
+        assert!(s["group"].is_null(), "{s}");
         let points = s["points"].as_array().unwrap();
         let mut last_t = 0;
         for p in points {
@@ -592,6 +593,281 @@ fn serve_status_page_and_its_history() {
     let rate = sim["reports_per_second"].as_f64().unwrap();
     assert!(rate > 1000.0 && rate < 200_000.0, "rate {rate}");
     assert!(serve.terminate(Duration::from_secs(30)).success());
+}
+
+/// A Parquet file of reports at one event time, with group columns `a` and `b` (`a`
+/// nullable), one row per report.
+fn write_grouped_reports(path: &Path, rows: &[(Option<&str>, &str, u32)]) {
+    use arrow::array::{ArrayRef, StringArray, TimestampMillisecondArray, UInt32Array};
+    use arrow::datatypes::{Field, Schema};
+    use arrow::record_batch::RecordBatch;
+    use std::sync::Arc;
+    let columns: Vec<(&str, ArrayRef, bool)> = vec![
+        (
+            "report",
+            Arc::new(UInt32Array::from_iter_values(rows.iter().map(|r| r.2))),
+            false,
+        ),
+        (
+            "ts",
+            Arc::new(
+                TimestampMillisecondArray::from(vec![1_767_225_600_000; rows.len()])
+                    .with_timezone("UTC"),
+            ),
+            false,
+        ),
+        (
+            "a",
+            Arc::new(StringArray::from_iter(rows.iter().map(|r| r.0))),
+            true,
+        ),
+        (
+            "b",
+            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.1))),
+            false,
+        ),
+    ];
+    let schema = Arc::new(Schema::new(
+        columns
+            .iter()
+            .map(|(n, a, null)| Field::new(*n, a.data_type().clone(), *null))
+            .collect::<Vec<_>>(),
+    ));
+    let batch =
+        RecordBatch::try_new(schema.clone(), columns.into_iter().map(|c| c.1).collect()).unwrap();
+    let mut w =
+        parquet::arrow::ArrowWriter::try_new(std::fs::File::create(path).unwrap(), schema, None)
+            .unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+}
+
+/// The label sets of every sample of metric `name` (label values unescaped).
+fn label_sets(text: &str, name: &str) -> Vec<std::collections::BTreeMap<String, String>> {
+    let prefix = format!("{name}{{");
+    text.lines()
+        .filter_map(|l| l.strip_prefix(&prefix))
+        .map(|rest| {
+            let mut labels = std::collections::BTreeMap::new();
+            let mut chars = rest.chars().peekable();
+            loop {
+                let key: String = chars.by_ref().take_while(|&c| c != '=').collect();
+                assert_eq!(chars.next(), Some('"'), "{rest}");
+                let mut value = String::new();
+                while let Some(c) = chars.next() {
+                    match c {
+                        '\\' => match chars.next() {
+                            Some('n') => value.push('\n'),
+                            Some(other) => value.push(other),
+                            None => break,
+                        },
+                        '"' => break,
+                        c => value.push(c),
+                    }
+                }
+                labels.insert(key.trim_start_matches(',').to_string(), value);
+                if chars.peek() == Some(&'}') {
+                    break;
+                }
+            }
+            labels
+        })
+        .collect()
+}
+
+/// The parts of a config that keep `serve` running after a bounded replay ends.
+const KEEPALIVE: &str = r#"
+[[stream]]
+name = "keepalive"
+mechanism = { kind = "grr", epsilon = 1.0, domain = 4 }
+source = { kind = "simulator", rate = 100.0, p = "uniform", seed = 1 }
+"#;
+
+/// Issue 19, item 7: groups were keyed by an unescaped `k=v,k2=v2` string, so
+/// (null, "w") and ("", "w"), and ("x,b=y", "z") and ("x", "y,b=z"), overwrote each
+/// other in `/api/v1/results` and `/metrics`. All four must appear in both.
+#[test]
+fn serve_keeps_groups_apart_whose_joined_labels_collide() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("groups.parquet");
+    let groups: [(Option<&str>, &str); 4] = [
+        (None, "w"),
+        (Some(""), "w"),
+        (Some("x,b=y"), "z"),
+        (Some("x"), "y,b=z"),
+    ];
+    let rows: Vec<(Option<&str>, &str, u32)> = groups
+        .iter()
+        .flat_map(|&(a, b)| (0..40).map(move |i| (a, b, i % 4)))
+        .collect();
+    write_grouped_reports(&data, &rows);
+    let out = dir.path().join("out.jsonl");
+    let config = dir.path().join("groups.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[serve]
+snapshot_interval = "100ms"
+sink = [{{ kind = "jsonl", path = "{}" }}]
+[[stream]]
+name = "g"
+source = {{ kind = "parquet", paths = ["{}"] }}
+mechanism = {{ kind = "grr", epsilon = 1.0, domain = 4 }}
+columns = {{ group_by = ["a", "b"] }}
+[[stream.test]]
+name = "t"
+kind = "gof"
+null = "uniform"
+{KEEPALIVE}"#,
+            out.display(),
+            data.display()
+        ),
+    )
+    .unwrap();
+    let serve = Serve::start(&config, &["--duration", "120s"]);
+    let results: Vec<Value> =
+        common::eventually("4 final results", Duration::from_secs(60), || {
+            let (_, body) = serve.get("/api/v1/results");
+            let results: Vec<Value> = serde_json::from_str(&body).ok()?;
+            let mine: Vec<Value> = results
+                .into_iter()
+                .filter(|r| r["stream"] == "g" && r["final"] == true)
+                .collect();
+            (mine.len() >= 4).then_some(mine)
+        });
+    let mut got: Vec<Value> = results.iter().map(|r| r["group"].clone()).collect();
+    let mut want: Vec<Value> = groups
+        .iter()
+        .map(|(a, b)| serde_json::json!({"a": a, "b": b}))
+        .collect();
+    got.sort_by_key(Value::to_string);
+    want.sort_by_key(Value::to_string);
+    assert_eq!(got, want, "/api/v1/results");
+    assert!(results.iter().all(|r| r["n"] == 40), "{results:?}");
+
+    let (_, metrics) = serve.get("/metrics");
+    for name in ["ldpstream_test_reject", "ldpstream_window_reports"] {
+        let mut got: Vec<(String, String)> = label_sets(&metrics, name)
+            .into_iter()
+            .filter(|l| l["stream"] == "g")
+            // An empty label value and an absent label are the same to Prometheus.
+            .map(|l| {
+                let get = |k: &str| l.get(k).cloned().unwrap_or_default();
+                (get("group_a"), get("group_b"))
+            })
+            .collect();
+        got.sort();
+        // Null is the empty (absent) label value; "" is "~".
+        let want: Vec<(String, String)> = [("", "w"), ("x", "y,b=z"), ("x,b=y", "z"), ("~", "w")]
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
+        assert_eq!(got, want, "{name} in:\n{metrics}");
+    }
+    promtool_check(&metrics);
+    // The sinks had all four all along.
+    let finals = jsonl(&out)
+        .into_iter()
+        .filter(|r| r["stream"] == "g" && r["final"] == true)
+        .count();
+    assert_eq!(finals, 4);
+}
+
+/// Issue 19, item 3: a curator-model (private) test published each group's exact `n`
+/// (a group `rare_user` showed `n: 1`). No exact per-group count of a private stream may
+/// appear in the records, `/api/v1/results`, `/metrics` or the log.
+#[test]
+fn serve_never_releases_a_private_groups_exact_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("private.parquet");
+    let counts = [("rare_user", 1u32), ("regular", 613), ("power", 1234)];
+    let rows: Vec<(Option<&str>, &str, u32)> = counts
+        .iter()
+        .flat_map(|&(g, n)| (0..n).map(move |i| (Some("web"), g, i % 4)))
+        .collect();
+    write_grouped_reports(&data, &rows);
+    let out = dir.path().join("out.jsonl");
+    let config = dir.path().join("private.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[serve]
+snapshot_interval = "100ms"
+sink = [{{ kind = "jsonl", path = "{}" }}]
+[[stream]]
+name = "p"
+source = {{ kind = "parquet", paths = ["{}"] }}
+mechanism = {{ kind = "raw", domain = 4 }}
+budget_epsilon = 10.0
+columns = {{ group_by = ["a", "b"] }}
+[[stream.test]]
+name = "uniform"
+kind = "uniformity"
+epsilon = 0.5
+mc_samples = 99
+{KEEPALIVE}"#,
+            out.display(),
+            data.display()
+        ),
+    )
+    .unwrap();
+    let serve = Serve::start(&config, &["--duration", "120s"]);
+    let api: Vec<Value> = common::eventually("3 private results", Duration::from_secs(60), || {
+        let (_, body) = serve.get("/api/v1/results");
+        let results: Vec<Value> = serde_json::from_str(&body).ok()?;
+        let mine: Vec<Value> = results.into_iter().filter(|r| r["stream"] == "p").collect();
+        (mine.len() >= 3).then_some(mine)
+    });
+    let records: Vec<Value> = common::eventually("3 sink records", Duration::from_secs(30), || {
+        let mine: Vec<Value> = jsonl(&out)
+            .into_iter()
+            .filter(|r| r["stream"] == "p")
+            .collect();
+        (mine.len() >= 3).then_some(mine)
+    });
+    let (_, metrics) = serve.get("/metrics");
+    let log = serve.stderr.lock().unwrap().clone();
+
+    let exact: Vec<f64> = counts.iter().map(|c| f64::from(c.1)).collect();
+    fn numbers(v: &Value, out: &mut Vec<f64>) {
+        match v {
+            Value::Number(n) => out.extend(n.as_f64()),
+            Value::Array(a) => a.iter().for_each(|x| numbers(x, out)),
+            Value::Object(o) => o.values().for_each(|x| numbers(x, out)),
+            _ => {}
+        }
+    }
+    for (what, list) in [("/api/v1/results", &api), ("the jsonl sink", &records)] {
+        for r in list.iter() {
+            assert_eq!(r["epsilon_spent"], 0.5, "{what}: a release spent: {r}");
+            for field in ["n", "n1", "n2"] {
+                assert!(r[field].is_null(), "{what}: {field} released: {r}");
+            }
+            let mut found = Vec::new();
+            numbers(r, &mut found);
+            // 1 is also a p-value or a flag; the other counts cannot be anything else.
+            assert!(
+                !found.iter().any(|x| exact[1..].contains(x)),
+                "{what}: an exact count in {r}"
+            );
+        }
+    }
+    assert!(
+        label_sets(&metrics, "ldpstream_window_reports")
+            .iter()
+            .all(|l| l["stream"] != "p"),
+        "a private window's count in /metrics:\n{metrics}"
+    );
+    for line in metrics.lines().filter(|l| l.contains("stream=\"p\"")) {
+        let value: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
+        assert!(!exact[1..].contains(&value), "/metrics: {line}");
+    }
+    let tokens: Vec<&str> = log.split(|c: char| !c.is_ascii_digit()).collect();
+    for n in ["613", "1234"] {
+        assert!(!tokens.contains(&n), "the log holds {n}:\n{log}");
+    }
 }
 
 /// Runs `serve` over a config whose sources are all bounded Parquet files, to the end.

@@ -379,7 +379,7 @@ fn record(
         group: scope.group,
         window_start: scope.window_start,
         window_end: scope.window_end,
-        n,
+        n: Some(n),
         n1: samples.map(|s| s.0),
         n2: samples.map(|s| s.1),
         statistic: outcome.statistic,
@@ -425,7 +425,7 @@ pub type BlockCounts<'a> = &'a dyn Fn(u64) -> Result<Vec<u64>, EngineError>;
 /// Runs a curator-model (uniformity or identity) test on a `raw` stream's counts, if the
 /// ledger covers its ε over `window` (ms since the epoch, `[start, end)`; None = unbounded).
 /// `noise` must be a CSPRNG for real releases. Nothing computed from the data other than
-/// the private outcome and `n` is put in the record.
+/// the private outcome is put in the record: not even `n`, an exact count of raw reports.
 #[allow(clippy::too_many_arguments)]
 pub fn evaluate_private<R: rand::Rng + ?Sized>(
     stream: &StreamConfig,
@@ -474,7 +474,10 @@ pub fn evaluate_private<R: rand::Rng + ?Sized>(
         None,
         Outcome::default(),
     )?;
-    // Raw estimates are not private: never release them from a curator test.
+    // Raw estimates and counts are not private: never release them from a curator test.
+    rec.n = None;
+    rec.n1 = None;
+    rec.n2 = None;
     rec.estimate.clear();
     rec.std_error.clear();
     rec.mle.clear();
@@ -494,13 +497,15 @@ pub fn evaluate_private<R: rand::Rng + ?Sized>(
     };
     if method == TestMethod::PrivateUniqueElements && !unique_elements_applies(counts.n(), k) {
         rec.inconclusive = true;
-        rec.inconclusive_reason =
-            Some(format!(
-            "PrivateUniqueElements needs n ≤ k + 1 reports (k = {k} categories{}): with n = {} \
+        rec.inconclusive_reason = Some(format!(
+            "PrivateUniqueElements needs n ≤ k + 1 reports (k = {k} categories{}): with more, \
              uniform no longer has the most singletons, so far-from-uniform data can look \
              more uniform than uniform; use PrivateCollisions",
-            if q.is_some() { ", 6d after Goldreich's map" } else { "" },
-            counts.n()
+            if q.is_some() {
+                ", 6d after Goldreich's map"
+            } else {
+                ""
+            },
         ));
         rec.budget_remaining = Some(ledger.remaining_in(window.0, window.1, group.as_ref()));
         return Ok(rec);

@@ -20,8 +20,11 @@ pub struct TestRecord {
     pub window_start: Option<String>,
     pub window_end: Option<String>,
     /// Reports folded into the sketch the test ran on (both samples, for two-sample tests).
-    pub n: u64,
-    /// Two-sample tests: the reports in sample `a` and in sample `b`.
+    /// Null for curator-model (private) tests: an exact count of raw reports is not
+    /// differentially private, so it is never released.
+    pub n: Option<u64>,
+    /// Two-sample tests: the reports in sample `a` and in sample `b` (null, like `n`, for
+    /// curator-model tests).
     pub n1: Option<u64>,
     pub n2: Option<u64>,
     /// Null when the test could not run (see `inconclusive_reason`).
@@ -111,8 +114,9 @@ pub struct TestRecord {
 }
 
 impl TestRecord {
-    /// The record's group as `k=v,k2=v2` (empty for an ungrouped stream): the label of its
-    /// metrics series and part of its Kafka message key.
+    /// The record's group as `k=v,k2=v2` (empty for an ungrouped stream), part of its Kafka
+    /// message key. Not injective (null and `""` look alike, and so can values holding `,`
+    /// or `=`): anything that must keep groups apart uses `group` itself.
     pub fn group_label(&self) -> String {
         self.group.as_ref().map_or_else(String::new, |g| {
             g.iter()

@@ -193,7 +193,7 @@ fn mle_is_omitted_when_reports_are_fewer_than_categories() {
         counts[rng.random_range(0..d)] += 1;
     }
     let r = record(&config(d as u32, 999, false), counts);
-    assert_eq!(r.n, 2000);
+    assert_eq!(r.n, Some(2000));
     assert!(r.mle.is_empty() && !r.mle_converged && r.mle_iterations == 0);
     let why = r.mle_omitted.unwrap();
     assert!(why.contains("n = 2000 reports < d = 1048576"), "{why}");

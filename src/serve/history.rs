@@ -35,7 +35,9 @@ pub struct Point {
 pub struct Series<'a> {
     pub stream: &'a str,
     pub test: &'a str,
-    pub group: &'a str,
+    /// Group column → value (null for a null key), or null for an ungrouped stream, as in
+    /// the records.
+    pub group: &'a Option<BTreeMap<String, Option<String>>>,
     pub points: &'a VecDeque<Point>,
 }
 
@@ -49,7 +51,7 @@ pub struct HistoryView<'a> {
     pub series: Vec<Series<'a>>,
 }
 
-type Key = (String, String, String);
+type Key = super::shared::ResultKey;
 
 #[derive(Debug, Default)]
 pub struct History {
@@ -63,7 +65,7 @@ impl History {
     pub fn record(&mut self, now_ms: i64, records: &[TestRecord]) {
         self.prune(now_ms);
         for r in records {
-            let key = (r.stream.clone(), r.test.clone(), r.group_label());
+            let key = (r.stream.clone(), r.test.clone(), r.group.clone());
             if !self.series.contains_key(&key) && self.series.len() >= MAX_SERIES {
                 self.series_dropped += 1;
                 continue;

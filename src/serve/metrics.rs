@@ -9,6 +9,8 @@ use prometheus::{
 use std::collections::BTreeMap;
 
 use ldpstream_engine::record::TestRecord;
+
+use super::group_labels::GroupLabels;
 use prometheus::core::Collector;
 use serde::Serialize;
 
@@ -33,6 +35,8 @@ pub struct Metrics {
     pub budget_remaining: GaugeVec,
     pub snapshot_seconds: Histogram,
     pub checkpoint_age: Gauge,
+    /// The result metrics' group labels, one per group column of any stream.
+    groups: GroupLabels,
 }
 
 fn register<T: prometheus::core::Collector + Clone + 'static>(
@@ -45,9 +49,15 @@ fn register<T: prometheus::core::Collector + Clone + 'static>(
 }
 
 impl Metrics {
-    pub fn new() -> prometheus::Result<Self> {
+    /// `groups`: the group columns of every stream, each a label of the result metrics.
+    pub fn new(groups: GroupLabels) -> prometheus::Result<Self> {
         let r = Registry::new();
-        let result_labels = ["stream", "test", "group"];
+        let result_labels: Vec<&str> = ["stream", "test"]
+            .into_iter()
+            .chain(groups.names())
+            .collect();
+        let estimate_labels: Vec<&str> =
+            result_labels.iter().copied().chain(["category"]).collect();
         Ok(Metrics {
             reports: register(
                 &r,
@@ -123,7 +133,7 @@ impl Metrics {
                         "ldpstream_estimate",
                         "Debiased frequency estimate per category, newest window snapshot.",
                     ),
-                    &["stream", "test", "group", "category"],
+                    &estimate_labels,
                 ),
             )?,
             kafka_lag: register(
@@ -222,13 +232,17 @@ impl Metrics {
                 )),
             )?,
             registry: r,
+            groups,
         })
     }
 
     /// Sets the result gauges from a record; the newest window's record wins.
     pub fn observe_record(&self, record: &TestRecord) {
-        let group = record.group_label();
-        let labels = [record.stream.as_str(), record.test.as_str(), group.as_str()];
+        let group = self.groups.values(record);
+        let labels: Vec<&str> = [record.stream.as_str(), record.test.as_str()]
+            .into_iter()
+            .chain(group.iter().map(String::as_str))
+            .collect();
         if let Some(s) = record.statistic {
             self.statistic.with_label_values(&labels).set(s);
         }
@@ -249,19 +263,18 @@ impl Metrics {
                 .with_label_values(&labels)
                 .set(i64::from(record.reject));
         }
-        self.window_reports
-            .with_label_values(&labels)
-            .set(i64::try_from(record.n).unwrap_or(i64::MAX));
+        // Curator-model records carry no count (it is not private): no series at all,
+        // rather than a made-up one.
+        if let Some(n) = record.n {
+            self.window_reports
+                .with_label_values(&labels)
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
         for (j, e) in record.estimate.iter().enumerate() {
             let category = j.to_string();
-            self.estimate
-                .with_label_values(&[
-                    record.stream.as_str(),
-                    record.test.as_str(),
-                    group.as_str(),
-                    category.as_str(),
-                ])
-                .set(*e);
+            let mut with_category = labels.clone();
+            with_category.push(category.as_str());
+            self.estimate.with_label_values(&with_category).set(*e);
         }
     }
 

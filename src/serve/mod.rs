@@ -8,6 +8,7 @@
 
 mod checkpoint;
 mod events;
+mod group_labels;
 mod history;
 mod http;
 mod metrics;
@@ -35,6 +36,7 @@ use tokio::sync::mpsc;
 use tokio::time::MissedTickBehavior;
 use tracing::{error, info, warn};
 
+use group_labels::GroupLabels;
 pub use metrics::Metrics;
 pub use shared::Shared;
 
@@ -100,7 +102,12 @@ enum WorkerEvent {
 pub async fn run(config: Config, options: ServeOptions) -> Result<(), Error> {
     check_reset_names(&config, &options.reset_ledgers)?;
     let started = Instant::now();
-    let metrics = Metrics::new()?;
+    let metrics = Metrics::new(GroupLabels::new(
+        config
+            .streams
+            .iter()
+            .flat_map(|s| s.columns.group_by.iter().map(String::as_str)),
+    ))?;
     let shared = Arc::new(Shared {
         metrics: metrics.clone(),
         results: Mutex::new(BTreeMap::new()),
@@ -589,7 +596,7 @@ async fn snapshot_round(
         for r in &records {
             shared.metrics.observe_record(r);
             latest.insert(
-                (r.stream.clone(), r.test.clone(), r.group_label()),
+                (r.stream.clone(), r.test.clone(), r.group.clone()),
                 r.clone(),
             );
         }

@@ -14,11 +14,14 @@ use super::history::History;
 use super::metrics::Metrics;
 use super::rate::ReportRates;
 
+pub(super) type ResultKey = (String, String, Option<BTreeMap<String, Option<String>>>);
+
 /// State the HTTP handlers read.
 pub struct Shared {
     pub(super) metrics: Metrics,
-    /// Newest record per (stream, test, group label).
-    pub(super) results: Mutex<BTreeMap<(String, String, String), TestRecord>>,
+    /// Newest record per (stream, test, group): the group as its column → value map, since
+    /// no joined string keeps every pair of groups apart.
+    pub(super) results: Mutex<BTreeMap<ResultKey, TestRecord>>,
     /// The last hour of every (stream, test, group)'s p-values, bounded.
     pub(super) history: Mutex<History>,
     /// Each stream's report rate, sampled at every snapshot tick.

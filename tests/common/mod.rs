@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use arrow::array::{ArrayRef, StringArray, TimestampMillisecondArray, UInt32Array};
@@ -22,6 +22,8 @@ pub fn bin() -> &'static str {
 pub struct Serve {
     pub child: Child,
     pub addr: String,
+    /// Everything serve has written to stderr so far.
+    pub stderr: Arc<Mutex<String>>,
 }
 
 impl Serve {
@@ -39,7 +41,9 @@ impl Serve {
         let mut stderr = BufReader::new(child.stderr.take().unwrap());
         let mut addr = None;
         let mut line = String::new();
+        let mut seen = String::new();
         while stderr.read_line(&mut line).unwrap() > 0 {
+            seen.push_str(&line);
             if let Some(rest) = line
                 .trim()
                 .strip_prefix("ldpstream serve: listening on http://")
@@ -50,16 +54,20 @@ impl Serve {
             line.clear();
         }
         // Keep draining stderr so the child never blocks on a full pipe.
+        let log = Arc::new(Mutex::new(seen));
+        let sink = log.clone();
         std::thread::spawn(move || {
-            let mut rest = String::new();
-            let _ = stderr.read_to_string(&mut rest);
-            if !rest.trim().is_empty() {
-                eprintln!("serve stderr: {rest}");
+            let mut line = String::new();
+            while stderr.read_line(&mut line).unwrap_or(0) > 0 {
+                eprint!("serve stderr: {line}");
+                sink.lock().unwrap().push_str(&line);
+                line.clear();
             }
         });
         Serve {
             child,
             addr: addr.expect("serve prints its address"),
+            stderr: log,
         }
     }
 

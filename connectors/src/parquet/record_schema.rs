@@ -49,7 +49,7 @@ pub fn record_schema() -> SchemaRef {
         f("group", map_of(DataType::Utf8), true),
         f("window_start", ts.clone(), true),
         f("window_end", ts, true),
-        f("n", DataType::UInt64, false),
+        f("n", DataType::UInt64, true),
         f("n1", DataType::UInt64, true),
         f("n2", DataType::UInt64, true),
         f("statistic", DataType::Float64, true),
