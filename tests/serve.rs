@@ -830,7 +830,9 @@ mc_samples = 99
     let (_, metrics) = serve.get("/metrics");
     let log = serve.stderr.lock().unwrap().clone();
 
-    let exact: Vec<f64> = counts.iter().map(|c| f64::from(c.1)).collect();
+    let mut exact: Vec<f64> = counts.iter().map(|c| f64::from(c.1)).collect();
+    // The stream's total is as private as a group's count: an ungrouped window's n is one.
+    exact.push(f64::from(counts.iter().map(|c| c.1).sum::<u32>()));
     fn numbers(v: &Value, out: &mut Vec<f64>) {
         match v {
             Value::Number(n) => out.extend(n.as_f64()),
@@ -860,12 +862,24 @@ mc_samples = 99
             .all(|l| l["stream"] != "p"),
         "a private window's count in /metrics:\n{metrics}"
     );
+    for family in [
+        "ldpstream_reports_total",
+        "ldpstream_reports_late_total",
+        "ldpstream_reports_rejected_total",
+    ] {
+        assert!(
+            label_sets(&metrics, family)
+                .iter()
+                .all(|l| l["stream"] != "p"),
+            "{family} of a private stream in /metrics:\n{metrics}"
+        );
+    }
     for line in metrics.lines().filter(|l| l.contains("stream=\"p\"")) {
         let value: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
         assert!(!exact[1..].contains(&value), "/metrics: {line}");
     }
     let tokens: Vec<&str> = log.split(|c: char| !c.is_ascii_digit()).collect();
-    for n in ["613", "1234"] {
+    for n in ["613", "1234", "1848"] {
         assert!(!tokens.contains(&n), "the log holds {n}:\n{log}");
     }
 }

@@ -131,7 +131,8 @@ impl Source {
                     stop,
                     out,
                 )?;
-                tracing::info!(rows, "replay sent every row");
+                // The row count of a private (curator-model) stream is not to be logged.
+                tracing::debug!(rows, "replay sent every row");
                 Ok(SourceEnd::Exhausted)
             }
             Source::Kafka {

@@ -478,6 +478,8 @@ pub fn evaluate_private<R: rand::Rng + ?Sized>(
     rec.n = None;
     rec.n1 = None;
     rec.n2 = None;
+    // Rejected reports are counts of the same raw reports.
+    rec.rejected_reports.clear();
     rec.estimate.clear();
     rec.std_error.clear();
     rec.mle.clear();

@@ -51,7 +51,11 @@ pub struct HistoryView<'a> {
     pub series: Vec<Series<'a>>,
 }
 
-type Key = super::shared::ResultKey;
+/// (stream, test, group): the group as its column → value map (None when ungrouped),
+/// since no joined string keeps every pair of groups apart.
+pub(super) type ResultKey = (String, String, Option<BTreeMap<String, Option<String>>>);
+
+type Key = ResultKey;
 
 #[derive(Debug, Default)]
 pub struct History {

@@ -14,7 +14,7 @@ use super::history::History;
 use super::metrics::Metrics;
 use super::rate::ReportRates;
 
-pub(super) type ResultKey = (String, String, Option<BTreeMap<String, Option<String>>>);
+pub(super) use super::history::ResultKey;
 
 /// State the HTTP handlers read.
 pub struct Shared {
