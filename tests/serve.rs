@@ -1053,6 +1053,19 @@ mc_samples = 99
         "{err}"
     );
 
+    // A run whose config lacks the private stream keeps its ledger in the checkpoint, so
+    // removing the stream first and adding a renamed one later does not reopen the budget.
+    let without = text
+        .replace("name = \"raw\"", "name = \"plain\"")
+        .replace("budget_epsilon = 1.0\n", "")
+        .replace(
+            "name = \"collisions\"\nkind = \"uniformity\"\nepsilon = 0.5",
+            "name = \"pearson\"\nkind = \"gof\"\nnull = \"uniform\"",
+        );
+    std::fs::write(&config, &without).unwrap();
+    let o = serve_to_the_end(&config, &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+
     let renamed = text.replace("name = \"raw\"", "name = \"raw2\"");
     std::fs::write(&config, &renamed).unwrap();
     let o = serve_to_the_end(&config, &[]);

@@ -10,17 +10,20 @@ mod model;
 mod null;
 mod test_spec;
 mod validate;
+mod window;
 
 pub use duration::DurationMs;
 pub use error::ConfigError;
 pub use model::{
-    Calibration, ColumnsConfig, Config, InnerTester, KafkaConfig, MechanismConfig, MessageFormat,
-    ServeConfig, SimulatorConfig, SinkConfig, SourceConfig, StreamConfig, TestConfig, TestMethod,
-    WindowConfig,
+    ColumnsConfig, Config, KafkaConfig, MechanismConfig, MessageFormat, ServeConfig,
+    SimulatorConfig, SinkConfig, SourceConfig, StreamConfig,
 };
 pub use null::NullSpec;
-pub use test_spec::{CuratorSpec, KindKeyError, TestKind, TestSpec};
+pub use test_spec::{
+    Calibration, CuratorSpec, InnerTester, KindKeyError, TestConfig, TestKind, TestMethod, TestSpec,
+};
 pub use validate::{compact, MAX_EPSILON, MAX_RHO, MIN_EPSILON, MIN_LAPLACE_EPSILON, MIN_RHO};
+pub use window::WindowConfig;
 
 impl Config {
     /// Parses TOML text and validates it. `origin` names the text in errors (usually a path).

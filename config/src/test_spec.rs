@@ -9,11 +9,139 @@
 
 use serde::Deserialize;
 
-use crate::model::{
-    default_alpha, default_mc_samples, Calibration, InnerTester, TestConfig, TestMethod,
-    WindowConfig,
-};
 use crate::null::NullSpec;
+use crate::window::WindowConfig;
+
+/// One hypothesis test on a stream. Parsed from the flat TOML form through
+/// this module, so `spec` always holds exactly the keys its kind needs.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(try_from = "RawTestConfig")]
+pub struct TestConfig {
+    /// Unique within the stream; appears in output records.
+    pub name: String,
+    /// The kind of test, with its kind-specific parameters.
+    pub spec: TestSpec,
+    /// The concrete test; defaults to the natural test for the stream's mechanism.
+    pub method: Option<TestMethod>,
+    /// Significance level, in (0, 1).
+    pub alpha: f64,
+    /// Which reports a result covers.
+    pub window: WindowConfig,
+    /// Asymptotic p-value only, or a Monte Carlo p-value beside it.
+    pub calibration: Calibration,
+    /// Simulated null sketches for Monte Carlo calibration (and for LocalNoiseGOF on
+    /// laplace, whose critical value is always simulated). Must exceed 1/alpha.
+    pub mc_samples: u32,
+    /// Seed of the Monte Carlo null simulation, so results are reproducible.
+    pub seed: u64,
+    /// The distance parameter of SheffetTV: accept iff d_TV(estimate, p0) <= distance/2.
+    pub distance: Option<f64>,
+    /// Anytime-valid mode: the test maintains an e-process, records carry `e_value` and
+    /// `anytime_p_value`, and `reject` is `e_value >= 1/alpha`, valid however many times
+    /// the window is looked at.
+    pub sequential: bool,
+}
+
+impl TestConfig {
+    pub fn kind(&self) -> TestKind {
+        self.spec.kind()
+    }
+}
+
+/// The non-private testers SubsampleAndAggregate can wrap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InnerTester {
+    /// Pearson's χ² GOF at level alpha.
+    #[default]
+    Pearson,
+    /// The collision statistic with a Monte Carlo threshold under uniform.
+    Collisions,
+}
+
+fn default_mc_samples() -> u32 {
+    999
+}
+
+fn default_alpha() -> f64 {
+    0.05
+}
+
+/// Concrete tests, named as in STATISTICS.md.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum TestMethod {
+    /// Gaboardi–Rogers' chi-square test on GenRR counts (seed 002, Alg. 3).
+    LocalExpGOF,
+    /// Gaboardi–Rogers' projected chi-square test on bit-flip counts (seed 002, eq. 7).
+    LocalBitFlipGOF,
+    /// Gaboardi–Rogers' projected test on noisy one-hot sums (seed 002, Alg. 1).
+    LocalNoiseGOF,
+    /// Sheffet's chi-square statistic P(θ) for the non-symmetric mechanism (seed 000 §4.2).
+    SheffetChi2,
+    /// Sheffet's total-variation accept/reject rule (seed 000, Thm 11).
+    SheffetTV,
+    /// Pearson's chi-square on the signal counts of a channel, against `G p0`
+    /// (Sheffet Thm 3 / Cor. 5, the test LocalExpGOF is a special case of).
+    ChannelGOF,
+    /// Pearson's classical chi-square on raw counts (curator model; not private by itself).
+    PearsonGOF,
+    /// Gaboardi–Rogers' independence test on GenRR counts (seed 002, eqs. 11–12).
+    LocalExpIND,
+    /// Gaboardi–Rogers' minimised projected statistic on bit-flip counts (eqs. 13–15).
+    LocalBitFlipIND,
+    /// Gaboardi–Rogers' minimised statistic on Gaussian-noise sums (eq. 10, Alg. 6).
+    LocalNoiseIND,
+    /// Sheffet's marginal-product TV rule (seed 000, Thm 12).
+    SheffetTVIndependence,
+    /// Sheffet's Q statistic, calibrated by a Monte Carlo null (its law is unknown).
+    SheffetQ,
+    /// Pearson's χ² on the 2×d table of privatized counts of two samples (seed 003).
+    GenRRTwoSample,
+    /// The projected two-sample statistic on bit-flip counts with a pooled estimate.
+    BitFlipTwoSample,
+    /// Curator model: unique-elements count plus Laplace noise (seed 004).
+    PrivateUniqueElements,
+    /// Curator model: noisy N_max check, then a clipped noisy collision count (seed 004).
+    PrivateCollisions,
+    /// Curator model: any non-private tester on one random block, answer flipped w.p. δ.
+    SubsampleAndAggregate,
+}
+
+impl TestMethod {
+    pub fn name(&self) -> &'static str {
+        match self {
+            TestMethod::LocalExpGOF => "LocalExpGOF",
+            TestMethod::LocalBitFlipGOF => "LocalBitFlipGOF",
+            TestMethod::LocalNoiseGOF => "LocalNoiseGOF",
+            TestMethod::SheffetChi2 => "SheffetChi2",
+            TestMethod::SheffetTV => "SheffetTV",
+            TestMethod::ChannelGOF => "ChannelGOF",
+            TestMethod::PearsonGOF => "PearsonGOF",
+            TestMethod::LocalExpIND => "LocalExpIND",
+            TestMethod::LocalBitFlipIND => "LocalBitFlipIND",
+            TestMethod::LocalNoiseIND => "LocalNoiseIND",
+            TestMethod::SheffetTVIndependence => "SheffetTVIndependence",
+            TestMethod::SheffetQ => "SheffetQ",
+            TestMethod::GenRRTwoSample => "GenRRTwoSample",
+            TestMethod::BitFlipTwoSample => "BitFlipTwoSample",
+            TestMethod::PrivateUniqueElements => "PrivateUniqueElements",
+            TestMethod::PrivateCollisions => "PrivateCollisions",
+            TestMethod::SubsampleAndAggregate => "SubsampleAndAggregate",
+        }
+    }
+}
+
+/// How a test's p-value is computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Calibration {
+    /// The test's asymptotic null law (χ² for most tests).
+    #[default]
+    Asymptotic,
+    /// Also simulate `mc_samples` null sketches from the mechanism's law and report the
+    /// Monte Carlo p-value `(1 + #{T_b >= T})/(m + 1)` beside the asymptotic one.
+    MonteCarlo,
+}
 
 /// Families of hypothesis tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

@@ -1,12 +1,10 @@
 use std::collections::HashSet;
 
 use crate::error::ConfigError;
-use crate::model::{
-    Calibration, Config, MechanismConfig, SimulatorConfig, SinkConfig, SourceConfig, TestMethod,
-    WindowConfig,
-};
+use crate::model::{Config, MechanismConfig, SimulatorConfig, SinkConfig, SourceConfig};
 use crate::null::NullSpec;
-use crate::test_spec::{TestKind, TestSpec};
+use crate::test_spec::{Calibration, TestKind, TestMethod, TestSpec};
+use crate::window::WindowConfig;
 
 /// How far a null distribution's sum may be from 1.
 pub const NULL_SUM_TOLERANCE: f64 = 1e-9;

@@ -35,7 +35,7 @@ pub const VERSION: u8 = 3;
 pub const FILE_NAME: &str = "checkpoint.ldpc";
 
 /// One stream's checkpointed state.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct StreamCheckpoint {
     pub name: String,
     pub pane_width: i64,

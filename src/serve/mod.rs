@@ -268,6 +268,12 @@ pub async fn run(config: Config, options: ServeOptions) -> Result<(), Error> {
     for name in restored.keys() {
         warn!(stream = %name, "the checkpoint has a stream the config does not; ignoring it");
     }
+    // A removed stream's privacy ledger is carried from checkpoint to checkpoint: dropping
+    // it would let a stream added later over the same input start a fresh budget.
+    let orphans: Vec<StreamCheckpoint> = restored
+        .into_values()
+        .filter(|ck| ck.ledger.is_some())
+        .collect();
     shared.ready.store(true, Ordering::Release);
     let mut last_checkpoint = Instant::now();
     let mut checkpoint_tick = tokio::time::interval(config.serve.checkpoint_interval.as_std());
@@ -300,7 +306,7 @@ pub async fn run(config: Config, options: ServeOptions) -> Result<(), Error> {
             }
             _ = checkpoint_tick.tick(), if checkpoint_dir.is_some() => {
                 if let Some(dir) = &checkpoint_dir {
-                    write_checkpoint(&runtimes, dir).await?;
+                    write_checkpoint(&runtimes, &orphans, dir).await?;
                     last_checkpoint = Instant::now();
                 }
             }
@@ -345,7 +351,7 @@ pub async fn run(config: Config, options: ServeOptions) -> Result<(), Error> {
     sinks.close()?;
     if let Some(dir) = &checkpoint_dir {
         if failure.is_none() {
-            write_checkpoint(&runtimes, dir).await?;
+            write_checkpoint(&runtimes, &orphans, dir).await?;
         }
     }
     let _ = http_stop_tx.send(());
@@ -378,9 +384,10 @@ fn checkpoint_path(dir: &Option<PathBuf>) -> String {
 /// and writes them off the runtime's worker threads.
 async fn write_checkpoint(
     runtimes: &[Arc<StreamRuntime>],
+    orphans: &[StreamCheckpoint],
     dir: &std::path::Path,
 ) -> Result<(), Error> {
-    let parts: Vec<StreamCheckpoint> = runtimes
+    let mut parts: Vec<StreamCheckpoint> = runtimes
         .iter()
         .map(|rt| {
             let state = rt.state();
@@ -391,6 +398,7 @@ async fn write_checkpoint(
             part
         })
         .collect();
+    parts.extend(orphans.iter().cloned());
     let dir = dir.to_path_buf();
     tokio::task::spawn_blocking(move || {
         let bytes = checkpoint::encode(&parts);

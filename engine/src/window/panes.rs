@@ -334,7 +334,7 @@ impl PaneStore {
 }
 
 /// The state of a [`PaneStore`] as read back from a checkpoint.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct RestoredPanes {
     pub max_event: Option<i64>,
     pub late: u64,
