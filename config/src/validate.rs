@@ -591,8 +591,13 @@ fn validate_mechanism(at: &str, mechanism: &MechanismConfig) -> Result<(), Confi
 fn validate_mechanism_at(m: &str, mechanism: &MechanismConfig) -> Result<(), ConfigError> {
     let m = m.to_string();
     match mechanism {
-        MechanismConfig::Laplace { epsilon, .. } => {
-            local_epsilon(format!("{m}.epsilon"), *epsilon, true)?
+        MechanismConfig::Laplace {
+            epsilon, max_abs, ..
+        } => {
+            local_epsilon(format!("{m}.epsilon"), *epsilon, true)?;
+            if let Some(v) = max_abs {
+                positive(format!("{m}.max_abs"), *v)?;
+            }
         }
         MechanismConfig::Grr { epsilon, .. }
         | MechanismConfig::Bitflip { epsilon, .. }
@@ -600,7 +605,12 @@ fn validate_mechanism_at(m: &str, mechanism: &MechanismConfig) -> Result<(), Con
         | MechanismConfig::Cohort { epsilon, .. } => {
             local_epsilon(format!("{m}.epsilon"), *epsilon, false)?
         }
-        MechanismConfig::Gauss { rho, .. } => positive(format!("{m}.rho"), *rho)?,
+        MechanismConfig::Gauss { rho, max_abs, .. } => {
+            positive(format!("{m}.rho"), *rho)?;
+            if let Some(v) = max_abs {
+                positive(format!("{m}.max_abs"), *v)?;
+            }
+        }
         MechanismConfig::Matrix { matrix } => validate_channel(&m, matrix)?,
         MechanismConfig::Raw { .. } => {}
     }

@@ -349,6 +349,7 @@ mod tests {
                 MechanismConfig::Laplace {
                     epsilon: 1.0,
                     domain: 4,
+                    max_abs: None,
                 },
                 Some(1.0),
             ),
@@ -356,6 +357,7 @@ mod tests {
                 MechanismConfig::Gauss {
                     rho: 0.5,
                     domain: 4,
+                    max_abs: None,
                 },
                 None,
             ),
@@ -520,6 +522,7 @@ mod tests {
             let m = Mechanism::from_config(&MechanismConfig::Laplace {
                 epsilon: laplace,
                 domain: 4,
+                max_abs: None,
             })
             .unwrap();
             let loss = transition_matrix(&m).unwrap().privacy_loss();

@@ -74,6 +74,7 @@ fn identity_tests_at_extreme_epsilon() {
                 MechanismConfig::Laplace {
                     epsilon: eps.max(ldpstream_config::MIN_LAPLACE_EPSILON),
                     domain: 4,
+                    max_abs: None,
                 },
                 TestMethod::LocalNoiseGOF,
             ),
