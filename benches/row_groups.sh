@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
 target=${CARGO_TARGET_DIR:-target}
-cargo build --release --quiet --bin ldpstream --bin row-groups-file
+cargo build --release --quiet -p ldpstream --bin ldpstream -p ldpstream-benches --bin row-groups-file
 bin="$target/release/ldpstream"
 gen="$target/release/row-groups-file"
 data=benches/data/row_groups
