@@ -3,10 +3,12 @@
 use std::path::PathBuf;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use ldpstream_config::{Config, SourceConfig, StreamConfig};
+use ldpstream_config::{Config, SourceConfig, StreamConfig, TestSpec};
 use ldpstream_connectors::parquet::{fold_files, inspect, resolve_inputs};
 use ldpstream_engine::mechanism::Mechanism;
 use ldpstream_engine::record::TestRecord;
+use ldpstream_engine::sketch::Rejections;
+use ldpstream_engine::stream::layout::fold_columns;
 use ldpstream_engine::stream::{
     evaluate_stream, stream_pane_width, PanedDelta, Private, ReportLayout,
 };
@@ -50,6 +52,7 @@ pub fn run_batch(
         let files = resolve_inputs(&patterns)?;
         let mechanism = Mechanism::from_config(&stream.mechanism)?;
         let sketches = fold_stream(stream, &mechanism, &files)?;
+        check_testable(stream, &sketches)?;
         let mut private = Private {
             ledger: ledger.as_mut().map(|e| &mut e.ledger),
             noise: &mut *noise,
@@ -94,6 +97,71 @@ pub fn fold_stream(
         "folded"
     );
     Ok(sketches)
+}
+
+/// Fails a bounded job whose input leaves nothing to test: every report rejected (or no
+/// report at all), or a two-sample test whose `a` or `b` value never occurs in its `by`
+/// column. Checked after the fold and before any test runs, so that no curator budget is
+/// spent; otherwise such input would give empty or inconclusive records and exit 0, and a
+/// typo in a sample label or a producer writing the wrong width would go unnoticed.
+fn check_testable(stream: &StreamConfig, sketches: &PanedDelta) -> Result<(), Error> {
+    let all = || {
+        sketches
+            .untimed
+            .iter()
+            .chain(sketches.panes.values().flatten())
+    };
+    let valid: u64 = all().map(|(_, s)| s.n()).sum();
+    if valid == 0 {
+        let mut rejected = Rejections::default();
+        for (_, s) in all() {
+            rejected.merge(s.rejected());
+        }
+        let reasons: Vec<String> = rejected
+            .to_map()
+            .into_iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(r, n)| format!("{r}: {n}"))
+            .collect();
+        let message =
+            if reasons.is_empty() && sketches.late == 0 {
+                "the input has no reports".to_string()
+            } else {
+                format!(
+                "no report of the input is valid (rejected: {}; without event time or late: {})",
+                if reasons.is_empty() { "none".to_string() } else { reasons.join(", ") },
+                sketches.late
+            )
+            };
+        return Err(Error::NothingToTest {
+            stream: stream.name.clone(),
+            message,
+        });
+    }
+    let fold_columns = fold_columns(stream);
+    for test in &stream.tests {
+        let TestSpec::TwoSample { by, a, b } = &test.spec else {
+            continue;
+        };
+        let Some(i) = fold_columns.iter().position(|c| c == by) else {
+            continue;
+        };
+        let has = |label: &String| {
+            all().any(|(key, s)| s.n() > 0 && key.get(i).is_some_and(|v| v.as_ref() == Some(label)))
+        };
+        for (side, label) in [("a", a), ("b", b)] {
+            if !has(label) {
+                return Err(Error::NothingToTest {
+                    stream: stream.name.clone(),
+                    message: format!(
+                        "test {:?}: sample {side} = {label:?} has no valid report in column {by:?}",
+                        test.name
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A progress bar on stderr that draws only when stderr is a terminal.

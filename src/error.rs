@@ -21,6 +21,10 @@ pub enum Error {
     /// `batch` reads Parquet only.
     #[error("stream {stream:?} has a simulator or Kafka source, which only `serve` runs; give `batch` Parquet files with --input")]
     NotBatchSource { stream: String },
+    /// A bounded input that leaves a stream or a test nothing to test (see
+    /// `batch::check_testable`).
+    #[error("stream {stream:?}: {message}")]
+    NothingToTest { stream: String, message: String },
     /// A checkpoint that cannot be restored; the service refuses to start rather than
     /// count reports twice or lose them.
     #[error("checkpoint {path}: {message}")]
@@ -85,7 +89,9 @@ impl Error {
             | Error::StateMemory { .. } => Fault::User,
             Error::Connector(e) => e.fault(),
             Error::Stream(e) if e.is_input() => Fault::External,
-            Error::Checkpoint { .. }
+            // Exit 1, like other bad input data, not 2: the config and command line are fine.
+            Error::NothingToTest { .. }
+            | Error::Checkpoint { .. }
             | Error::Ledger { .. }
             | Error::Listen { .. }
             | Error::Thread { .. } => Fault::External,

@@ -730,6 +730,287 @@ fn plan_sequential_prints_reports_to_detection_beside_the_fixed_n() {
     assert!((1.0..1.5).contains(&ratio), "{grr}");
 }
 
+/// `ldpstream batch --config cfg --output out`, whatever its exit status.
+fn try_batch(cfg: &Path, out: &Path) -> Output {
+    ldpstream(&[
+        "batch",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--output",
+        out.to_str().unwrap(),
+    ])
+}
+
+/// Issue 19 item 10: a file whose every bit-flip report has the wrong FixedSizeBinary
+/// width folds nothing. That used to exit 0 with one inconclusive record and nothing on
+/// stderr; now the job says so and exits 1, before any record is written.
+#[test]
+fn batch_exits_1_when_no_report_of_the_input_is_valid() {
+    use arrow::array::FixedSizeBinaryArray;
+    let dir = tempfile::tempdir().unwrap();
+    // d = 16 needs 2-byte reports; these have 3.
+    let rows: Vec<[u8; 3]> = (0..500u32).map(|i| [i as u8, 0, 0]).collect();
+    let report = FixedSizeBinaryArray::try_from_iter(rows.iter()).unwrap();
+    write_parquet(
+        &dir.path().join("r.parquet"),
+        vec![("report", Arc::new(report) as ArrayRef)],
+    );
+    let cfg = dir.path().join("c.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"
+[[stream]]
+name = "bits"
+source = {{ kind = "parquet", paths = ["{}/*.parquet"] }}
+mechanism = {{ kind = "bitflip", epsilon = 1.0, domain = 16 }}
+[[stream.test]]
+name = "u"
+kind = "gof"
+null = "uniform"
+"#,
+            dir.path().display()
+        ),
+    )
+    .unwrap();
+    let out = dir.path().join("o.jsonl");
+    let o = try_batch(&cfg, &out);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("\"bits\"") && err.contains("no report of the input is valid"),
+        "{err}"
+    );
+    assert!(err.contains("bad_size: 500"), "{err}");
+    assert!(!out.exists(), "no records for a job that failed");
+}
+
+/// Issue 19 item 10: a two-sample test whose `b` label never occurs in its `by` column
+/// used to give no record at all and exit 0; now it names the test and the label, exit 1.
+#[test]
+fn batch_exits_1_when_a_two_sample_label_never_occurs() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 2000;
+    let report = UInt32Array::from_iter_values((0..n).map(|i| i % 4));
+    let group = StringArray::from_iter_values((0..n).map(|i| if i % 2 == 0 { "x" } else { "y" }));
+    write_parquet(
+        &dir.path().join("r.parquet"),
+        vec![
+            ("report", Arc::new(report) as ArrayRef),
+            ("arm", Arc::new(group) as ArrayRef),
+        ],
+    );
+    let cfg = dir.path().join("c.toml");
+    let write_cfg = |b: &str| {
+        std::fs::write(
+            &cfg,
+            format!(
+                r#"
+[[stream]]
+name = "s"
+source = {{ kind = "parquet", paths = ["{}/*.parquet"] }}
+mechanism = {{ kind = "grr", epsilon = 1.0, domain = 4 }}
+columns = {{ group_by = ["arm"] }}
+[[stream.test]]
+name = "ab"
+kind = "two_sample"
+by = "arm"
+a = "x"
+b = "{b}"
+"#,
+                dir.path().display()
+            ),
+        )
+        .unwrap();
+    };
+    let out = dir.path().join("o.jsonl");
+    write_cfg("y");
+    run_batch(&cfg, &out);
+    assert_eq!(records(&out).len(), 1);
+
+    std::fs::remove_file(&out).unwrap();
+    write_cfg("z");
+    let o = try_batch(&cfg, &out);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("test \"ab\"") && err.contains("b = \"z\"") && err.contains("\"arm\""),
+        "{err}"
+    );
+    assert!(!out.exists());
+}
+
+/// Writes `rows` noise reports of dimension `d` (Float64) to `path`.
+fn write_noise(path: &Path, d: i32, rows: &[Vec<f64>]) {
+    use arrow::array::{FixedSizeListArray, Float64Array};
+    use arrow::datatypes::DataType;
+    let values = Float64Array::from_iter_values(rows.iter().flatten().copied());
+    let item = Arc::new(Field::new("item", DataType::Float64, false));
+    let list = FixedSizeListArray::try_new(item, d, Arc::new(values), None).unwrap();
+    write_parquet(path, vec![("report", Arc::new(list) as ArrayRef)]);
+}
+
+/// Issue 19 item 11: one Gaussian report with a coordinate of 1000 among 100,000 used to
+/// be folded unchanged and decide the test. It is now rejected as `above_max_abs` (the
+/// default bound, 1 + 40/√ρ = 41 here), and the p-value is exactly the one without it.
+/// An explicit `max_abs` above 1000 folds it again.
+#[test]
+fn one_huge_gaussian_report_is_rejected_and_leaves_the_p_value_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let honest = dir.path().join("honest");
+    std::fs::create_dir(&honest).unwrap();
+    let o = ldpstream(&[
+        "simulate",
+        "--mechanism",
+        "gauss",
+        "--rho",
+        "1",
+        "--domain",
+        "4",
+        "--p",
+        "0.25,0.25,0.25,0.25",
+        "--groups",
+        "all=99999",
+        "--seed",
+        "5",
+        "--out",
+        honest.join("h.parquet").to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    write_noise(
+        &dir.path().join("outlier.parquet"),
+        4,
+        &[vec![1000.0, 0.0, 0.0, 0.0]],
+    );
+    let cfg = |name: &str, pattern: &str, max_abs: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(
+            &path,
+            format!(
+                r#"
+[[stream]]
+name = "g"
+source = {{ kind = "parquet", paths = [{pattern}] }}
+mechanism = {{ kind = "gauss", rho = 1.0, domain = 4{max_abs} }}
+[[stream.test]]
+name = "u"
+kind = "gof"
+null = "uniform"
+"#
+            ),
+        )
+        .unwrap();
+        path
+    };
+    let h = honest.join("h.parquet");
+    let o = dir.path().join("outlier.parquet");
+    let only_honest = format!("{:?}", h.to_str().unwrap());
+    let both = format!("{:?}, {:?}", h.to_str().unwrap(), o.to_str().unwrap());
+    let run = |cfg: &Path, out: &str| {
+        let out = dir.path().join(out);
+        run_batch(cfg, &out);
+        let mut r = records(&out);
+        assert_eq!(r.len(), 1);
+        r.remove(0)
+    };
+    let base = run(&cfg("a.toml", &only_honest, ""), "a.jsonl");
+    let with = run(&cfg("b.toml", &both, ""), "b.jsonl");
+    assert_eq!(base["n"], 99999);
+    assert_eq!(with["n"], 99999, "{with}");
+    assert_eq!(with["rejected_reports"]["above_max_abs"], 1, "{with}");
+    assert_eq!(with["rejected_reports"]["non_finite"], 0, "{with}");
+    assert_eq!(with["p_value"], base["p_value"]);
+    assert_eq!(with["statistic"], base["statistic"]);
+
+    let lenient = run(&cfg("c.toml", &both, ", max_abs = 2000.0"), "c.jsonl");
+    assert_eq!(lenient["n"], 100000, "{lenient}");
+    assert_eq!(lenient["rejected_reports"]["above_max_abs"], 0);
+    assert_ne!(lenient["p_value"], base["p_value"]);
+}
+
+/// Writes 20,000 GenRR reports with a group and no event time, `rows_per_group` rows per
+/// row group.
+fn write_row_groups(path: &Path, rows_per_group: usize) {
+    use arrow::array::Array;
+    use parquet::file::properties::WriterProperties;
+    let n = 20_000u32;
+    let report = UInt32Array::from_iter_values((0..n).map(|i| (i * 7 + i / 13) % 6));
+    let group = StringArray::from_iter_values((0..n).map(|i| ["a", "b", "c"][(i % 3) as usize]));
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("report", report.data_type().clone(), true),
+        Field::new("group", group.data_type().clone(), true),
+    ]));
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![Arc::new(report) as ArrayRef, Arc::new(group) as ArrayRef],
+    )
+    .unwrap();
+    let props = WriterProperties::builder()
+        .set_max_row_group_row_count(Some(rows_per_group))
+        .build();
+    let file = std::fs::File::create(path).unwrap();
+    let mut w = ArrowWriter::try_new(file, schema, Some(props)).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    let meta = parquet::file::reader::FileReader::metadata(
+        &parquet::file::serialized_reader::SerializedFileReader::new(
+            std::fs::File::open(path).unwrap(),
+        )
+        .unwrap(),
+    )
+    .num_row_groups();
+    assert_eq!(meta, 20_000usize.div_ceil(rows_per_group));
+}
+
+/// Issue 19 item 12: the footer is now parsed once per file and shared by every row-group
+/// task (the Arrow path and the dictionary-key path). A file of 2,000 row groups gives
+/// exactly the records of the same rows in one row group, grouped (Arrow reader) and
+/// ungrouped (dictionary keys).
+#[test]
+fn many_row_groups_give_the_records_of_one_row_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut outputs = Vec::new();
+    for (name, rows_per_group) in [("one", 20_000), ("many", 10)] {
+        let sub = dir.path().join(name);
+        std::fs::create_dir(&sub).unwrap();
+        write_row_groups(&sub.join("r.parquet"), rows_per_group);
+        let cfg = sub.join("c.toml");
+        std::fs::write(
+            &cfg,
+            format!(
+                r#"
+[[stream]]
+name = "grouped"
+source = {{ kind = "parquet", paths = ["{0}/*.parquet"] }}
+mechanism = {{ kind = "grr", epsilon = 1.0, domain = 6 }}
+columns = {{ group_by = ["group"] }}
+[[stream.test]]
+name = "u"
+kind = "gof"
+null = "uniform"
+[[stream]]
+name = "plain"
+source = {{ kind = "parquet", paths = ["{0}/*.parquet"] }}
+mechanism = {{ kind = "grr", epsilon = 1.0, domain = 6 }}
+[[stream.test]]
+name = "u"
+kind = "gof"
+null = "uniform"
+"#,
+                sub.display()
+            ),
+        )
+        .unwrap();
+        let out = sub.join("o.jsonl");
+        run_batch(&cfg, &out);
+        outputs.push(records(&out));
+    }
+    assert_eq!(outputs[0].len(), 4, "{:?}", outputs[0]);
+    assert_eq!(outputs[0], outputs[1]);
+    let plain = outputs[1].iter().find(|r| r["stream"] == "plain").unwrap();
+    assert_eq!(plain["n"], 20_000);
+}
+
 /// Issue 19, item 4: raising `budget_epsilon` reopened an exhausted ledger, and renaming
 /// the stream started a fresh one over the same file. Both are refused (exit 2) unless
 /// `--reset-ledger` names the stream, and the reset is logged.

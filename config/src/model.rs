@@ -247,10 +247,21 @@ pub enum MechanismConfig {
     Grr { epsilon: f64, domain: u32 },
     /// Unary encoding with each bit flipped independently (ε/2 per bit).
     Bitflip { epsilon: f64, domain: u32 },
-    /// One-hot plus N(0, 1/ρ) noise per coordinate (ρ-zCDP).
-    Gauss { rho: f64, domain: u32 },
-    /// One-hot plus Lap(2/ε) noise per coordinate (ε-LDP).
-    Laplace { epsilon: f64, domain: u32 },
+    /// One-hot plus N(0, 1/ρ) noise per coordinate (ρ-zCDP). `max_abs` bounds every
+    /// coordinate of a report (default: far beyond any honest draw, see README).
+    Gauss {
+        rho: f64,
+        domain: u32,
+        #[serde(default)]
+        max_abs: Option<f64>,
+    },
+    /// One-hot plus Lap(2/ε) noise per coordinate (ε-LDP); `max_abs` as for `Gauss`.
+    Laplace {
+        epsilon: f64,
+        domain: u32,
+        #[serde(default)]
+        max_abs: Option<f64>,
+    },
     /// Hadamard response (Bassily et al. 2017): randomized response on H[row, x].
     Hadamard { epsilon: f64, domain: u32 },
     /// Seeded random ±1 mappings, one per cohort (Sheffet §4).

@@ -608,6 +608,18 @@ fn local_epsilon(key: String, value: f64, laplace: bool) -> Result<(), ConfigErr
     Ok(())
 }
 
+fn positive(key: String, value: f64) -> Result<(), ConfigError> {
+    if value.is_finite() && value > 0.0 {
+        Ok(())
+    } else {
+        Err(ConfigError::invalid(
+            key,
+            compact(value),
+            "a finite number > 0",
+        ))
+    }
+}
+
 /// A number as a person would write it: `f64`'s `Display` spells 1e308 with 309 digits.
 pub fn compact(value: f64) -> String {
     let plain = value.to_string();
@@ -633,8 +645,13 @@ fn validate_mechanism(at: &str, mechanism: &MechanismConfig) -> Result<(), Confi
 fn validate_mechanism_at(m: &str, mechanism: &MechanismConfig) -> Result<(), ConfigError> {
     let m = m.to_string();
     match mechanism {
-        MechanismConfig::Laplace { epsilon, .. } => {
-            local_epsilon(format!("{m}.epsilon"), *epsilon, true)?
+        MechanismConfig::Laplace {
+            epsilon, max_abs, ..
+        } => {
+            local_epsilon(format!("{m}.epsilon"), *epsilon, true)?;
+            if let Some(v) = max_abs {
+                positive(format!("{m}.max_abs"), *v)?;
+            }
         }
         MechanismConfig::Grr { epsilon, .. }
         | MechanismConfig::Bitflip { epsilon, .. }
@@ -642,7 +659,12 @@ fn validate_mechanism_at(m: &str, mechanism: &MechanismConfig) -> Result<(), Con
         | MechanismConfig::Cohort { epsilon, .. } => {
             local_epsilon(format!("{m}.epsilon"), *epsilon, false)?
         }
-        MechanismConfig::Gauss { rho, .. } => local_rho(format!("{m}.rho"), *rho)?,
+        MechanismConfig::Gauss { rho, max_abs, .. } => {
+            local_rho(format!("{m}.rho"), *rho)?;
+            if let Some(v) = max_abs {
+                positive(format!("{m}.max_abs"), *v)?;
+            }
+        }
         MechanismConfig::Matrix { matrix } => validate_channel(&m, matrix)?,
         MechanismConfig::Raw { .. } => {}
     }

@@ -521,6 +521,7 @@ mod tests {
                 MechanismConfig::Laplace {
                     epsilon: 1.0,
                     domain: 4,
+                    max_abs: None,
                 },
                 Some(1.0),
             ),
@@ -528,6 +529,7 @@ mod tests {
                 MechanismConfig::Gauss {
                     rho: 0.5,
                     domain: 4,
+                    max_abs: None,
                 },
                 None,
             ),
@@ -824,6 +826,7 @@ mod tests {
             let m = Mechanism::from_config(&MechanismConfig::Laplace {
                 epsilon: laplace,
                 domain: 4,
+                max_abs: None,
             })
             .unwrap();
             let loss = transition_matrix(&m).unwrap().privacy_loss();

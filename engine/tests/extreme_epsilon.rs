@@ -41,7 +41,12 @@ fn check_p(what: &str, statistic: f64, p: Option<f64>) {
 fn gauss_at_extreme_rho() {
     let mut rng = StdRng::seed_from_u64(23);
     for rho in [MIN_RHO, 1e-3, 1.0, 1e3, MAX_RHO] {
-        let m = Mechanism::from_config(&MechanismConfig::Gauss { rho, domain: 4 }).unwrap();
+        let m = Mechanism::from_config(&MechanismConfig::Gauss {
+            rho,
+            domain: 4,
+            max_abs: None,
+        })
+        .unwrap();
         let what = format!("LocalNoiseGOF at ρ = {rho}");
         let mut rejections = 0;
         for run in 0..RUNS {
@@ -111,6 +116,7 @@ fn identity_tests_at_extreme_epsilon() {
                 MechanismConfig::Laplace {
                     epsilon: eps.max(ldpstream_config::MIN_LAPLACE_EPSILON),
                     domain: 4,
+                    max_abs: None,
                 },
                 TestMethod::LocalNoiseGOF,
             ),

@@ -58,7 +58,12 @@ fn local_bitflip_ind_at_extreme_epsilon() {
 fn local_noise_ind_at_extreme_rho() {
     let mut rng = StdRng::seed_from_u64(32);
     for rho in [MIN_RHO, 1e-3, 1.0, 1e3, MAX_RHO] {
-        let m = Mechanism::from_config(&MechanismConfig::Gauss { rho, domain: 4 }).unwrap();
+        let m = Mechanism::from_config(&MechanismConfig::Gauss {
+            rho,
+            domain: 4,
+            max_abs: None,
+        })
+        .unwrap();
         let Mechanism::Noise(noise) = &m else {
             unreachable!()
         };

@@ -90,6 +90,7 @@ fn local_noise_gof() {
     let m = mech(MechanismConfig::Gauss {
         rho: 0.5,
         domain: 4,
+        max_abs: None,
     });
     let p0 = [0.4, 0.3, 0.2, 0.1];
     let s = Sketch::Sums(SumSketch::from_sums_f64(
@@ -122,6 +123,7 @@ fn local_noise_gof() {
     let m = mech(MechanismConfig::Laplace {
         epsilon: 1.0,
         domain: 4,
+        max_abs: None,
     });
     let s = Sketch::Sums(SumSketch::from_sums_f64(
         &[410.5, 290.25, 215.0, 84.25],

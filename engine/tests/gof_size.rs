@@ -80,6 +80,7 @@ fn local_noise_gof_gauss_size() {
         MechanismConfig::Gauss {
             rho: 0.5,
             domain: 4,
+            max_abs: None,
         },
         TestMethod::LocalNoiseGOF,
         &P4,
@@ -97,6 +98,7 @@ fn local_noise_gof_laplace_size() {
         MechanismConfig::Laplace {
             epsilon: 1.0,
             domain: 4,
+            max_abs: None,
         },
         TestMethod::LocalNoiseGOF,
         &P4,

@@ -160,6 +160,7 @@ fn independence_tests_have_size_alpha() {
     let gauss = Mechanism::from_config(&MechanismConfig::Gauss {
         rho: 1.0,
         domain: 6,
+        max_abs: None,
     })
     .unwrap();
     let (mut e, mut b, mut g) = (0, 0, 0);

@@ -55,10 +55,12 @@ fn reported_standard_errors_match_the_empirical_spread() {
         MechanismConfig::Gauss {
             rho: 0.5,
             domain: 4,
+            max_abs: None,
         },
         MechanismConfig::Laplace {
             epsilon: 1.0,
             domain: 4,
+            max_abs: None,
         },
         MechanismConfig::Hadamard {
             epsilon: 1.0,

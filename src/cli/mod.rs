@@ -81,6 +81,7 @@ impl MechanismArgs {
             MechanismKind::Laplace => MechanismConfig::Laplace {
                 epsilon: epsilon()?,
                 domain: domain()?,
+                max_abs: None,
             },
             MechanismKind::Hadamard => MechanismConfig::Hadamard {
                 epsilon: epsilon()?,
@@ -91,6 +92,7 @@ impl MechanismArgs {
                     .rho
                     .ok_or_else(|| usage("--rho is required for gauss"))?,
                 domain: domain()?,
+                max_abs: None,
             },
             MechanismKind::Cohort => MechanismConfig::Cohort {
                 epsilon: epsilon()?,

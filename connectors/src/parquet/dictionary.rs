@@ -6,6 +6,7 @@
 //! reader, so this path only ever replaces work, never changes a count.
 
 use std::fs::File;
+use std::sync::Arc;
 
 use ldpstream_engine::fold::fold_key_counts;
 use ldpstream_engine::mechanism::Mechanism;
@@ -13,8 +14,9 @@ use ldpstream_engine::sketch::Sketch;
 use parquet::basic::{Encoding, Type as PhysicalType};
 use parquet::column::page::Page;
 use parquet::errors::ParquetError;
-use parquet::file::reader::FileReader;
-use parquet::file::serialized_reader::SerializedFileReader;
+use parquet::file::properties::ReaderProperties;
+use parquet::file::reader::RowGroupReader;
+use parquet::file::serialized_reader::SerializedRowGroupReader;
 
 use crate::error::ConnectorError;
 use ldpstream_engine::stream::{PanedDelta, ReportLayout};
@@ -85,17 +87,16 @@ pub fn count_row_group(
         path: shown(),
         source,
     })?;
-    let reader = SerializedFileReader::new(opened).map_err(|source| ConnectorError::Parquet {
-        path: shown(),
-        source,
-    })?;
+    // The footer parsed by `inspect`, not a fresh parse per row group (see
+    // `InputFile::metadata`).
+    let metadata = file.metadata.metadata();
     let chunk_err = |source: PageError| ConnectorError::ColumnChunk {
         path: shown(),
         column: column.to_string(),
         row_group: rg,
         source,
     };
-    let schema = reader.metadata().file_metadata().schema_descr();
+    let schema = metadata.file_metadata().schema_descr();
     let Some(leaf) = (0..schema.num_columns()).find(|&i| {
         let c = schema.column(i);
         c.path().parts().len() == 1 && c.path().parts()[0] == column
@@ -109,10 +110,17 @@ pub fn count_row_group(
     {
         return Ok(None);
     }
-    let row_group = reader
-        .get_row_group(rg)
-        .map_err(|e| chunk_err(PageError::Parquet(e)))?;
-    let chunk = row_group.metadata().column(leaf);
+    let Some(rg_meta) = metadata.row_groups().get(rg) else {
+        return Ok(None);
+    };
+    let row_group = SerializedRowGroupReader::new(
+        Arc::new(opened),
+        rg_meta,
+        metadata.page_index_for_row_group(rg),
+        Arc::new(ReaderProperties::builder().build()),
+    )
+    .map_err(|e| chunk_err(PageError::Parquet(e)))?;
+    let chunk = rg_meta.column(leaf);
     // Skip reading a chunk whose metadata already says that it has no dictionary or that
     // a data page is not dictionary-encoded (the writer fell back to PLAIN). Without the
     // page encoding statistics the pages themselves decide.
@@ -123,7 +131,7 @@ pub fn count_row_group(
     if !all_dictionary {
         return Ok(None);
     }
-    let expected_rows = row_group.metadata().num_rows().max(0) as u64;
+    let expected_rows = rg_meta.num_rows().max(0) as u64;
     let pages = row_group
         .get_column_page_reader(leaf)
         .map_err(|e| chunk_err(PageError::Parquet(e)))?;

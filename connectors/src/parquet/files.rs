@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use arrow::datatypes::{DataType, Schema};
 use ldpstream_engine::fold::report_schema;
 use ldpstream_engine::stream::{is_event_time, ReportLayout};
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+};
 use parquet::file::metadata::ParquetMetaData;
 
 use crate::error::ConnectorError;
@@ -21,6 +23,10 @@ pub struct InputFile {
     /// Whether the file has the event-time column; without it its reports belong to the
     /// global and cumulative windows only.
     pub has_ts: bool,
+    /// The footer, parsed once by [`inspect`]. Every row-group task reuses it: parsing
+    /// the footer per row group costs time linear in the number of row groups, so a file
+    /// of many small row groups took time quadratic in their number.
+    pub metadata: ArrowReaderMetadata,
 }
 
 /// Expands paths and glob patterns into a sorted, de-duplicated file list. A pattern that
@@ -75,6 +81,20 @@ pub fn open(path: &Path) -> Result<ParquetRecordBatchReaderBuilder<File>, Connec
         path: shown,
         source,
     })
+}
+
+/// A reader builder over `file` that reuses the footer parsed by [`inspect`].
+pub fn open_inspected(
+    file: &InputFile,
+) -> Result<ParquetRecordBatchReaderBuilder<File>, ConnectorError> {
+    let opened = File::open(&file.path).map_err(|source| ConnectorError::Io {
+        path: file.path.display().to_string(),
+        source,
+    })?;
+    Ok(ParquetRecordBatchReaderBuilder::new_with_metadata(
+        opened,
+        file.metadata.clone(),
+    ))
 }
 
 fn is_string(t: &DataType) -> bool {
@@ -153,10 +173,19 @@ pub fn inspect(paths: &[PathBuf], layout: &ReportLayout) -> Result<Vec<InputFile
                 .iter()
                 .map(|rg| rg.num_rows().max(0) as u64)
                 .collect();
+            let metadata = ArrowReaderMetadata::try_new(
+                builder.metadata().clone(),
+                ArrowReaderOptions::default(),
+            )
+            .map_err(|source| ConnectorError::Parquet {
+                path: path.display().to_string(),
+                source,
+            })?;
             Ok(InputFile {
                 path: path.clone(),
                 row_group_rows,
                 has_ts,
+                metadata,
             })
         })
         .collect()

@@ -7,7 +7,7 @@ use ldpstream_engine::window::pane_start;
 use parquet::arrow::ProjectionMask;
 use rayon::prelude::*;
 
-use super::files::{open, InputFile};
+use super::files::{open_inspected, InputFile};
 use crate::error::ConnectorError;
 
 /// Rows per decoded batch: large enough to amortise per-batch work, small enough that a
@@ -74,7 +74,7 @@ pub fn fold_row_group_arrow(
         path: shown(),
         source,
     };
-    let builder = open(path)?;
+    let builder = open_inspected(file)?;
     let arrow_schema = builder.schema().clone();
     let ts = file.has_ts.then_some(layout.ts.as_str());
     let roots = layout

@@ -121,8 +121,12 @@ pub fn fold_batch(
                 s,
             );
         }
-        (Mechanism::Noise(_), Sketch::Sums(s)) => {
-            fold_sums(downcast::<FixedSizeListArray>(report, "FixedSizeList")?, s);
+        (Mechanism::Noise(m), Sketch::Sums(s)) => {
+            fold_sums(
+                downcast::<FixedSizeListArray>(report, "FixedSizeList")?,
+                m.max_abs(),
+                s,
+            );
         }
         (Mechanism::Hadamard(_) | Mechanism::Cohort(_), Sketch::Signed(s)) => {
             let reason = if matches!(mechanism, Mechanism::Hadamard(_)) {
@@ -178,6 +182,7 @@ mod tests {
                 4 => proptest::array::uniform3(-5.0f64..5.0),
                 1 => Just([f64::NAN, 0.0, 1.0]),
                 1 => Just([1e12, 0.0, 1.0]),
+                1 => Just([60.0, 0.0, 1.0]),
             ],
             proptest::bool::weighted(0.05),
         )
@@ -203,6 +208,7 @@ mod tests {
             MechanismConfig::Gauss {
                 rho: 1.0,
                 domain: 3,
+                max_abs: None,
             },
             MechanismConfig::Hadamard {
                 epsilon: 1.0,
@@ -335,6 +341,39 @@ mod tests {
         let mut s = ms[4].new_sketch();
         fold_batch(&ms[4], &mut s, &signs, Some(&cohorts)).unwrap();
         assert_eq!(s.rejected().get(RejectReason::CohortOutOfRange), 1);
+        // Gauss, ρ = 1: the default max_abs is 1 + 40 = 41. A finite coordinate beyond it
+        // rejects the report whole; unrepresentable anywhere in the row wins.
+        let field = Arc::new(Field::new("item", DataType::Float64, false));
+        let flat = vec![
+            1000.0,
+            0.0,
+            0.0, // above_max_abs
+            -41.5,
+            1.0,
+            0.0, // above_max_abs
+            41.0,
+            0.0,
+            0.0, // folded: at the bound
+            1000.0,
+            f64::NAN,
+            0.0, // non_finite
+            1e12,
+            0.0,
+            0.0, // non_finite (beyond ±2³¹)
+        ];
+        let list = FixedSizeListArray::new(field, 3, Arc::new(Float64Array::from(flat)), None);
+        let mut s = ms[2].new_sketch();
+        fold_batch(&ms[2], &mut s, &list, None).unwrap();
+        assert_eq!(s.n(), 1);
+        assert_eq!(s.rejected().get(RejectReason::AboveMaxAbs), 2);
+        assert_eq!(s.rejected().get(RejectReason::NonFinite), 2);
+        let Mechanism::Noise(noise) = &ms[2] else {
+            unreachable!()
+        };
+        let lenient = noise.with_max_abs(Some(2000.0)).unwrap();
+        assert_eq!(lenient.max_abs(), 2000.0);
+        assert!(noise.with_max_abs(Some(0.0)).is_err());
+        assert!(noise.with_max_abs(Some(f64::INFINITY)).is_err());
         // Wrong array type is an error, not a silent zero.
         let mut s = ms[0].new_sketch();
         assert!(fold_batch(&ms[0], &mut s, &Int8Array::from(vec![1]), None).is_err());

@@ -101,13 +101,21 @@ impl Mechanism {
             MechanismConfig::Bitflip { epsilon, domain } => {
                 Mechanism::BitFlip(BitFlip::new(*epsilon, *domain)?)
             }
-            MechanismConfig::Gauss { rho, domain } => {
-                Mechanism::Noise(Noise::new(NoiseKind::Gauss { rho: *rho }, *domain)?)
-            }
-            MechanismConfig::Laplace { epsilon, domain } => Mechanism::Noise(Noise::new(
-                NoiseKind::Laplace { epsilon: *epsilon },
-                *domain,
-            )?),
+            MechanismConfig::Gauss {
+                rho,
+                domain,
+                max_abs,
+            } => Mechanism::Noise(
+                Noise::new(NoiseKind::Gauss { rho: *rho }, *domain)?.with_max_abs(*max_abs)?,
+            ),
+            MechanismConfig::Laplace {
+                epsilon,
+                domain,
+                max_abs,
+            } => Mechanism::Noise(
+                Noise::new(NoiseKind::Laplace { epsilon: *epsilon }, *domain)?
+                    .with_max_abs(*max_abs)?,
+            ),
             MechanismConfig::Hadamard { epsilon, domain } => {
                 Mechanism::Hadamard(Hadamard::new(*epsilon, *domain)?)
             }

@@ -19,7 +19,17 @@ pub enum NoiseKind {
 pub struct Noise {
     kind: NoiseKind,
     domain: u32,
+    /// Largest |coordinate| a report may have; a report beyond it is rejected whole, so
+    /// that one client cannot move a coordinate sum by more than this.
+    max_abs: f64,
 }
+
+/// Standard deviations of Gaussian noise in the default `max_abs`: an honest coordinate
+/// lies beyond 1 + 40σ with probability about 1e-349.
+pub const GAUSS_DEFAULT_SIGMAS: f64 = 40.0;
+/// Laplace scales in the default `max_abs`: an honest coordinate lies beyond 1 + 60·b
+/// with probability e^-60 ≈ 1e-26.
+pub const LAPLACE_DEFAULT_SCALES: f64 = 60.0;
 
 impl Noise {
     pub fn new(kind: NoiseKind, domain: u32) -> Result<Self, EngineError> {
@@ -41,7 +51,31 @@ impl Noise {
             }
         }
         super::check_domain(domain)?;
-        Ok(Noise { kind, domain })
+        let max_abs = 1.0
+            + match kind {
+                NoiseKind::Gauss { rho } => GAUSS_DEFAULT_SIGMAS / rho.sqrt(),
+                NoiseKind::Laplace { epsilon } => LAPLACE_DEFAULT_SCALES * 2.0 / epsilon,
+            };
+        Ok(Noise {
+            kind,
+            domain,
+            max_abs,
+        })
+    }
+
+    /// Replaces the default bound on |coordinate| (see [`Noise::max_abs`]) when `max_abs`
+    /// is given.
+    pub fn with_max_abs(self, max_abs: Option<f64>) -> Result<Self, EngineError> {
+        match max_abs {
+            None => Ok(self),
+            Some(v) if v.is_finite() && v > 0.0 => Ok(Noise { max_abs: v, ..self }),
+            Some(v) => Err(EngineError::invalid("max_abs", v, "a finite number > 0")),
+        }
+    }
+
+    /// The largest |coordinate| a folded report may have.
+    pub fn max_abs(&self) -> f64 {
+        self.max_abs
     }
 
     pub fn kind(&self) -> NoiseKind {

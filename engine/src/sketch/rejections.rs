@@ -21,10 +21,12 @@ pub enum RejectReason {
     NonFinite,
     /// A cohort index ≥ the number of cohorts.
     CohortOutOfRange,
+    /// A finite noise coordinate beyond the mechanism's `max_abs`.
+    AboveMaxAbs,
 }
 
 impl RejectReason {
-    pub const ALL: [RejectReason; 8] = [
+    pub const ALL: [RejectReason; 9] = [
         RejectReason::OutOfDomain,
         RejectReason::Null,
         RejectReason::BadSize,
@@ -33,6 +35,7 @@ impl RejectReason {
         RejectReason::NotPlusMinusOne,
         RejectReason::NonFinite,
         RejectReason::CohortOutOfRange,
+        RejectReason::AboveMaxAbs,
     ];
     pub const COUNT: usize = Self::ALL.len();
 
@@ -47,6 +50,7 @@ impl RejectReason {
             RejectReason::NotPlusMinusOne => "not_plus_minus_one",
             RejectReason::NonFinite => "non_finite",
             RejectReason::CohortOutOfRange => "cohort_out_of_range",
+            RejectReason::AboveMaxAbs => "above_max_abs",
         }
     }
 }
