@@ -288,12 +288,26 @@ fn independence(
         }
         _ => return Err(mechanism.sketch_mismatch(sketch)),
     };
-    let mut outcome = Outcome::chi2(result.decision, test.alpha);
+    // A statistic that is not a number (LocalBitFlipIND's fit at ε near 700) is an
+    // inconclusive record with the reason, never a silent non-rejection.
+    let mut outcome = Outcome::chi2(result.decision, test.alpha).without_nan_p_value();
     if let Some(fit) = &result.fit {
         outcome.fit_iterations = Some(fit.iterations);
         outcome.fit_converged = Some(fit.converged);
     }
-    if result.min_expected <= MIN_EXPECTED_CELL {
+    let information = match method {
+        TestMethod::LocalBitFlipIND | TestMethod::LocalNoiseIND => {
+            crate::stats::marginal_information(mechanism, n)
+        }
+        _ => None,
+    };
+    if let Some(info) = information.filter(|&i| i < 1.0) {
+        outcome.reject = false;
+        outcome.inconclusive_reason = Some(format!(
+            "the reports carry {info:.3e} reports' worth of signal about the marginals (n·α² \
+             for bitflip, n/σ² for gauss; at least 1 is needed): the χ² law does not hold yet"
+        ));
+    } else if result.min_expected <= MIN_EXPECTED_CELL {
         outcome.reject = false;
         outcome.inconclusive_reason = Some(format!(
             "smallest expected cell count n·π1_i·π2_j is {:.3} (at most {MIN_EXPECTED_CELL}): too few reports to decide",

@@ -23,8 +23,8 @@ pub use gof::{
     MIN_EXPECTED_PER_CATEGORY,
 };
 pub use independence::{
-    local_bitflip_ind, local_exp_ind, local_exp_ind_plug_in, local_noise_ind, marginal_product,
-    IndependenceOutcome, MarginalProduct,
+    local_bitflip_ind, local_exp_ind, local_exp_ind_plug_in, local_noise_ind, marginal_information,
+    marginal_product, IndependenceOutcome, MarginalProduct,
 };
 pub use local_exp_gof::local_exp_gof;
 pub use monte_carlo::{monte_carlo_p_value, sample_multinomial, sample_null_sketch};
