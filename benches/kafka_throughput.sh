@@ -44,7 +44,7 @@ null = "uniform"
 window = { kind = "tumbling", size = "1m" }
 TOML
   start=$(date +%s.%N)
-  RUST_LOG=ldpstream_connectors::serve::kafka=info NO_COLOR=1 \
+  RUST_LOG=ldpstream_connectors::kafka::source=info NO_COLOR=1 \
     target/release/ldpstream serve --config "$dir/bench.toml" 2>"$dir/err.log" >/dev/null
   end=$(date +%s.%N)
   rate=$(sed -E 's/\x1b\[[0-9;]*m//g' "$dir/err.log" | grep "Kafka input ended" | sed -E 's/.* rate=([0-9.]+).*/\1/')
