@@ -139,6 +139,14 @@ pub struct StreamConfig {
     pub max_groups: usize,
 }
 
+impl StreamConfig {
+    /// Whether any test is a curator-model (differentially private) one: such a stream
+    /// needs a budget, and no exact count of its raw reports may be released.
+    pub fn has_private_tests(&self) -> bool {
+        self.tests.iter().any(|t| t.spec.curator().is_some())
+    }
+}
+
 fn default_max_groups() -> usize {
     10_000
 }

@@ -105,7 +105,7 @@ impl Config {
                 }
             }
             let d = stream.mechanism.domain() as usize;
-            let curator = stream.tests.iter().any(|t| t.spec.curator().is_some());
+            let curator = stream.has_private_tests();
             match stream.budget_epsilon {
                 Some(b) if !(b.is_finite() && b > 0.0) => {
                     return Err(ConfigError::invalid(

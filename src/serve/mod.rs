@@ -525,7 +525,7 @@ fn fold_one(rt: &StreamRuntime, metrics: &Metrics, source: SourceBatch) -> Resul
     }
     // A curator-model stream's raw counts are not differentially private: its report,
     // late and rejected counters are not exported at all (README, metrics).
-    if rt.config.tests.iter().any(|t| t.spec.curator().is_some()) {
+    if rt.config.has_private_tests() {
         return Ok(());
     }
     let name = rt.config.name.as_str();

@@ -8,7 +8,7 @@
 //! `batch` keeps every pane of its input until the end, so there the pane count grows with
 //! the input's time span (`ldpstream check` says so).
 
-use ldpstream_config::{Calibration, StreamConfig, TestMethod, WindowConfig};
+use ldpstream_config::{Calibration, MechanismConfig, StreamConfig, TestMethod, WindowConfig};
 
 use super::due::{longest_window, stream_pane_width};
 use super::layout::ReportLayout;
@@ -91,7 +91,7 @@ impl StateEstimate {
                 t.calibration == Calibration::MonteCarlo
                     || t.method == Some(TestMethod::SheffetQ)
                     || t.spec.curator().is_some()
-                    || matches!(mechanism, Mechanism::Noise(_))
+                    || matches!(&stream.mechanism, MechanismConfig::Laplace { .. })
             })
             .map(|t| u64::from(t.mc_samples))
             .max()
