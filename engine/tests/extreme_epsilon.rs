@@ -226,3 +226,51 @@ fn independence_and_two_sample_at_extreme_epsilon() {
         check_size(&format!("BitFlipTwoSample at ε = {eps}"), bitflip);
     }
 }
+
+/// A null that is a point mass: from ε ≈ 37 on, `2η` rounds to 1 and Sheffet's variance
+/// `1 − 4η²p0²` was an exact 0 (T = NaN or ∞ for Hadamard, a singular covariance and an
+/// error for cohorts). Now finite at every ε with a p-value that keeps its level.
+#[test]
+fn sheffet_chi2_with_a_point_mass_null() {
+    const POINT: [f64; 4] = [1.0, 0.0, 0.0, 0.0];
+    let mut rng = StdRng::seed_from_u64(24);
+    for eps in [MIN_EPSILON, 1e-3, 1.0, 30.0, 37.0, 40.0, 60.0, MAX_EPSILON] {
+        let configs = [
+            MechanismConfig::Hadamard {
+                epsilon: eps,
+                domain: 4,
+            },
+            MechanismConfig::Cohort {
+                epsilon: eps,
+                domain: 4,
+                cohorts: 8,
+                seed: 11,
+            },
+        ];
+        for config in configs {
+            let m = Mechanism::from_config(&config).unwrap();
+            let what = format!("SheffetChi2 ({}) at ε = {eps}, point-mass null", m.kind());
+            let mut rejections = 0;
+            for run in 0..RUNS {
+                let sketch = simulate_sketch(&m, &POINT, N, &mut rng).unwrap();
+                let r = run_gof(
+                    &m,
+                    &sketch,
+                    &GofParams {
+                        method: TestMethod::SheffetChi2,
+                        p0: &POINT,
+                        alpha: 0.05,
+                        calibration: Calibration::Asymptotic,
+                        mc_samples: 99,
+                        seed: u64::from(run),
+                        distance: None,
+                    },
+                )
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+                check_p(&what, r.statistic, r.p_value);
+                rejections += u32::from(r.reject);
+            }
+            check_size(&what, rejections);
+        }
+    }
+}

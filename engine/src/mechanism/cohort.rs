@@ -94,6 +94,12 @@ impl Cohort {
         super::sign_eta(self.epsilon)
     }
 
+    /// `1 − 2η`, the sign's lie probability times two, without the cancellation that
+    /// makes `1 − 2η` exactly 0 in f64 from ε ≈ 37.
+    pub fn one_minus_two_eta(&self) -> f64 {
+        2.0 * super::sign_lie(self.epsilon)
+    }
+
     fn sign_of(seed: u64, cohort: u32, x: u32) -> i8 {
         let h = splitmix64(seed ^ splitmix64((u64::from(cohort) << 32) | u64::from(x)));
         if h & 1 == 0 {

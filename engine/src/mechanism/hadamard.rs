@@ -52,6 +52,12 @@ impl Hadamard {
         super::sign_eta(self.epsilon)
     }
 
+    /// `1 − 2η`, the sign's lie probability times two, without the cancellation that
+    /// makes `1 − 2η` exactly 0 in f64 from ε ≈ 37.
+    pub fn one_minus_two_eta(&self) -> f64 {
+        2.0 * super::sign_lie(self.epsilon)
+    }
+
     /// Privatizes `x` with the thread's CSPRNG: (row, ±1).
     pub fn randomize(&self, x: u32) -> Result<(u32, i8), EngineError> {
         self.randomize_with(x, &mut rand::rng())

@@ -1,6 +1,7 @@
 //! The minimisation inside the bit-flip and noise independence statistics:
 //! `min_{θ1 ∈ Δ_r, θ2 ∈ Δ_c} uᵀ Π S⁻¹ Π u` with `u = h − a·vec(θ1θ2ᵀ) − c0` and
-//! `S = Diag(s) − k·qqᵀ` (diagonal minus rank one, so each evaluation is O(rc)).
+//! `S = k·Diag(q) + c·I − k·qqᵀ` with q a distribution (diagonal minus rank one, so each
+//! evaluation is O(rc)).
 //! Solved by projected gradient descent with Armijo backtracking.
 
 use super::rank_one::center;
@@ -21,10 +22,10 @@ pub struct BilinearProblem {
     pub scale: f64,
     /// c0: the mean's constant part.
     pub offset: f64,
-    /// S = Diag(diag) − rank_coef·rank_vec·rank_vecᵀ.
-    pub diag: Vec<f64>,
+    /// S = rank_coef·(Diag(rank_vec) − rank_vec·rank_vecᵀ) + ridge·I; rank_vec sums to 1.
     pub rank_coef: f64,
     pub rank_vec: Vec<f64>,
+    pub ridge: f64,
 }
 
 /// A minimiser and how it was reached.
@@ -48,19 +49,28 @@ impl BilinearProblem {
         u
     }
 
-    /// `S⁻¹ v` by Sherman–Morrison.
+    /// `S⁻¹ v` for v ⟂ 1, by Sherman–Morrison in a form that stays exact as the ridge c
+    /// vanishes (bit flip at large ε: c = b rounds below k·q). With `D = k·Diag(q) + cI`,
+    /// `s = 1/diag(D)`, `Σq = 1` and `Σv = 0`: `S⁻¹v = D⁻¹v + f·D⁻¹q` with
+    /// `f = k·qᵀD⁻¹v / (1 − k·qᵀD⁻¹q)`. The textbook denominator cancels to
+    /// `c·Σ q_j s_j`, and for c ≤ k the numerator to `−c·Σ s_j v_j` (both exact
+    /// identities under the two sums); computed as written they are 0/0 in f64 once
+    /// c ≲ 1e-16·k, and the statistic came out NaN at ε = 700.
     fn solve(&self, v: &[f64]) -> Vec<f64> {
-        let mut qdv = 0.0;
-        let mut qdq = 0.0;
-        for ((&d, &q), &x) in self.diag.iter().zip(&self.rank_vec).zip(v) {
-            qdv += q * x / d;
-            qdq += q * q / d;
+        let (k, c) = (self.rank_coef, self.ridge);
+        let (mut qs, mut qsv, mut sv) = (0.0, 0.0, 0.0);
+        let s: Vec<f64> = self.rank_vec.iter().map(|&q| 1.0 / (k * q + c)).collect();
+        for ((&sj, &q), &x) in s.iter().zip(&self.rank_vec).zip(v) {
+            qs += q * sj;
+            qsv += q * sj * x;
+            sv += sj * x;
         }
-        let factor = self.rank_coef * qdv / (1.0 - self.rank_coef * qdq);
+        let numerator = if c <= k { -c * sv } else { k * qsv };
+        let factor = numerator / (c * qs);
         v.iter()
-            .zip(&self.diag)
+            .zip(&s)
             .zip(&self.rank_vec)
-            .map(|((&x, &d), &q)| (x + factor * q) / d)
+            .map(|((&x, &sj), &q)| (x + factor * q) * sj)
             .collect()
     }
 
@@ -208,6 +218,60 @@ mod tests {
     use super::*;
     use rand::{Rng, SeedableRng};
 
+    /// `uᵀS⁻¹u` for u ⟂ 1 against a dense nalgebra inverse at ordinary ridges, and against
+    /// its exact limit `Σ u_j²/(k q_j)` as the ridge vanishes (the multinomial covariance's
+    /// inverse on the sum-zero subspace), where the textbook Sherman–Morrison form was 0/0.
+    #[test]
+    fn solve_is_exact_from_large_to_vanishing_ridge() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(45);
+        for case in 0..200 {
+            let d = rng.random_range(2..21usize);
+            let raw: Vec<f64> = (0..d).map(|_| rng.random::<f64>() + 0.01).collect();
+            let total: f64 = raw.iter().sum();
+            let q: Vec<f64> = raw.iter().map(|x| x / total).collect();
+            let u = center(
+                &(0..d)
+                    .map(|_| rng.random::<f64>() - 0.5)
+                    .collect::<Vec<_>>(),
+            );
+            let k = rng.random_range(1e-6..1.0);
+            let problem = |ridge: f64| BilinearProblem {
+                rows: 1,
+                cols: d,
+                target: vec![0.0; d],
+                scale: 1.0,
+                offset: 0.0,
+                rank_coef: k,
+                rank_vec: q.clone(),
+                ridge,
+            };
+            let form = |ridge: f64| -> f64 {
+                let x = problem(ridge).solve(&u);
+                u.iter().zip(&x).map(|(a, b)| a * b).sum()
+            };
+            for ridge in [10.0, 0.2, 1e-3] {
+                let qv = nalgebra::DVector::from_column_slice(&q);
+                let s = nalgebra::DMatrix::from_diagonal(&qv.map(|x| k * x + ridge))
+                    - &qv * qv.transpose() * k;
+                let uv = nalgebra::DVector::from_column_slice(&u);
+                let dense = uv.dot(&(s.try_inverse().unwrap() * &uv));
+                let got = form(ridge);
+                assert!(
+                    (got - dense).abs() <= 1e-9 * dense.abs(),
+                    "case {case}, ridge {ridge}: {got} vs dense {dense}"
+                );
+            }
+            let limit: f64 = u.iter().zip(&q).map(|(a, p)| a * a / (k * p)).sum();
+            for ridge in [1e-100, 1e-152, 1e-300] {
+                let got = form(ridge);
+                assert!(
+                    (got - limit).abs() <= 1e-10 * limit,
+                    "case {case}, ridge {ridge}: {got} vs limit {limit}"
+                );
+            }
+        }
+    }
+
     /// Random bit-flip-like problems (2×2 to 4×5, targets near and far from a product):
     /// the value returned must be the objective at the θ returned, bit for bit. A stalled
     /// step that raised the value used to move θ yet keep the old, smaller value.
@@ -233,9 +297,9 @@ mod tests {
                 target,
                 scale,
                 offset,
-                diag: p.iter().map(|&x| scale * scale * x + b).collect(),
                 rank_coef: scale * scale,
                 rank_vec: p,
+                ridge: b,
             };
             let start1 = vec![1.0 / rows as f64; rows];
             let start2 = vec![1.0 / cols as f64; cols];

@@ -120,20 +120,20 @@ pub fn gof_statistic(
             Decision::chi2(t, df, chi2_sf(df, t))
         }
         (TestMethod::SheffetChi2, Mechanism::Hadamard(m), Sketch::Signed(s)) => {
-            let t = sheffet_chi2_statistic(&m.theta(&s.signed(), s.n()), s.n(), m.eta(), p0);
+            let theta = m.theta(&s.signed(), s.n());
+            let t = sheffet_chi2_statistic(&theta, s.n(), m.eta(), m.one_minus_two_eta(), p0);
             Decision::chi2(t, d, chi2_sf(d, t))
         }
         (TestMethod::SheffetChi2, Mechanism::Cohort(m), Sketch::Signed(s)) => {
             let theta = m.theta(&s.signed(), s.n());
-            let t =
-                cohort_chi2_statistic(&theta, s.n(), m.eta(), m.gram(), p0).ok_or_else(|| {
-                    EngineError::InvalidParameter {
+            let (t, df) =
+                cohort_chi2_statistic(&theta, s.n(), m.eta(), m.one_minus_two_eta(), m.gram(), p0)
+                    .ok_or_else(|| EngineError::InvalidParameter {
                         name: "null",
                         value: "p0".into(),
-                        allowed: "a null whose cohort covariance is positive definite",
-                    }
-                })?;
-            Decision::chi2(t, d, chi2_sf(d, t))
+                        allowed: "a null whose cohort covariance is not zero",
+                    })?;
+            Decision::chi2(t, df, chi2_sf(df, t))
         }
         (
             TestMethod::SheffetTV,

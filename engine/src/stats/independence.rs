@@ -344,9 +344,9 @@ pub fn local_bitflip_ind(
         target,
         scale: alpha,
         offset: flip,
-        diag: p.iter().map(|&x| a2 * x + m.b()).collect(),
         rank_coef: a2,
         rank_vec: p,
+        ridge: m.b(),
     };
     fitted(problem, &p1, &p2, nf)
 }
@@ -377,9 +377,9 @@ pub fn local_noise_ind(
         target: sums.iter().map(|s| s / nf).collect(),
         scale: 1.0,
         offset: 0.0,
-        diag: p.iter().map(|&x| x + m.variance()).collect(),
         rank_coef: 1.0,
         rank_vec: p,
+        ridge: m.variance(),
     };
     fitted(problem, &p1, &p2, nf)
 }
