@@ -7,84 +7,14 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
-use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use serde_json::Value;
 
 mod common;
+use common::kafka::{brokers, create_topic, produce, unique};
 use common::{bin, eventually, write_timed_reports, Serve};
 
 const T0: i64 = 1_767_225_600_000;
-
-fn brokers() -> Option<String> {
-    match std::env::var("LDPSTREAM_KAFKA_BROKERS") {
-        Ok(b) if !b.is_empty() => Some(b),
-        _ => {
-            eprintln!(
-                "\n!!!!!!!! LDPSTREAM_KAFKA_BROKERS is not set: SKIPPING the Kafka integration \
-                 tests. Run ./scripts/test.sh (it starts a local broker), or \
-                 deploy/kafka/start-local.sh and export the address it prints. !!!!!!!!\n"
-            );
-            None
-        }
-    }
-}
-
-fn create_topic(brokers: &str, name: &str) {
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .create()
-        .unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let results = rt
-        .block_on(admin.create_topics(
-            &[NewTopic::new(name, 4, TopicReplication::Fixed(1))],
-            &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))),
-        ))
-        .unwrap();
-    for r in results {
-        r.unwrap_or_else(|(t, e)| panic!("creating topic {t}: {e}"));
-    }
-}
-
-fn produce(brokers: &str, topic: &str, messages: &[(i32, Vec<u8>)]) {
-    let producer: BaseProducer = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .set("linger.ms", "5")
-        .set("batch.num.messages", "100000")
-        .set("queue.buffering.max.messages", "1000000")
-        .create()
-        .unwrap();
-    for (partition, payload) in messages {
-        loop {
-            let record = BaseRecord::<(), [u8]>::to(topic)
-                .partition(*partition)
-                .payload(payload.as_slice());
-            match producer.send(record) {
-                Ok(()) => break,
-                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
-                    producer.poll(Duration::from_millis(10));
-                }
-                Err((e, _)) => panic!("produce: {e}"),
-            }
-        }
-    }
-    producer.flush(Duration::from_secs(120)).unwrap();
-}
-
-fn unique(prefix: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("{prefix}-{}-{nanos}", std::process::id())
-}
 
 fn last_finals(records: &[Value]) -> std::collections::BTreeMap<String, Value> {
     records

@@ -15,7 +15,7 @@ mod window;
 pub use duration::DurationMs;
 pub use error::ConfigError;
 pub use model::{
-    ColumnsConfig, Config, KafkaConfig, MechanismConfig, MessageFormat, ServeConfig,
+    ColumnsConfig, Config, EventTime, KafkaConfig, MechanismConfig, MessageFormat, ServeConfig,
     SimulatorConfig, SinkConfig, SourceConfig, StreamConfig,
 };
 pub use null::NullSpec;

@@ -209,6 +209,27 @@ pub struct KafkaConfig {
     /// reason and the source topic/partition/offset), besides being counted.
     #[serde(default)]
     pub dead_letter_topic: Option<String>,
+    /// Where a report's event time comes from (see [`EventTime`]).
+    #[serde(default)]
+    pub event_time: EventTime,
+}
+
+/// Where a Kafka report's event time comes from. Flink and Arroyo take the record's
+/// Kafka timestamp by default; ldpstream prefers the producer's own `ts` field when the
+/// payload has one, since it is the device's time rather than the producer client's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventTime {
+    /// The payload's `ts` when present, else the Kafka record timestamp (CreateTime or
+    /// LogAppendTime, whichever the topic keeps).
+    #[default]
+    Auto,
+    /// The payload's `ts` only; a message without one has no event time.
+    Payload,
+    /// The Kafka record timestamp only; a payload `ts` is ignored.
+    Kafka,
+    /// No event time: every report belongs to the global and cumulative windows only.
+    None,
 }
 
 /// How Kafka messages encode reports.

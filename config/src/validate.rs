@@ -56,7 +56,28 @@ impl Config {
                     ))
                 }
                 SourceConfig::Parquet { .. } => {}
-                SourceConfig::Kafka(k) => validate_kafka(&format!("{at}.source"), k)?,
+                SourceConfig::Kafka(k) => {
+                    validate_kafka(&format!("{at}.source"), k)?;
+                    if k.event_time == crate::EventTime::None {
+                        if let Some(test) = stream.tests.iter().find(|t| {
+                            matches!(
+                                t.window,
+                                WindowConfig::Tumbling { .. } | WindowConfig::Sliding { .. }
+                            )
+                        }) {
+                            return Err(ConfigError::invalid(
+                                format!("{at}.source.event_time"),
+                                "\"none\"",
+                                format!(
+                                    "\"auto\", \"payload\" or \"kafka\": test {:?} has a \
+                                     time-bounded window, which needs event time (without it \
+                                     use a global or cumulative window)",
+                                    test.name
+                                ),
+                            ));
+                        }
+                    }
+                }
                 SourceConfig::Simulator(sim) => validate_simulator(
                     &format!("{at}.source"),
                     sim,
@@ -1050,6 +1071,29 @@ window = { kind = "global" }
             e.contains("test[1].name") && e.contains("used twice"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn kafka_event_time_none_needs_unbounded_windows() {
+        let kafka = |event_time: &str, window: &str| {
+            format!(
+                "[[stream]]\nname = \"k\"\nsource = {{ kind = \"kafka\", brokers = \"b:9092\", topics = [\"t\"], group_id = \"g\", event_time = \"{event_time}\" }}\nmechanism = {{ kind = \"grr\", epsilon = 1.0, domain = 4 }}\n[[stream.test]]\nname = \"w\"\nkind = \"gof\"\nnull = \"uniform\"\nwindow = {window}\n"
+            )
+        };
+        let e = err(&kafka("none", "{ kind = \"tumbling\", size = \"1m\" }"));
+        assert!(
+            e.contains("source.event_time")
+                && e.contains("\"w\"")
+                && e.contains("global or cumulative"),
+            "{e}"
+        );
+        for ok in ["auto", "payload", "kafka"] {
+            Config::from_toml_str(&kafka(ok, "{ kind = \"tumbling\", size = \"1m\" }"), "t")
+                .unwrap();
+        }
+        Config::from_toml_str(&kafka("none", "{ kind = \"cumulative\" }"), "t").unwrap();
+        let e = err(&kafka("wall", "{ kind = \"global\" }"));
+        assert!(e.contains("wall"), "{e}");
     }
 
     #[test]

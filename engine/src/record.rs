@@ -88,8 +88,9 @@ pub struct TestRecord {
     /// windows; every `batch` result is final.
     #[serde(rename = "final", default)]
     pub is_final: bool,
-    /// Reports of the stream not folded because they arrived after their pane had closed
-    /// (or had no event time), up to this result. Per stream, not per group.
+    /// Reports of the stream not folded because they arrived after their pane had closed,
+    /// up to this result. Per stream, not per group. (A report without event time is not
+    /// late: the global and cumulative windows count it.)
     #[serde(default)]
     pub late_reports: u64,
     /// Sequential tests: the e-value of the test's e-process at this snapshot (capped at

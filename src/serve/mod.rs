@@ -6,7 +6,7 @@
 //! copies the due windows under the same short lock and evaluates the tests on the copies,
 //! so a snapshot never waits for a fold and a fold never waits for a test.
 
-mod checkpoint;
+pub mod checkpoint;
 mod events;
 mod group_labels;
 mod history;

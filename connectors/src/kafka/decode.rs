@@ -20,7 +20,7 @@ use arrow::array::{
 };
 use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use arrow::record_batch::RecordBatch;
-use ldpstream_config::{MessageFormat, StreamConfig};
+use ldpstream_config::{EventTime, MessageFormat, StreamConfig};
 use ldpstream_engine::mechanism::Mechanism;
 
 use super::json_message::{self, JsonFields};
@@ -54,6 +54,7 @@ pub struct MessageDecoder {
     ts: TimestampMillisecondBuilder,
     groups: Vec<StringBuilder>,
     rows: usize,
+    event_time: EventTime,
 }
 
 fn bad(what: impl Into<String>) -> String {
@@ -106,6 +107,7 @@ impl MessageDecoder {
                 .map(|_| StringBuilder::new())
                 .collect(),
             rows: 0,
+            event_time: EventTime::Auto,
         }
     }
 
@@ -114,14 +116,39 @@ impl MessageDecoder {
     }
 
     /// Appends one message. On error nothing is appended and the reason is returned.
+    /// Where event times come from (default: the payload's `ts`, else the Kafka
+    /// timestamp given to [`Self::push_with_time`]).
+    pub fn with_event_time(mut self, event_time: EventTime) -> Self {
+        self.event_time = event_time;
+        self
+    }
+
     pub fn push(&mut self, payload: &[u8]) -> Result<Decoded, String> {
+        self.push_with_time(payload, None)
+    }
+
+    /// Appends one message whose Kafka record timestamp (ms) is `kafka_ts`.
+    pub fn push_with_time(
+        &mut self,
+        payload: &[u8],
+        kafka_ts: Option<i64>,
+    ) -> Result<Decoded, String> {
         match self.format {
-            MessageFormat::Json => self.push_json(payload),
-            MessageFormat::Binary => self.push_binary(payload),
+            MessageFormat::Json => self.push_json(payload, kafka_ts),
+            MessageFormat::Binary => self.push_binary(payload, kafka_ts),
         }
     }
 
-    fn push_json(&mut self, payload: &[u8]) -> Result<Decoded, String> {
+    fn event_time(&self, payload_ts: Option<i64>, kafka_ts: Option<i64>) -> Option<i64> {
+        match self.event_time {
+            EventTime::Auto => payload_ts.or(kafka_ts),
+            EventTime::Payload => payload_ts,
+            EventTime::Kafka => kafka_ts,
+            EventTime::None => None,
+        }
+    }
+
+    fn push_json(&mut self, payload: &[u8], kafka_ts: Option<i64>) -> Result<Decoded, String> {
         let m = JsonFields::parse(payload)?;
         if m.is_end_marker() {
             return Ok(Decoded::EndMarker);
@@ -129,9 +156,13 @@ impl MessageDecoder {
         let report = m
             .raw(&self.report_name)
             .ok_or_else(|| bad(format!("JSON: no {:?} field", self.report_name)))?;
-        let ts = m
-            .integer(&self.ts_name)
-            .map_err(|_| bad("JSON: ts is not integer ms"))?;
+        let ts = match self.event_time {
+            EventTime::Auto | EventTime::Payload => m
+                .integer(&self.ts_name)
+                .map_err(|_| bad("JSON: ts is not integer ms"))?,
+            EventTime::Kafka | EventTime::None => None,
+        };
+        let ts = self.event_time(ts, kafka_ts);
         let mut groups = Vec::with_capacity(self.group_names.len());
         for g in &self.group_names {
             groups.push(
@@ -190,7 +221,7 @@ impl MessageDecoder {
         Ok(Decoded::Report)
     }
 
-    fn push_binary(&mut self, p: &[u8]) -> Result<Decoded, String> {
+    fn push_binary(&mut self, p: &[u8], kafka_ts: Option<i64>) -> Result<Decoded, String> {
         match p.first() {
             Some(0xFF) => return Ok(Decoded::EndMarker),
             Some(1) => {}
@@ -244,7 +275,8 @@ impl MessageDecoder {
                 b.append(true);
             }
         }
-        self.ts.append_option((ts != i64::MIN).then_some(ts));
+        let ts = self.event_time((ts != i64::MIN).then_some(ts), kafka_ts);
+        self.ts.append_option(ts);
         for (b, g) in self.groups.iter_mut().zip(groups) {
             b.append_value(g);
         }

@@ -208,7 +208,8 @@ pub fn run_kafka(
         .as_deref()
         .map(|t| DeadLetters::open(kafka, t))
         .transpose()?;
-    let mut decoder = MessageDecoder::new(stream, mechanism, kafka.format);
+    let mut decoder =
+        MessageDecoder::new(stream, mechanism, kafka.format).with_event_time(kafka.event_time);
     let single_topic = match kafka.topics.as_slice() {
         [only] => Some(only.as_str()),
         _ => None,
@@ -319,7 +320,10 @@ pub fn run_kafka(
         if batch_started.is_none() {
             batch_started = Some(clock.now);
         }
-        match decoder.push(message.payload().unwrap_or_default()) {
+        match decoder.push_with_time(
+            message.payload().unwrap_or_default(),
+            message.timestamp().to_millis(),
+        ) {
             Ok(Decoded::Report) => {}
             Ok(Decoded::EndMarker) if kafka.end_marker => {
                 let k = (

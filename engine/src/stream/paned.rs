@@ -19,7 +19,7 @@ pub struct PanedDelta {
     pub panes: BTreeMap<i64, Grouped>,
     /// Reports of batches without an event-time column.
     pub untimed: Grouped,
-    /// Reports whose pane had closed, or whose event time was null.
+    /// Reports whose pane had closed (a null event time goes to `untimed`).
     pub late: u64,
     pub max_ts: Option<i64>,
     /// The stream's `max_groups`, once a batch has been folded into this delta.
@@ -171,19 +171,26 @@ fn fold_timed(
             expected: "Timestamp (ms, UTC) or Int64 milliseconds".into(),
             found: ts_array.data_type().to_string(),
         })?;
-    // Per row: the index of its pane in `panes`, or u32::MAX for a late row.
+    // Per row: the index of its pane in `panes`, UNTIMED for a row without event time, or
+    // LATE for a row whose pane had closed.
+    const LATE: u32 = u32::MAX;
+    const UNTIMED: u32 = u32::MAX - 1;
     let mut panes: Vec<i64> = Vec::new();
     let mut ids = Vec::with_capacity(ms.len());
     let mut last: Option<(i64, u32)> = None;
+    let mut untimed = 0usize;
     for i in 0..ms.len() {
+        // A report without event time is in no pane, yet it is a report of the stream:
+        // the global and cumulative windows take it (as for a source with no ts column).
         if ms.is_null(i) {
-            ids.push(u32::MAX);
+            ids.push(UNTIMED);
+            untimed += 1;
             continue;
         }
         let t = ms.value(i);
         out.max_ts = Some(out.max_ts.map_or(t, |m| m.max(t)));
         let Some(pane) = pane_of(t) else {
-            ids.push(u32::MAX);
+            ids.push(LATE);
             continue;
         };
         // Rows of a live stream arrive mostly in time order: remember the last pane.
@@ -203,9 +210,9 @@ fn fold_timed(
         };
         ids.push(id);
     }
-    let late = ids.iter().filter(|&&id| id == u32::MAX).count();
+    let late = ids.iter().filter(|&&id| id == LATE).count();
     out.late += late as u64;
-    if panes.len() == 1 && late == 0 {
+    if panes.len() == 1 && late == 0 && untimed == 0 {
         return fold_record_batch(
             batch,
             layout,
@@ -213,29 +220,48 @@ fn fold_timed(
             out.panes.entry(panes[0]).or_default(),
         );
     }
-    // Counting sort of row indices by pane id; late rows are left out.
-    let mut starts = vec![0u32; panes.len() + 1];
+    if panes.is_empty() && late == 0 {
+        return fold_record_batch(batch, layout, origin, &mut out.untimed);
+    }
+    // Counting sort of row indices by bucket: the panes, then the untimed rows last; late
+    // rows are left out.
+    let bucket = |id: u32| match id {
+        LATE => None,
+        UNTIMED => Some(panes.len()),
+        id => Some(id as usize),
+    };
+    let mut starts = vec![0u32; panes.len() + 2];
     for &id in &ids {
-        if id != u32::MAX {
-            starts[id as usize + 1] += 1;
+        if let Some(b) = bucket(id) {
+            starts[b + 1] += 1;
         }
     }
     for k in 1..starts.len() {
         starts[k] += starts[k - 1];
     }
     let mut cursor = starts.clone();
-    let mut order = vec![0u32; starts[panes.len()] as usize];
+    let mut order = vec![0u32; starts[panes.len() + 1] as usize];
     for (row, &id) in ids.iter().enumerate() {
-        if id != u32::MAX {
-            order[cursor[id as usize] as usize] = row as u32;
-            cursor[id as usize] += 1;
+        if let Some(b) = bucket(id) {
+            order[cursor[b] as usize] = row as u32;
+            cursor[b] += 1;
         }
     }
     let sorted = take_record_batch(batch, &UInt32Array::from(order)).map_err(arrow_err)?;
+    let slice = |b: usize| {
+        let (from, to) = (starts[b] as usize, starts[b + 1] as usize);
+        sorted.slice(from, to - from)
+    };
     for (id, &pane) in panes.iter().enumerate() {
-        let (from, to) = (starts[id] as usize, starts[id + 1] as usize);
-        let slice = sorted.slice(from, to - from);
-        fold_record_batch(&slice, layout, origin, out.panes.entry(pane).or_default())?;
+        fold_record_batch(
+            &slice(id),
+            layout,
+            origin,
+            out.panes.entry(pane).or_default(),
+        )?;
+    }
+    if untimed > 0 {
+        fold_record_batch(&slice(panes.len()), layout, origin, &mut out.untimed)?;
     }
     Ok(())
 }
@@ -306,8 +332,12 @@ mod tests {
             &mut out,
         )
         .unwrap();
-        // rows at 10, 20, 5 are late (pane 0 closed); the null one too
-        assert_eq!(out.late, 4);
+        // rows at 10, 20, 5 are late (pane 0 closed); the null one has no event time and
+        // goes to the untimed sketches (global and cumulative windows only)
+        assert_eq!(out.late, 3);
+        let a_key = vec![Some("a".to_string())];
+        assert_eq!(out.untimed[&a_key].n(), 1);
+        assert_eq!(out.untimed.len(), 1);
         assert_eq!(out.max_ts, Some(2500));
         assert_eq!(
             out.panes.keys().copied().collect::<Vec<_>>(),

@@ -190,7 +190,7 @@ impl PaneStore {
         self.late += n;
     }
 
-    /// Reports not folded because their pane had closed (or they had no event time).
+    /// Reports not folded because their pane had closed.
     pub fn late(&self) -> u64 {
         self.late
     }

@@ -1,0 +1,12 @@
+//! The privacy-ledger file `batch` keeps: load never panics on any bytes.
+
+#![no_main]
+use ldpstream::ledger_file::LedgerBook;
+use libfuzzer_sys::fuzz_target;
+use std::io::Write;
+
+fuzz_target!(|data: &[u8]| {
+    let mut tmp = tempfile::NamedTempFile::new().expect("temp file");
+    tmp.write_all(data).expect("write temp file");
+    let _ = LedgerBook::load(tmp.path());
+});

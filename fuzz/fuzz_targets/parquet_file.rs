@@ -1,0 +1,34 @@
+//! A whole Parquet file through the path `batch` and serve's replay take: the footer and
+//! schema check (`inspect`), then the fold of every row group (Arrow path, and the
+//! dictionary-key path for `grr`/`raw`). First byte picks the stream; the rest is the file.
+
+#![no_main]
+use ldpstream_connectors::parquet::{fold_files, inspect};
+use ldpstream_engine::stream::ReportLayout;
+use libfuzzer_sys::fuzz_target;
+use std::io::Write;
+use std::sync::OnceLock;
+
+#[path = "common.rs"]
+mod common;
+
+fuzz_target!(|data: &[u8]| {
+    static LAYOUTS: OnceLock<Vec<ReportLayout>> = OnceLock::new();
+    let layouts = LAYOUTS.get_or_init(|| {
+        common::streams(r#"{ kind = "parquet", paths = ["x.parquet"] }"#)
+            .iter()
+            .map(|(stream, mechanism)| ReportLayout::of(stream, mechanism))
+            .collect()
+    });
+    let Some((&selector, file)) = data.split_first() else {
+        return;
+    };
+    let layout = &layouts[usize::from(selector) % layouts.len()];
+    let mut tmp = tempfile::NamedTempFile::new().expect("temp file");
+    tmp.write_all(file).expect("write temp file");
+    let path = tmp.path().to_path_buf();
+    let Ok(files) = inspect(&[path], layout) else {
+        return;
+    };
+    let _ = fold_files(&files, layout, 60_000, &|_| {});
+});

@@ -1,0 +1,89 @@
+//! A real Kafka-protocol broker for the integration tests: its address (set by
+//! scripts/test.sh), topics and producers.
+
+use std::time::Duration;
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+
+pub fn brokers() -> Option<String> {
+    match std::env::var("LDPSTREAM_KAFKA_BROKERS") {
+        Ok(b) if !b.is_empty() => Some(b),
+        _ => {
+            eprintln!(
+                "\n!!!!!!!! LDPSTREAM_KAFKA_BROKERS is not set: SKIPPING the Kafka integration \
+                 tests. Run ./scripts/test.sh (it starts a local broker), or \
+                 deploy/kafka/start-local.sh and export the address it prints. !!!!!!!!\n"
+            );
+            None
+        }
+    }
+}
+
+pub fn create_topic(brokers: &str, name: &str) {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .create()
+        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let results = rt
+        .block_on(admin.create_topics(
+            &[NewTopic::new(name, 4, TopicReplication::Fixed(1))],
+            &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))),
+        ))
+        .unwrap();
+    for r in results {
+        r.unwrap_or_else(|(t, e)| panic!("creating topic {t}: {e}"));
+    }
+}
+
+pub fn produce(brokers: &str, topic: &str, messages: &[(i32, Vec<u8>)]) {
+    let stamped: Vec<(i32, Option<i64>, Vec<u8>)> = messages
+        .iter()
+        .map(|(p, m)| (*p, None, m.clone()))
+        .collect();
+    produce_at(brokers, topic, &stamped);
+}
+
+/// Produces (partition, Kafka timestamp in ms or the producer's clock, payload) messages.
+pub fn produce_at(brokers: &str, topic: &str, messages: &[(i32, Option<i64>, Vec<u8>)]) {
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("linger.ms", "5")
+        .set("batch.num.messages", "100000")
+        .set("queue.buffering.max.messages", "1000000")
+        .create()
+        .unwrap();
+    for (partition, timestamp, payload) in messages {
+        loop {
+            let mut record = BaseRecord::<(), [u8]>::to(topic)
+                .partition(*partition)
+                .payload(payload.as_slice());
+            if let Some(ts) = timestamp {
+                record = record.timestamp(*ts);
+            }
+            match producer.send(record) {
+                Ok(()) => break,
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
+                    producer.poll(Duration::from_millis(10));
+                }
+                Err((e, _)) => panic!("produce: {e}"),
+            }
+        }
+    }
+    producer.flush(Duration::from_secs(120)).unwrap();
+}
+
+pub fn unique(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{prefix}-{}-{nanos}", std::process::id())
+}
