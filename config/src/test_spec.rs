@@ -9,8 +9,9 @@
 
 use serde::Deserialize;
 
+use crate::duration::DurationMs;
 use crate::null::NullSpec;
-use crate::window::WindowConfig;
+use crate::window::{WindowConfig, WindowTable};
 
 /// One hypothesis test on a stream. Parsed from the flat TOML form through
 /// this module, so `spec` always holds exactly the keys its kind needs.
@@ -27,6 +28,10 @@ pub struct TestConfig {
     pub alpha: f64,
     /// Which reports a result covers.
     pub window: WindowConfig,
+    /// The window's `looks` key: also evaluate the test at every multiple of this in event
+    /// time inside each window (provisional records, `look_end` set), in `batch` as in
+    /// `serve`, so that a monitor can be backtested on history.
+    pub looks: Option<DurationMs>,
     /// Asymptotic p-value only, or a Monte Carlo p-value beside it.
     pub calibration: Calibration,
     /// Simulated null sketches for Monte Carlo calibration (and for LocalNoiseGOF on
@@ -256,7 +261,7 @@ pub(crate) struct RawTestConfig {
     #[serde(default = "default_alpha")]
     alpha: f64,
     #[serde(default)]
-    window: WindowConfig,
+    window: WindowTable,
     #[serde(default)]
     calibration: Calibration,
     #[serde(default = "default_mc_samples")]
@@ -383,7 +388,8 @@ impl TryFrom<RawTestConfig> for TestConfig {
             spec,
             method: raw.method,
             alpha: raw.alpha,
-            window: raw.window,
+            window: raw.window.window,
+            looks: raw.window.looks,
             calibration: raw.calibration,
             mc_samples: raw.mc_samples,
             seed: raw.seed,

@@ -163,6 +163,7 @@ impl Config {
                 }
                 validate_kind_keys(&tat, test, d, &stream.columns.report)?;
                 validate_window(&format!("{tat}.window"), &test.window)?;
+                validate_looks(&format!("{tat}.window.looks"), test)?;
                 let method = match test.method {
                     Some(method) => {
                         check_method_applies(&tat, method, test.kind(), &stream.mechanism)?;
@@ -293,10 +294,15 @@ fn validate_pane_count(at: &str, stream: &crate::StreamConfig) -> Result<(), Con
         WindowConfig::Sliding { size, slide } => vec![size.millis(), slide.millis()],
         WindowConfig::Global | WindowConfig::Cumulative => Vec::new(),
     };
+    // Looks are whole panes too (a look merges the panes before it).
     let all: Vec<u64> = stream
         .tests
         .iter()
-        .flat_map(|t| lengths(&t.window))
+        .flat_map(|t| {
+            lengths(&t.window)
+                .into_iter()
+                .chain(t.looks.map(|l| l.millis()))
+        })
         .collect();
     // A length over the bound is reported by `validate_window`, naming its key.
     if all.iter().any(|&l| l > MAX_WINDOW_MS) {
@@ -317,8 +323,61 @@ fn validate_pane_count(at: &str, stream: &crate::StreamConfig) -> Result<(), Con
                 format!("{size} ms in panes of {pane} ms ({panes} panes)"),
                 format!(
                     "at most {MAX_PANES_PER_WINDOW} panes per window: panes are the gcd of the \
-                     stream's window sizes and slides, and each holds a sketch per group; use a \
-                     coarser slide or fewer distinct window lengths"
+                     stream's window sizes, slides and looks, and each holds a sketch per group; \
+                     use a coarser slide or looks, or fewer distinct window lengths"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The most looks one bounded window may take (`size / looks`): each is a full evaluation
+/// of every group.
+pub const MAX_LOOKS_PER_WINDOW: u64 = 10_000;
+
+fn validate_looks(key: &str, test: &crate::TestConfig) -> Result<(), ConfigError> {
+    let Some(looks) = test.looks else {
+        return Ok(());
+    };
+    if looks.millis() == 0 {
+        return Err(ConfigError::invalid(
+            key,
+            looks,
+            "a duration > 0, e.g. \"1m\"",
+        ));
+    }
+    if looks.millis() > MAX_WINDOW_MS {
+        return Err(ConfigError::invalid(
+            key,
+            looks,
+            "at most 3650d (ten years): event times are milliseconds in 64 bits",
+        ));
+    }
+    if test.spec.curator().is_some() {
+        return Err(ConfigError::invalid(
+            key,
+            looks,
+            "no looks on a private (uniformity/identity) test: each look would be a release \
+             that spends privacy budget; private tests release final windows only",
+        ));
+    }
+    if let WindowConfig::Tumbling { size } | WindowConfig::Sliding { size, .. } = test.window {
+        if looks.millis() > size.millis() {
+            return Err(ConfigError::invalid(
+                key,
+                looks,
+                format!("at most the window size ({size}): a window is looked at inside it"),
+            ));
+        }
+        let count = size.millis() / looks.millis();
+        if count > MAX_LOOKS_PER_WINDOW {
+            return Err(ConfigError::invalid(
+                key,
+                looks,
+                format!(
+                    "at most {MAX_LOOKS_PER_WINDOW} looks per window (size {size} gives \
+                     {count}): each look evaluates every group"
                 ),
             ));
         }
@@ -1094,6 +1153,55 @@ window = { kind = "global" }
         Config::from_toml_str(&kafka("none", "{ kind = \"cumulative\" }"), "t").unwrap();
         let e = err(&kafka("wall", "{ kind = \"global\" }"));
         assert!(e.contains("wall"), "{e}");
+    }
+
+    #[test]
+    fn looks_are_bounded_and_refused_on_private_tests() {
+        let with = |window: &str| {
+            format!(
+                "[[stream]]\nname = \"s\"\nsource = {{ kind = \"parquet\", paths = [\"x\"] }}\nmechanism = {{ kind = \"grr\", epsilon = 1.0, domain = 4 }}\n[[stream.test]]\nname = \"w\"\nkind = \"gof\"\nnull = \"uniform\"\nwindow = {window}\n"
+            )
+        };
+        let c = Config::from_toml_str(
+            &with("{ kind = \"tumbling\", size = \"1h\", looks = \"1m\" }"),
+            "t",
+        )
+        .unwrap();
+        assert_eq!(
+            c.streams[0].tests[0].looks.map(|l| l.millis()),
+            Some(60_000)
+        );
+        Config::from_toml_str(&with("{ kind = \"cumulative\", looks = \"1s\" }"), "t").unwrap();
+        let e = err(&with(
+            "{ kind = \"tumbling\", size = \"1m\", looks = \"0s\" }",
+        ));
+        assert!(e.contains("window.looks") && e.contains("> 0"), "{e}");
+        let e = err(&with(
+            "{ kind = \"tumbling\", size = \"1m\", looks = \"2m\" }",
+        ));
+        assert!(
+            e.contains("window.looks") && e.contains("window size"),
+            "{e}"
+        );
+        // Looks are panes too, so the pane bound also bounds looks per window.
+        let e = err(&with(
+            "{ kind = \"tumbling\", size = \"1d\", looks = \"1s\" }",
+        ));
+        assert!(e.contains("at most 10000 panes per window"), "{e}");
+        let e = err(&with("{ kind = \"global\", looks = \"3651d\" }"));
+        assert!(e.contains("window.looks") && e.contains("3650d"), "{e}");
+        let private = "[[stream]]\nname = \"s\"\nsource = { kind = \"parquet\", paths = [\"x\"] }\nmechanism = { kind = \"raw\", domain = 4 }\nbudget_epsilon = 1.0\n[[stream.test]]\nname = \"u\"\nkind = \"uniformity\"\nepsilon = 1.0\nwindow = { kind = \"cumulative\", looks = \"1m\" }\n";
+        let e = err(private);
+        assert!(
+            e.contains("window.looks") && e.contains("privacy budget"),
+            "{e}"
+        );
+        // Looks enter the pane width: 7 s looks under a 1 h window are 514 panes, fine;
+        // 1 ms looks would be 3.6 million.
+        let e = err(&with(
+            "{ kind = \"tumbling\", size = \"1h\", looks = \"1ms\" }",
+        ));
+        assert!(e.contains("panes"), "{e}");
     }
 
     #[test]

@@ -31,12 +31,39 @@ struct RawWindow {
     size: Option<DurationMs>,
     #[serde(default)]
     slide: Option<DurationMs>,
+    #[serde(default)]
+    looks: Option<DurationMs>,
+}
+
+/// A test's `window` table: the window, and how often in event time a monitor looks at it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(try_from = "RawWindow")]
+pub(crate) struct WindowTable {
+    pub(crate) window: WindowConfig,
+    pub(crate) looks: Option<DurationMs>,
+}
+
+impl TryFrom<RawWindow> for WindowTable {
+    type Error = String;
+
+    fn try_from(mut raw: RawWindow) -> Result<Self, String> {
+        let looks = raw.looks.take();
+        Ok(WindowTable {
+            window: WindowConfig::try_from(raw)?,
+            looks,
+        })
+    }
 }
 
 impl TryFrom<RawWindow> for WindowConfig {
     type Error = String;
 
     fn try_from(raw: RawWindow) -> Result<Self, String> {
+        if let Some(looks) = raw.looks {
+            return Err(format!(
+                "`looks` (found looks = {looks}) belongs in a test's window table"
+            ));
+        }
         let unexpected = |key: &str, value: DurationMs| {
             Err(format!(
                 "window kind {:?} takes no `{key}` key (found {key} = {value}): only tumbling \

@@ -430,6 +430,7 @@ fn record(
         anytime_p_value: outcome.e_value.map(anytime_p_value),
         asymptotic_p_value: outcome.asymptotic_p_value,
         calibration_reason: outcome.calibration_reason,
+        look_end: None,
     })
 }
 

@@ -112,6 +112,11 @@ pub struct TestRecord {
     /// fixed-n p-value is missing. Null otherwise.
     #[serde(default)]
     pub calibration_reason: Option<String>,
+    /// A look (the window key `looks`): the event time this record covers the reports
+    /// before (RFC 3339). Null for a window's final record and for `serve`'s
+    /// processing-time snapshots.
+    #[serde(default)]
+    pub look_end: Option<String>,
 }
 
 impl TestRecord {

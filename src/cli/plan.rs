@@ -160,13 +160,15 @@ pub fn run(args: PlanArgs) -> Result<()> {
         .collect::<Result<Vec<_>>>()?;
 
     print_plan(&args, &h, &rows);
-    if args.sequential {
-        print_sequential(&args, &h, &mechanisms)?;
-    }
+    let detections = if args.sequential {
+        print_sequential(&args, &h, &mechanisms)?
+    } else {
+        Vec::new()
+    };
 
     if let Some(path) = &args.plot {
-        let svg =
-            plan::power_svg(&mechanisms, &h, args.alpha, args.power, args.n).map_err(degenerate)?;
+        let svg = plan::power_svg(&mechanisms, &h, args.alpha, args.power, args.n, &detections)
+            .map_err(degenerate)?;
         std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
         eprintln!("wrote power curves to {}", path.display());
     }
@@ -175,7 +177,12 @@ pub fn run(args: PlanArgs) -> Result<()> {
 
 /// Reports to detection of each mechanism's sequential test (a seeded simulation of the
 /// limiting random walk, `plan::sequential_detection`), beside the fixed-n n.
-fn print_sequential(args: &PlanArgs, h: &Hypotheses, mechanisms: &[PlanMechanism]) -> Result<()> {
+/// Returns the detections for the plot: one per mechanism, or none when any failed.
+fn print_sequential(
+    args: &PlanArgs,
+    h: &Hypotheses,
+    mechanisms: &[PlanMechanism],
+) -> Result<Vec<plan::Detection>> {
     let power = args.power.unwrap_or(0.8);
     println!();
     println!(
@@ -186,6 +193,8 @@ fn print_sequential(args: &PlanArgs, h: &Hypotheses, mechanisms: &[PlanMechanism
         "{:<28} {:>14} {:>22} {:>22}",
         "mechanism", "fixed-n n", "median (× fixed-n)", "mean (× fixed-n)"
     );
+    let mut detections = Vec::new();
+    let mut all = true;
     for &m in mechanisms {
         match plan::sequential_detection(m, h, args.alpha, power, 1) {
             Ok(d) => {
@@ -199,11 +208,15 @@ fn print_sequential(args: &PlanArgs, h: &Hypotheses, mechanisms: &[PlanMechanism
                     format_number(d.mean),
                     ratio(d.mean)
                 );
+                detections.push(d);
             }
-            Err(e) => println!("{:<28} {e}", m.name()),
+            Err(e) => {
+                all = false;
+                println!("{:<28} {e}", m.name());
+            }
         }
     }
-    Ok(())
+    Ok(if all { detections } else { Vec::new() })
 }
 
 fn print_plan(args: &PlanArgs, h: &Hypotheses, rows: &[PlanRow]) {

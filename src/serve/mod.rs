@@ -28,8 +28,8 @@ use ldpstream_engine::mechanism::Mechanism;
 use ldpstream_engine::record::TestRecord;
 use ldpstream_engine::sketch::RejectReason;
 use ldpstream_engine::stream::{
-    evaluate_snapshot, fold_paned_batch, stream_pane_width, take_due, PanedDelta, Private,
-    ReportLayout, SequentialLatches,
+    evaluate_look, evaluate_snapshot, fold_paned_batch, stream_pane_width, take_due, take_looks,
+    PanedDelta, Private, ReportLayout, SequentialLatches,
 };
 use ldpstream_engine::window::PaneStore;
 use tokio::sync::mpsc;
@@ -71,6 +71,10 @@ struct StreamState {
     /// Not checkpointed: the e-values are recomputed exactly from the restored sketches;
     /// a restart forgets only a latch whose window's e-value has since fallen back.
     sequential: SequentialLatches,
+    /// The watermark through which event-time looks (the window key `looks`) were taken.
+    /// Starts at the restored watermark: looks before it were published before the
+    /// checkpoint (those between it and a crash are published again, like other records).
+    looked_through: Option<i64>,
 }
 
 /// One stream, shared by its fold thread, the scheduler and the HTTP handlers.
@@ -246,6 +250,7 @@ pub async fn run(config: Config, options: ServeOptions) -> Result<(), Error> {
             mechanism,
             layout,
             state: Mutex::new(StreamState {
+                looked_through: store.watermark(),
                 store,
                 position,
                 ledger,
@@ -563,10 +568,19 @@ async fn snapshot_round(
             // Copy under the lock, evaluate outside it: a fold never waits for a test.
             // Only this task changes the ledger, so the copy is written back unchanged by
             // anyone else.
-            let (due, mut ledger) = {
+            let (looks, due, mut ledger) = {
                 let mut state = rt.state();
+                // Looks before the due windows: taking finals retires panes.
+                let looks = match state.store.watermark() {
+                    Some(wm) if rt.config.tests.iter().any(|t| t.looks.is_some()) => {
+                        let looks = take_looks(&rt.config, &state.store, state.looked_through, wm)?;
+                        state.looked_through = Some(wm);
+                        looks
+                    }
+                    _ => Vec::new(),
+                };
                 let due = take_due(&rt.config, &mut state.store, provisional)?;
-                (due, state.ledger.clone())
+                (looks, due, state.ledger.clone())
             };
             let mut noise = ldpstream_engine::curator::secure_rng();
             let mut private = Private {
@@ -574,6 +588,14 @@ async fn snapshot_round(
                 noise: &mut noise,
             };
             let mut stream_records = Vec::new();
+            for look in &looks {
+                stream_records.extend(evaluate_look(
+                    &rt.config,
+                    &rt.mechanism,
+                    look,
+                    &mut private,
+                )?);
+            }
             for snapshot in &due {
                 stream_records.extend(evaluate_snapshot(
                     &rt.config,

@@ -94,6 +94,7 @@ pub fn record_schema() -> SchemaRef {
         f("anytime_p_value", DataType::Float64, true),
         f("asymptotic_p_value", DataType::Float64, true),
         f("calibration_reason", DataType::Utf8, true),
+        f("look_end", DataType::Utf8, true),
     ]))
 }
 
@@ -175,7 +176,8 @@ pub(crate) mod tests {
             "budget_remaining": 1.5, "blocks": 10, "block_size": 100, "block": 3,
             "rejected_reports": {"out_of_domain": 2, "null": 1},
             "inconclusive": false, "inconclusive_reason": "none", "final": true,
-            "late_reports": 9, "e_value": 42.5, "anytime_p_value": 0.0235, "asymptotic_p_value": 0.0049
+            "late_reports": 9, "e_value": 42.5, "anytime_p_value": 0.0235, "asymptotic_p_value": 0.0049,
+            "calibration_reason": "few", "look_end": "2026-01-01T00:07:00Z"
         }))
         .unwrap()
     }

@@ -33,7 +33,7 @@ const LOOKS_PER_FIXED_N: u64 = 100;
 const CAP_IN_FIXED_N: u64 = 20;
 
 /// The sequential test's reports to detection under the alternative.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Detection {
     /// The fixed-n sample size with the same power target, for comparison.
     pub fixed_n: u64,
@@ -42,6 +42,18 @@ pub struct Detection {
     pub mean: f64,
     /// Share of simulated streams detected by `CAP_IN_FIXED_N · fixed_n` reports.
     pub detected: f64,
+    /// Every simulated stream's reports to detection, sorted (the cap when undetected):
+    /// their empirical distribution is the sequential test's power against n.
+    pub times: Vec<u64>,
+}
+
+impl Detection {
+    /// The share of simulated streams detected within `n` reports.
+    pub fn detected_by(&self, n: f64) -> f64 {
+        let cap = self.times.last().copied().unwrap_or(0);
+        let within = self.times.partition_point(|&t| (t as f64) <= n && t < cap);
+        within as f64 / self.times.len().max(1) as f64
+    }
 }
 
 /// ν of the sequential statistic: the mechanism's χ² degrees of freedom, except Hadamard,
@@ -148,6 +160,7 @@ pub fn sequential_detection(
         median: times[STREAMS / 2] as f64,
         mean: times.iter().map(|&t| t as f64).sum::<f64>() / STREAMS as f64,
         detected,
+        times,
     })
 }
 

@@ -10,6 +10,7 @@ use crate::error::EngineError;
 use super::alternative::Hypotheses;
 use super::noncentrality::PlanMechanism;
 use super::power::{asymptotic_power, required_n};
+use super::sequential::Detection;
 
 const WIDTH: u32 = 960;
 const CHART_HEIGHT: u32 = 560;
@@ -108,13 +109,16 @@ type LegendEntry = (String, ShapeStyle, bool);
 /// An SVG chart of the asymptotic power of each mechanism's level-`alpha` identity test
 /// against n (log scale), one curve per mechanism, a dashed horizontal line at `target`
 /// power and a dotted vertical line at `mark_n` when given, and a legend under the chart
-/// (so that it never hides a curve).
+/// (so that it never hides a curve). `sequential`, when not empty, holds each mechanism's
+/// simulated sequential test (same order): drawn dashed in the mechanism's colour as the
+/// share of streams it has detected by n, comparable with the fixed-n power at n.
 pub fn power_svg(
     mechanisms: &[PlanMechanism],
     h: &Hypotheses,
     alpha: f64,
     target: Option<f64>,
     mark_n: Option<u64>,
+    sequential: &[Detection],
 ) -> Result<String, EngineError> {
     if !(alpha > 0.0 && alpha < 1.0) {
         return Err(EngineError::invalid("alpha", alpha, "a number in (0, 1)"));
@@ -134,8 +138,21 @@ pub fn power_svg(
         curves.push((legend_label(m, df), points));
     }
 
+    let sequential_curves: Vec<(String, Vec<(f64, f64)>)> = mechanisms
+        .iter()
+        .zip(sequential)
+        .map(|(m, d)| {
+            (
+                format!("{}: sequential, share detected by n", m.name()),
+                grid.iter().map(|&n| (n, d.detected_by(n))).collect(),
+            )
+        })
+        .collect();
     let mut legend: Vec<LegendEntry> = Vec::new();
-    let entries = curves.len() + usize::from(target.is_some()) + usize::from(mark_n.is_some());
+    let entries = curves.len()
+        + sequential_curves.len()
+        + usize::from(target.is_some())
+        + usize::from(mark_n.is_some());
     let legend_height = LEGEND_ROW * entries.div_ceil(2) as u32 + 20;
     let mut svg = String::new();
     {
@@ -203,6 +220,13 @@ pub fn power_svg(
                 .map_err(plot_error)?;
             legend.push((label, style, false));
         }
+        for (i, (label, points)) in sequential_curves.into_iter().enumerate() {
+            let style = COLOURS[i % COLOURS.len()].stroke_width(2);
+            chart
+                .draw_series(DashedLineSeries::new(points, 7, 5, style))
+                .map_err(plot_error)?;
+            legend.push((label, style, true));
+        }
         if let Some(t) = target {
             let style = BLACK.stroke_width(2);
             chart
@@ -269,7 +293,7 @@ mod tests {
             .against(&[0.125; 8])
             .unwrap();
         let mechanisms = PlanMechanism::all(1.0);
-        let svg = power_svg(&mechanisms, &h, 0.05, Some(0.8), Some(3000)).unwrap();
+        let svg = power_svg(&mechanisms, &h, 0.05, Some(0.8), Some(3000), &[]).unwrap();
         assert!(svg.starts_with("<svg"));
         assert!(svg.trim_end().ends_with("</svg>"));
         for m in mechanisms {
@@ -283,6 +307,33 @@ mod tests {
         ] {
             assert!(svg.contains(text), "{text} missing");
         }
-        assert!(power_svg(&mechanisms, &h, 1.5, None, None).is_err());
+        assert!(power_svg(&mechanisms, &h, 1.5, None, None, &[]).is_err());
+    }
+
+    /// With the sequential tests, each gets a dashed share-detected curve that rises
+    /// from 0 to about 1 over the chart's n range.
+    #[test]
+    fn svg_plots_the_sequential_tests_beside_the_fixed_n_power() {
+        let h = Alternative::Paninski { distance: 0.2 }
+            .against(&[1.0 / 16.0; 16])
+            .unwrap();
+        let mechanisms = [
+            PlanMechanism::Grr { epsilon: 1.0 },
+            PlanMechanism::BitFlip { epsilon: 1.0 },
+        ];
+        let detections: Vec<Detection> = mechanisms
+            .iter()
+            .map(|&m| super::super::sequential_detection(m, &h, 0.05, 0.8, 1).unwrap())
+            .collect();
+        for d in &detections {
+            assert_eq!(d.detected_by(0.0), 0.0);
+            assert!((d.detected_by(d.median) - 0.5).abs() < 0.01, "{}", d.median);
+            assert!(d.detected_by(1e12) > 0.95);
+        }
+        let svg = power_svg(&mechanisms, &h, 0.05, Some(0.8), None, &detections).unwrap();
+        for m in mechanisms {
+            let label = format!("{}: sequential, share detected by n", m.name());
+            assert!(svg.contains(&label), "{label} missing");
+        }
     }
 }

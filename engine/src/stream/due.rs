@@ -5,7 +5,7 @@
 use chrono::{DateTime, SecondsFormat};
 use ldpstream_config::{StreamConfig, WindowConfig};
 
-use crate::window::{pane_width, Bounds, Grouped, PaneStore};
+use crate::window::{pane_width_with_looks, Bounds, Grouped, PaneStore};
 use crate::EngineError;
 
 /// A snapshot of one window of one test, taken from a [`PaneStore`]; evaluating it needs
@@ -21,7 +21,14 @@ pub struct WindowSnapshot {
 
 /// The pane width of a stream: gcd of its tests' window sizes and slides.
 pub fn stream_pane_width(stream: &StreamConfig) -> i64 {
-    pane_width(stream.tests.iter().map(|t| &t.window))
+    pane_width_with_looks(
+        stream.tests.iter().map(|t| &t.window),
+        stream
+            .tests
+            .iter()
+            .filter_map(|t| t.looks)
+            .map(|l| l.millis()),
+    )
 }
 
 /// The longest bounded window of a stream: panes older than that are retired.

@@ -11,7 +11,9 @@ use tracing::warn;
 use super::due::{rfc3339, stream_pane_width, take_due, WindowSnapshot};
 use super::error::StreamError;
 use super::layout::{block_column, ReportLayout};
+use super::looks::{take_looks, Look};
 use super::paned::PanedDelta;
+use super::sequential::SequentialLatches;
 use crate::curator::ledger::PrivacyLedger;
 use crate::evaluate::{evaluate, evaluate_private, evaluate_two_sample, BlockCounts, Scope};
 use crate::mechanism::Mechanism;
@@ -206,9 +208,37 @@ pub fn evaluate_stream(
         );
     }
     store.finish();
+    // Looks first: taking the finals retires panes.
+    let mut looks: BTreeMap<(usize, Option<i64>), Vec<Look>> = BTreeMap::new();
+    for look in take_looks(stream, &store, None, i64::MAX)? {
+        let key = (look.snapshot.test, look.snapshot.bounds.map(|b| b.start));
+        looks.entry(key).or_default().push(look);
+    }
     let mut records = Vec::new();
     for snapshot in take_due(stream, &mut store, false)? {
+        let key = (snapshot.test, snapshot.bounds.map(|b| b.start));
+        for look in looks.remove(&key).unwrap_or_default() {
+            records.extend(evaluate_look(stream, mechanism, &look, private)?);
+        }
         records.extend(evaluate_snapshot(stream, mechanism, &snapshot, private)?);
+    }
+    // A sequential test's rejection at any look stands at its final record (and the
+    // anytime p-value is the smallest over the looks), as in serve.
+    SequentialLatches::default().observe(&mut records);
+    Ok(records)
+}
+
+/// The records of one event-time look: provisional, with `look_end` set.
+pub fn evaluate_look(
+    stream: &StreamConfig,
+    mechanism: &Mechanism,
+    look: &Look,
+    private: &mut Private,
+) -> Result<Vec<TestRecord>, StreamError> {
+    let mut records = evaluate_snapshot(stream, mechanism, &look.snapshot, private)?;
+    let end = rfc3339(look.end);
+    for r in &mut records {
+        r.look_end = Some(end.clone());
     }
     Ok(records)
 }

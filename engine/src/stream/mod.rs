@@ -13,15 +13,19 @@ pub mod evaluate;
 pub mod fold;
 pub mod groups;
 pub mod layout;
+pub mod looks;
 pub mod memory;
 pub mod paned;
 pub mod sequential;
 
 pub use due::{longest_window, rfc3339, stream_pane_width, take_due, WindowSnapshot};
 pub use error::StreamError;
-pub use evaluate::{evaluate_snapshot, evaluate_stream, evaluate_test_groups, Private};
+pub use evaluate::{
+    evaluate_look, evaluate_snapshot, evaluate_stream, evaluate_test_groups, Private,
+};
 pub use fold::fold_record_batch;
 pub use layout::{block_column, with_block_columns, ReportLayout};
+pub use looks::{take_looks, Look};
 pub use memory::StateEstimate;
 pub use paned::{fold_paned_batch, is_event_time, PanedDelta};
 pub use sequential::SequentialLatches;

@@ -22,6 +22,15 @@ fn gcd(a: u64, b: u64) -> u64 {
 /// The pane width of a stream: the gcd of every size and slide of its bounded windows, so
 /// that each window is a whole number of panes.
 pub fn pane_width<'a>(windows: impl IntoIterator<Item = &'a WindowConfig>) -> i64 {
+    pane_width_with_looks(windows, std::iter::empty())
+}
+
+/// [`pane_width`], also dividing every `looks` interval (in ms): a look merges the panes
+/// before it, so each look time must be a pane boundary.
+pub fn pane_width_with_looks<'a>(
+    windows: impl IntoIterator<Item = &'a WindowConfig>,
+    looks: impl IntoIterator<Item = u64>,
+) -> i64 {
     let g = windows
         .into_iter()
         .flat_map(|w| match *w {
@@ -29,6 +38,7 @@ pub fn pane_width<'a>(windows: impl IntoIterator<Item = &'a WindowConfig>) -> i6
             WindowConfig::Sliding { size, slide } => [size.millis(), slide.millis()],
             WindowConfig::Global | WindowConfig::Cumulative => [0, 0],
         })
+        .chain(looks)
         .fold(0, gcd);
     if g == 0 {
         DEFAULT_PANE_MS
