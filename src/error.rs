@@ -43,6 +43,13 @@ pub enum Error {
     /// The config changed a stream in a way its checkpointed sketches cannot follow.
     #[error("checkpoint {path}: {message}")]
     CheckpointConflict { path: String, message: String },
+    #[error(
+        "HTTP on {address} (not loopback) needs access control: set serve.auth_token_env to \
+         an environment variable holding a bearer token, or serve.allow_unauthenticated = true"
+    )]
+    Unauthenticated { address: String },
+    #[error("serve.auth_token_env: environment variable {variable}: {message}")]
+    AuthToken { variable: String, message: String },
     #[error("listen address {address}: {source}")]
     Listen {
         address: String,
@@ -86,7 +93,9 @@ impl Error {
             | Error::LedgerConflict { .. }
             | Error::ResetLedger { .. }
             | Error::CheckpointConflict { .. }
-            | Error::StateMemory { .. } => Fault::User,
+            | Error::StateMemory { .. }
+            | Error::Unauthenticated { .. }
+            | Error::AuthToken { .. } => Fault::User,
             Error::Connector(e) => e.fault(),
             Error::Stream(e) if e.is_input() => Fault::External,
             // Exit 1, like other bad input data, not 2: the config and command line are fine.

@@ -41,6 +41,13 @@ pub struct ServeConfig {
     /// How often a checkpoint is written (and once more on shutdown).
     #[serde(default = "default_checkpoint_interval")]
     pub checkpoint_interval: DurationMs,
+    /// Environment variable holding the bearer token every HTTP route but `/healthz` and
+    /// `/readyz` then requires.
+    #[serde(default)]
+    pub auth_token_env: Option<String>,
+    /// Serve HTTP on a non-loopback address without a token (logged as a warning).
+    #[serde(default)]
+    pub allow_unauthenticated: bool,
 }
 
 fn default_checkpoint_interval() -> DurationMs {
@@ -55,6 +62,8 @@ impl Default for ServeConfig {
             sinks: Vec::new(),
             checkpoint_dir: None,
             checkpoint_interval: default_checkpoint_interval(),
+            auth_token_env: None,
+            allow_unauthenticated: false,
         }
     }
 }

@@ -565,6 +565,15 @@ fn validate_serve(config: &Config) -> Result<(), ConfigError> {
             "a duration > 0, e.g. \"10s\"",
         ));
     }
+    if let Some(var) = &serve.auth_token_env {
+        if var.trim().is_empty() || var.contains('=') || var.contains('\0') {
+            return Err(ConfigError::invalid(
+                "serve.auth_token_env",
+                format!("{var:?}"),
+                "the name of an environment variable holding the token (not the token)",
+            ));
+        }
+    }
     if serve.checkpoint_dir.as_deref() == Some("") {
         return Err(ConfigError::invalid(
             "serve.checkpoint_dir",

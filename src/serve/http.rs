@@ -6,12 +6,14 @@
 
 use std::sync::Arc;
 
-use axum::extract::State;
+use axum::extract::{Request, State};
 use axum::http::{header, StatusCode};
-use axum::response::{Html, IntoResponse};
+use axum::middleware::{self, Next};
+use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde::Serialize;
+use subtle::ConstantTimeEq;
 
 use super::metrics::StreamCounts;
 use super::shared::{Shared, StreamInfo};
@@ -19,16 +21,46 @@ use super::shared::{Shared, StreamInfo};
 /// One page, its CSS and script inline, so the binary serves it with no other asset.
 const STATUS_PAGE: &str = include_str!("status.html");
 
-pub fn router(shared: Arc<Shared>) -> Router {
-    Router::new()
+/// The routes. With `token`, every route but the probes (`/healthz`, `/readyz`: a
+/// Kubernetes kubelet sends no token) needs `Authorization: Bearer <token>`.
+pub fn router(shared: Arc<Shared>, token: Option<String>) -> Router {
+    let mut guarded = Router::new()
         .route("/", get(|| async { Html(STATUS_PAGE) }))
         .route("/metrics", get(metrics))
-        .route("/healthz", get(|| async { "ok\n" }))
-        .route("/readyz", get(readyz))
         .route("/api/v1/results", get(results))
         .route("/api/v1/history", get(history))
-        .route("/api/v1/streams", get(streams))
+        .route("/api/v1/streams", get(streams));
+    if let Some(token) = token {
+        let token: Arc<[u8]> = Arc::from(token.into_bytes());
+        guarded = guarded.route_layer(middleware::from_fn(move |request, next| {
+            require_token(token.clone(), request, next)
+        }));
+    }
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .merge(guarded)
         .with_state(shared)
+}
+
+/// 401 with no detail unless the request carries the bearer token. Compared in constant
+/// time, so the time a wrong guess takes does not tell how much of it was right.
+async fn require_token(token: Arc<[u8]>, request: Request, next: Next) -> Response {
+    let presented = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "));
+    let ok = presented.is_some_and(|p| bool::from(p.ct_eq(&token[..])));
+    if ok {
+        next.run(request).await
+    } else {
+        (
+            StatusCode::UNAUTHORIZED,
+            [(header::WWW_AUTHENTICATE, "Bearer")],
+            "unauthorized\n",
+        )
+            .into_response()
+    }
 }
 
 async fn metrics(State(shared): State<Arc<Shared>>) -> impl IntoResponse {

@@ -52,6 +52,21 @@ impl Metrics {
     /// `groups`: the group columns of every stream, each a label of the result metrics.
     pub fn new(groups: GroupLabels) -> prometheus::Result<Self> {
         let r = Registry::new();
+        // The standard process_* series (CPU, resident memory, open files, start time).
+        r.register(Box::new(
+            prometheus::process_collector::ProcessCollector::for_self(),
+        ))?;
+        let build_info = IntGaugeVec::new(
+            Opts::new(
+                "ldpstream_build_info",
+                "1, labelled with the running ldpstream version.",
+            ),
+            &["version"],
+        )?;
+        build_info
+            .with_label_values(&[env!("CARGO_PKG_VERSION")])
+            .set(1);
+        r.register(Box::new(build_info))?;
         let result_labels: Vec<&str> = ["stream", "test"]
             .into_iter()
             .chain(groups.names())

@@ -141,12 +141,42 @@ pub async fn run(config: Config, options: ServeOptions) -> Result<(), Error> {
         address: listen.clone(),
         source,
     })?;
+    let token = match &config.serve.auth_token_env {
+        Some(variable) => match std::env::var(variable) {
+            Ok(t) if !t.trim().is_empty() => Some(t),
+            Ok(_) => {
+                return Err(Error::AuthToken {
+                    variable: variable.clone(),
+                    message: "is empty".into(),
+                })
+            }
+            Err(e) => {
+                return Err(Error::AuthToken {
+                    variable: variable.clone(),
+                    message: e.to_string(),
+                })
+            }
+        },
+        None => None,
+    };
+    if token.is_none() && !local.ip().is_loopback() {
+        if !config.serve.allow_unauthenticated {
+            return Err(Error::Unauthenticated {
+                address: local.to_string(),
+            });
+        }
+        warn!(
+            %local,
+            "HTTP is served on a non-loopback address without a token \
+             (serve.allow_unauthenticated = true): anyone who can reach it can read every result"
+        );
+    }
     // Tests and scripts read this line to find the port when `listen` ends in `:0`.
     eprintln!("ldpstream serve: listening on http://{local}");
     info!(%local, "HTTP endpoint up");
     let (http_stop_tx, http_stop_rx) = tokio::sync::oneshot::channel::<()>();
     let http = tokio::spawn({
-        let app = http::router(shared.clone());
+        let app = http::router(shared.clone(), token);
         async move {
             let served = axum::serve(listener, app)
                 .with_graceful_shutdown(async move {

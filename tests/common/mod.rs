@@ -32,10 +32,16 @@ impl Serve {
     /// Starts `serve --config config --listen 127.0.0.1:0 [extra]` and reads the address it
     /// prints. Its later stderr is relayed to the test's, so a failure shows the service's log.
     pub fn start(config: &Path, extra: &[&str]) -> Serve {
+        Self::start_with_env(config, extra, &[])
+    }
+
+    /// [`Serve::start`] with extra environment variables for the child.
+    pub fn start_with_env(config: &Path, extra: &[&str], env: &[(&str, &str)]) -> Serve {
         let mut child = Command::new(bin())
             .args(["serve", "--config", config.to_str().unwrap()])
             .args(["--listen", "127.0.0.1:0"])
             .args(extra)
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -81,13 +87,18 @@ impl Serve {
 
     /// Status, response head (status line and headers) and body of `GET path`.
     pub fn get_with_head(&self, path: &str) -> (u16, String, String) {
+        self.request(path, "")
+    }
+
+    /// `GET path` with extra header lines (each ending in `\r\n`).
+    pub fn request(&self, path: &str, headers: &str) -> (u16, String, String) {
         let Ok(mut s) = TcpStream::connect(&self.addr) else {
             return (0, String::new(), String::new());
         };
         let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
         let _ = write!(
             s,
-            "GET {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+            "GET {path} HTTP/1.1\r\nHost: {}\r\n{headers}Connection: close\r\n\r\n",
             self.addr
         );
         let mut text = String::new();
