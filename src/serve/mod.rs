@@ -16,7 +16,7 @@ mod rate;
 mod shared;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::sync_channel;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -41,7 +41,10 @@ pub use metrics::Metrics;
 pub use shared::Shared;
 
 use crate::error::Error;
-use crate::ledger_file::{check_reset_names, input_fingerprint, open_ledger, LedgerEntry};
+use crate::ledger_file::{
+    check_reset_names, input_fingerprint, open_ledger, LedgerBook, LedgerEntry,
+    BOOK_VERSION as LEDGER_BOOK_VERSION,
+};
 use checkpoint::StreamCheckpoint;
 use history::History;
 use rate::ReportRates;
@@ -204,12 +207,37 @@ pub async fn run(config: Config, options: ServeOptions) -> Result<(), Error> {
         info!(streams = restored.len(), "restoring the checkpoint");
     }
     let ck_path = checkpoint_path(&checkpoint_dir);
+    let journal: Option<PathBuf> = checkpoint_dir.as_ref().map(|d| d.join(LEDGER_JOURNAL));
     // Every kept ledger, also of streams the config no longer has: a renamed stream must
     // not start a fresh budget over the same input.
-    let known_ledgers: BTreeMap<String, LedgerEntry> = restored
+    let mut known_ledgers: BTreeMap<String, LedgerEntry> = restored
         .iter()
         .filter_map(|(name, ck)| Some((name.clone(), ck.ledger.clone()?)))
         .collect();
+    // The ledger journal is written before every private release, the checkpoint only
+    // every checkpoint_interval: after a crash the journal may know spends the checkpoint
+    // does not. Both grow by appending spends, so the longer one is the newer.
+    if let Some(dir) = &checkpoint_dir {
+        let journal = LedgerBook::load(&dir.join(LEDGER_JOURNAL))?;
+        for (name, entry) in journal.streams {
+            let newer = known_ledgers
+                .get(&name)
+                .is_none_or(|k| k.ledger.spends.len() < entry.ledger.spends.len());
+            if newer {
+                info!(stream = %name, spends = entry.ledger.spends.len(), "privacy ledger from the journal (newer than the checkpoint)");
+                known_ledgers.insert(name, entry);
+            }
+        }
+    }
+    for stream in &config.streams {
+        if stream.has_private_tests() && checkpoint_dir.is_none() {
+            warn!(
+                stream = %stream.name,
+                "private tests without serve.checkpoint_dir: the privacy ledger lives only in \
+                 memory, and a restart starts the budget afresh"
+            );
+        }
+    }
     let mut runtimes = Vec::new();
     let mut threads = Vec::new();
     let mut bounded = 0usize;
@@ -334,7 +362,7 @@ pub async fn run(config: Config, options: ServeOptions) -> Result<(), Error> {
     loop {
         tokio::select! {
             _ = tick.tick() => {
-                snapshot_round(&runtimes, &shared, &mut sinks, true).await?;
+                snapshot_round(&runtimes, &shared, &mut sinks, true, journal.as_deref()).await?;
                 if checkpoint_dir.is_some() {
                     shared.metrics.checkpoint_age.set(last_checkpoint.elapsed().as_secs_f64());
                 }
@@ -382,7 +410,7 @@ pub async fn run(config: Config, options: ServeOptions) -> Result<(), Error> {
     if joined.is_err() {
         warn!("joining the stream threads failed");
     }
-    snapshot_round(&runtimes, &shared, &mut sinks, true).await?;
+    snapshot_round(&runtimes, &shared, &mut sinks, true, journal.as_deref()).await?;
     sinks.close()?;
     if let Some(dir) = &checkpoint_dir {
         if failure.is_none() {
@@ -408,6 +436,10 @@ pub async fn run(config: Config, options: ServeOptions) -> Result<(), Error> {
         None => Ok(()),
     }
 }
+
+/// The privacy-ledger journal in the checkpoint directory, written before every private
+/// release (`batch`'s ledger file format).
+const LEDGER_JOURNAL: &str = "ledgers.json";
 
 fn checkpoint_path(dir: &Option<PathBuf>) -> String {
     dir.as_ref().map_or_else(String::new, |d| {
@@ -587,75 +619,103 @@ async fn snapshot_round(
     shared: &Arc<Shared>,
     sinks: &mut Sinks,
     provisional: bool,
+    journal: Option<&Path>,
 ) -> Result<(), Error> {
     let names: Vec<String> = runtimes.iter().map(|rt| rt.config.name.clone()).collect();
     let runtimes: Vec<Arc<StreamRuntime>> = runtimes.to_vec();
+    let journal_runtimes = runtimes.clone();
     let shared_for_eval = shared.clone();
-    let records = tokio::task::spawn_blocking(move || -> Result<Vec<TestRecord>, Error> {
-        let mut records = Vec::new();
-        for rt in &runtimes {
-            let t0 = Instant::now();
-            // Copy under the lock, evaluate outside it: a fold never waits for a test.
-            // Only this task changes the ledger, so the copy is written back unchanged by
-            // anyone else.
-            let (looks, due, mut ledger) = {
-                let mut state = rt.state();
-                // Looks before the due windows: taking finals retires panes.
-                let looks = match state.store.watermark() {
-                    Some(wm) if rt.config.tests.iter().any(|t| t.looks.is_some()) => {
-                        let looks = take_looks(&rt.config, &state.store, state.looked_through, wm)?;
-                        state.looked_through = Some(wm);
-                        looks
-                    }
-                    _ => Vec::new(),
+    let (records, spent) =
+        tokio::task::spawn_blocking(move || -> Result<(Vec<TestRecord>, bool), Error> {
+            let mut records = Vec::new();
+            let mut spent = false;
+            for rt in &runtimes {
+                let t0 = Instant::now();
+                // Copy under the lock, evaluate outside it: a fold never waits for a test.
+                // Only this task changes the ledger, so the copy is written back unchanged by
+                // anyone else.
+                let (looks, due, mut ledger) = {
+                    let mut state = rt.state();
+                    // Looks before the due windows: taking finals retires panes.
+                    let looks = match state.store.watermark() {
+                        Some(wm) if rt.config.tests.iter().any(|t| t.looks.is_some()) => {
+                            let looks =
+                                take_looks(&rt.config, &state.store, state.looked_through, wm)?;
+                            state.looked_through = Some(wm);
+                            looks
+                        }
+                        _ => Vec::new(),
+                    };
+                    let due = take_due(&rt.config, &mut state.store, provisional)?;
+                    (looks, due, state.ledger.clone())
                 };
-                let due = take_due(&rt.config, &mut state.store, provisional)?;
-                (looks, due, state.ledger.clone())
-            };
-            let mut noise = ldpstream_engine::curator::secure_rng();
-            let mut private = Private {
-                ledger: ledger.as_mut().map(|e| &mut e.ledger),
-                noise: &mut noise,
-            };
-            let mut stream_records = Vec::new();
-            for look in &looks {
-                stream_records.extend(evaluate_look(
-                    &rt.config,
-                    &rt.mechanism,
-                    look,
-                    &mut private,
-                )?);
-            }
-            for snapshot in &due {
-                stream_records.extend(evaluate_snapshot(
-                    &rt.config,
-                    &rt.mechanism,
-                    snapshot,
-                    &mut private,
-                )?);
-            }
-            rt.state().sequential.observe(&mut stream_records);
-            records.extend(stream_records);
-            if let Some(l) = ledger {
+                let mut noise = ldpstream_engine::curator::secure_rng();
+                let mut private = Private {
+                    ledger: ledger.as_mut().map(|e| &mut e.ledger),
+                    noise: &mut noise,
+                };
+                let mut stream_records = Vec::new();
+                for look in &looks {
+                    stream_records.extend(evaluate_look(
+                        &rt.config,
+                        &rt.mechanism,
+                        look,
+                        &mut private,
+                    )?);
+                }
+                for snapshot in &due {
+                    stream_records.extend(evaluate_snapshot(
+                        &rt.config,
+                        &rt.mechanism,
+                        snapshot,
+                        &mut private,
+                    )?);
+                }
+                rt.state().sequential.observe(&mut stream_records);
+                records.extend(stream_records);
+                if let Some(l) = ledger {
+                    spent |= rt.state().ledger.as_ref() != Some(&l);
+                    shared_for_eval
+                        .metrics
+                        .budget_remaining
+                        .with_label_values(&[rt.config.name.as_str()])
+                        .set(l.ledger.remaining_overall());
+                    rt.state().ledger = Some(l);
+                }
                 shared_for_eval
                     .metrics
-                    .budget_remaining
-                    .with_label_values(&[rt.config.name.as_str()])
-                    .set(l.ledger.remaining_overall());
-                rt.state().ledger = Some(l);
+                    .snapshot_seconds
+                    .observe(t0.elapsed().as_secs_f64());
             }
-            shared_for_eval
-                .metrics
-                .snapshot_seconds
-                .observe(t0.elapsed().as_secs_f64());
-        }
-        Ok(records)
-    })
-    .await
-    .map_err(|source| Error::Task {
-        what: "snapshot",
-        source,
-    })??;
+            Ok((records, spent))
+        })
+        .await
+        .map_err(|source| Error::Task {
+            what: "snapshot",
+            source,
+        })??;
+    // Write ahead: the spends are on disk (fsynced) before any record that used them is
+    // published, so a crash right after a release cannot give the budget back.
+    if let (true, Some(path)) = (spent, journal) {
+        let book = LedgerBook {
+            version: LEDGER_BOOK_VERSION,
+            streams: journal_runtimes
+                .iter()
+                .filter_map(|rt| Some((rt.config.name.clone(), rt.state().ledger.clone()?)))
+                .collect(),
+        };
+        tokio::task::block_in_place(|| -> Result<(), Error> {
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).map_err(|source| {
+                    Error::Connector(ldpstream_connectors::ConnectorError::Io {
+                        path: parent.display().to_string(),
+                        source,
+                    })
+                })?;
+            }
+            book.save(path)
+        })?;
+    }
     {
         let mut latest = shared.results.lock().unwrap_or_else(|p| p.into_inner());
         for r in &records {
