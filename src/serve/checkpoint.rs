@@ -12,8 +12,14 @@
 //! Version 3 adds, per stream after the ledger, the settings its sketches were counted
 //! under ([`settings_of`]: u32 count of (string, string) pairs), so that a restart under
 //! another mechanism, ε, column or window is refused instead of merging incompatible
-//! counts. A trailing FNV-1a 64 checksum covers everything before it. Versions 1 and 2
-//! still read (without settings, so unchecked).
+//! counts. Version 4 ends in a CRC-32C (Castagnoli, as Kafka's record batches use) of
+//! everything before it; versions 1 to 3 end in an FNV-1a 64 hash instead, and still read
+//! (1 and 2 without settings, so unchecked).
+//!
+//! The directory keeps the last two checkpoints: `checkpoint.ldpc` and the one before it,
+//! `checkpoint.prev.ldpc`. A newest checkpoint that is missing, truncated or fails its
+//! checksum is passed over, with a warning, for the previous one; only when both are
+//! unusable does the restart fail (it never silently starts from nothing).
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -28,11 +34,14 @@ use ldpstream_connectors::{ConnectorError, Position};
 
 use crate::error::Error;
 use crate::ledger_file::LedgerEntry;
+use tracing::warn;
 
 pub const MAGIC: [u8; 4] = *b"LDPC";
-pub const VERSION: u8 = 3;
+pub const VERSION: u8 = 4;
 /// The file name of the latest checkpoint inside the checkpoint directory.
 pub const FILE_NAME: &str = "checkpoint.ldpc";
+/// The checkpoint before the newest one.
+pub const PREVIOUS_FILE_NAME: &str = "checkpoint.prev.ldpc";
 
 /// One stream's checkpointed state.
 #[derive(Debug, Clone)]
@@ -143,7 +152,8 @@ impl StreamCheckpoint {
     }
 }
 
-fn checksum(bytes: &[u8]) -> u64 {
+/// The FNV-1a 64 hash that ended checkpoints before version 4.
+fn fnv_checksum(bytes: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for &b in bytes {
         h ^= u64::from(b);
@@ -214,7 +224,7 @@ pub fn encode(streams: &[StreamCheckpoint]) -> Vec<u8> {
             put_str(&mut out, v);
         }
     }
-    let sum = checksum(&out);
+    let sum = crc32c::crc32c(&out);
     out.extend_from_slice(&sum.to_le_bytes());
     out
 }
@@ -312,13 +322,19 @@ pub fn decode(bytes: &[u8], origin: &str) -> Result<Vec<StreamCheckpoint>, Error
             bytes[4]
         )));
     }
-    if bytes.len() < 13 {
+    let trailer = if version >= 4 { 4 } else { 8 };
+    if bytes.len() < 5 + trailer {
         return Err(err("corrupt: truncated".into()));
     }
-    let (body, sum) = bytes.split_at(bytes.len() - 8);
-    let mut a = [0u8; 8];
-    a.copy_from_slice(sum);
-    if checksum(body) != u64::from_le_bytes(a) {
+    let (body, sum) = bytes.split_at(bytes.len() - trailer);
+    let intact = match *sum {
+        [a, b, c, d] => crc32c::crc32c(body) == u32::from_le_bytes([a, b, c, d]),
+        [a, b, c, d, e, f, g, h] => {
+            fnv_checksum(body) == u64::from_le_bytes([a, b, c, d, e, f, g, h])
+        }
+        _ => false,
+    };
+    if !intact {
         return Err(err("corrupt: checksum mismatch".into()));
     }
     let mut r = Reader {
@@ -405,6 +421,14 @@ pub fn write_atomically(dir: &Path, bytes: &[u8]) -> Result<PathBuf, Error> {
     };
     std::fs::create_dir_all(dir).map_err(io(dir))?;
     let target = dir.join(FILE_NAME);
+    // The newest becomes the previous one first (rename is atomic): a crash before the
+    // new file is complete leaves the previous checkpoint to restore from.
+    let previous = dir.join(PREVIOUS_FILE_NAME);
+    match std::fs::rename(&target, &previous) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(source) => return Err(io(&target)(source).into()),
+    }
     atomic_file::write_atomically(&target, |mut file| {
         file.write_all(bytes).map_err(io(&target))?;
         Ok(file)
@@ -412,10 +436,9 @@ pub fn write_atomically(dir: &Path, bytes: &[u8]) -> Result<PathBuf, Error> {
     Ok(target)
 }
 
-/// The directory's checkpoint, or None when there is none yet.
-pub fn read_latest(dir: &Path) -> Result<Option<Vec<StreamCheckpoint>>, Error> {
-    let path = dir.join(FILE_NAME);
-    match std::fs::read(&path) {
+/// One checkpoint file: None when it does not exist.
+fn read_file(path: &Path) -> Result<Option<Vec<StreamCheckpoint>>, Error> {
+    match std::fs::read(path) {
         Ok(bytes) => decode(&bytes, &path.display().to_string()).map(Some),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(source) => Err(ConnectorError::Io {
@@ -423,6 +446,48 @@ pub fn read_latest(dir: &Path) -> Result<Option<Vec<StreamCheckpoint>>, Error> {
             source,
         }
         .into()),
+    }
+}
+
+/// Whether `path` holds a checkpoint of a format newer than this build reads: that is
+/// not damage, and falling back to an older checkpoint would silently lose its progress.
+fn is_newer_format(path: &Path) -> bool {
+    std::fs::read(path).is_ok_and(|b| b.len() >= 5 && b[..4] == MAGIC && b[4] > VERSION)
+}
+
+/// The directory's newest usable checkpoint, or None when there is none yet. A damaged
+/// newest checkpoint falls back to the previous one, with a warning.
+pub fn read_latest(dir: &Path) -> Result<Option<Vec<StreamCheckpoint>>, Error> {
+    let (newest, previous) = (dir.join(FILE_NAME), dir.join(PREVIOUS_FILE_NAME));
+    let damage = match read_file(&newest) {
+        Ok(Some(streams)) => return Ok(Some(streams)),
+        Err(e) if is_newer_format(&newest) => return Err(e),
+        Ok(None) => None,
+        Err(e) => Some(e),
+    };
+    match (read_file(&previous), damage) {
+        (Ok(Some(streams)), damage) => {
+            match &damage {
+                Some(e) => {
+                    warn!(error = %e, previous = %previous.display(), "the newest checkpoint is unusable; restoring the previous one")
+                }
+                None => {
+                    warn!(previous = %previous.display(), "no newest checkpoint (a write was cut short); restoring the previous one")
+                }
+            }
+            Ok(Some(streams))
+        }
+        (Ok(None), None) => Ok(None),
+        // Only a damaged newest one: never start from nothing without saying so.
+        (Ok(None), Some(e)) => Err(e),
+        (Err(e), None) => Err(e),
+        (Err(previous_error), Some(e)) => Err(Error::Checkpoint {
+            path: newest.display().to_string(),
+            message: format!(
+                "both checkpoints are unusable ({e}; and the previous one: {previous_error}); \
+                 move the checkpoint directory aside to start from scratch"
+            ),
+        }),
     }
 }
 
@@ -502,7 +567,7 @@ mod tests {
         newer[4] = 9;
         let e = decode(&newer, "ck").unwrap_err().to_string();
         assert!(
-            e.contains("unsupported checkpoint format version 9") && e.contains("reads version 3"),
+            e.contains("unsupported checkpoint format version 9") && e.contains("reads version 4"),
             "{e}"
         );
         let e = decode(b"PAR1....", "ck").unwrap_err().to_string();
@@ -514,6 +579,68 @@ mod tests {
     }
 
     /// The privacy ledger rides in the checkpoint, so spends survive a restart.
+    /// A version-3 file (FNV-1a 64 trailer) still reads: the body is the same as version 4's.
+    #[test]
+    fn version_3_checkpoints_with_the_fnv_trailer_still_read() {
+        let v4 = encode(&[StreamCheckpoint::capture("s", &store(), Position::Start)]);
+        let mut v3 = v4[..v4.len() - 4].to_vec();
+        v3[4] = 3;
+        let sum = fnv_checksum(&v3);
+        v3.extend_from_slice(&sum.to_le_bytes());
+        let old = decode(&v3, "v3").unwrap();
+        assert_eq!(encode(&old), v4);
+        // The CRC-32C trailer catches a flipped bit anywhere, the version byte included.
+        for i in 0..v4.len() - 4 {
+            let mut flipped = v4.clone();
+            flipped[i] ^= 0x01;
+            assert!(decode(&flipped, "ck").is_err(), "byte {i}");
+        }
+    }
+
+    fn state(late: u64) -> Vec<StreamCheckpoint> {
+        let mut s = store();
+        s.add_late(late);
+        vec![StreamCheckpoint::capture("s", &s, Position::Start)]
+    }
+
+    /// The last two checkpoints are kept; a truncated or corrupt newest one falls back to
+    /// the previous one, and only two bad ones are an error.
+    #[test]
+    fn a_damaged_newest_checkpoint_falls_back_to_the_previous_one() {
+        let dir = tempfile::tempdir().unwrap();
+        // The late count tells the two states apart (store() starts with some).
+        let late = |c: Vec<StreamCheckpoint>| c[0].panes.late - store().late();
+        write_atomically(dir.path(), &encode(&state(1))).unwrap();
+        write_atomically(dir.path(), &encode(&state(2))).unwrap();
+        assert_eq!(late(read_latest(dir.path()).unwrap().unwrap()), 2);
+        let newest = dir.path().join(FILE_NAME);
+        let previous = dir.path().join(PREVIOUS_FILE_NAME);
+        let good = std::fs::read(&newest).unwrap();
+
+        std::fs::write(&newest, &good[..good.len() / 2]).unwrap(); // truncated
+        assert_eq!(late(read_latest(dir.path()).unwrap().unwrap()), 1);
+        let mut flipped = good.clone();
+        flipped[20] ^= 0x40;
+        std::fs::write(&newest, &flipped).unwrap(); // corrupt
+        assert_eq!(late(read_latest(dir.path()).unwrap().unwrap()), 1);
+        std::fs::remove_file(&newest).unwrap(); // cut short between rename and write
+        assert_eq!(late(read_latest(dir.path()).unwrap().unwrap()), 1);
+
+        std::fs::write(&newest, &flipped).unwrap();
+        std::fs::write(&previous, b"LDPC\x04 garbage").unwrap();
+        let e = read_latest(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("both checkpoints are unusable"), "{e}");
+        // A newer format is not damage: no fallback that would lose its progress.
+        let mut newer = good.clone();
+        newer[4] = VERSION + 1;
+        std::fs::write(&newest, &newer).unwrap();
+        let e = read_latest(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("unsupported checkpoint format version"), "{e}");
+        // Nothing at all is a fresh start.
+        let empty = tempfile::tempdir().unwrap();
+        assert!(read_latest(empty.path()).unwrap().is_none());
+    }
+
     #[test]
     fn ledger_survives_the_round_trip() {
         use ldpstream_engine::curator::ledger::PrivacyLedger;
