@@ -92,6 +92,7 @@ fn main() -> ExitCode {
             .init(),
         LogFormat::Json => logs.json().with_ansi(false).init(),
     }
+    ldpstream_connectors::parquet::contained::quiet_contained_panics();
     let result = match cli.command {
         Command::Simulate(args) => cli::simulate::run(args),
         Command::Batch(args) => cli::batch::run(args),

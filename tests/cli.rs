@@ -708,6 +708,64 @@ fn crafted_parquet_footer_is_an_error_naming_the_file_not_a_panic() {
     }
 }
 
+/// Found by the `parquet_file` fuzz target: a dictionary key past the end of a
+/// FIXED_LEN_BYTE_ARRAY dictionary panics inside parquet 60.1's decoder. The panic is
+/// contained: one error naming the file and the row group, no "panicked" line, in `batch`
+/// and in `serve`'s replay.
+#[test]
+fn crafted_dictionary_key_is_an_error_naming_the_file_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/dictionary_key_panic.parquet"),
+        dir.path().join("crafted.parquet"),
+    )
+    .unwrap();
+    let cfg = dir.path().join("c.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"
+[[stream]]
+name = "s"
+source = {{ kind = "parquet", paths = ["{}/*.parquet"] }}
+mechanism = {{ kind = "bitflip", epsilon = 1.0, domain = 20 }}
+columns = {{ group_by = ["group"] }}
+[[stream.test]]
+name = "gof"
+kind = "gof"
+null = "uniform"
+"#,
+            dir.path().display()
+        ),
+    )
+    .unwrap();
+    let cfg = cfg.to_str().unwrap();
+    let serve = [
+        "serve",
+        "--config",
+        cfg,
+        "--listen",
+        "127.0.0.1:0",
+        "--duration",
+        "20s",
+    ];
+    for (args, names) in [
+        (&["batch", "--config", cfg][..], "row group 0"),
+        (&serve[..], "the rows after row"),
+    ] {
+        let o = ldpstream(args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
+        let e = stderr(&o);
+        assert!(
+            e.contains("crafted.parquet")
+                && e.contains(names)
+                && e.contains("could not be decoded")
+                && !e.contains("panicked"),
+            "{args:?}: {e}"
+        );
+    }
+}
+
 #[test]
 fn plan_sequential_prints_reports_to_detection_beside_the_fixed_n() {
     let o = ldpstream(&[PLAN_POWER_0_8, &["--sequential"]].concat());

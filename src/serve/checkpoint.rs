@@ -421,13 +421,19 @@ pub fn write_atomically(dir: &Path, bytes: &[u8]) -> Result<PathBuf, Error> {
     };
     std::fs::create_dir_all(dir).map_err(io(dir))?;
     let target = dir.join(FILE_NAME);
-    // The newest becomes the previous one first (rename is atomic): a crash before the
-    // new file is complete leaves the previous checkpoint to restore from.
+    // The newest is kept as the previous one (a hard link, no copy) before the atomic
+    // replace: if the new one cannot be written (a full disk), the newest stays intact;
+    // if it is written but later found damaged, the previous one is still there.
     let previous = dir.join(PREVIOUS_FILE_NAME);
-    match std::fs::rename(&target, &previous) {
+    match std::fs::remove_file(&previous) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(source) => return Err(io(&target)(source).into()),
+        Err(source) => return Err(io(&previous)(source).into()),
+    }
+    match std::fs::hard_link(&target, &previous) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(source) => return Err(io(&previous)(source).into()),
     }
     atomic_file::write_atomically(&target, |mut file| {
         file.write_all(bytes).map_err(io(&target))?;
@@ -623,7 +629,7 @@ mod tests {
         flipped[20] ^= 0x40;
         std::fs::write(&newest, &flipped).unwrap(); // corrupt
         assert_eq!(late(read_latest(dir.path()).unwrap().unwrap()), 1);
-        std::fs::remove_file(&newest).unwrap(); // cut short between rename and write
+        std::fs::remove_file(&newest).unwrap(); // lost
         assert_eq!(late(read_latest(dir.path()).unwrap().unwrap()), 1);
 
         std::fs::write(&newest, &flipped).unwrap();

@@ -2,8 +2,8 @@
 //! `ldpstream_<name>_<unit>[_total]`; each is updated where its event happens.
 
 use prometheus::{
-    Encoder, Gauge, GaugeVec, Histogram, HistogramOpts, IntCounterVec, IntGaugeVec, Opts, Registry,
-    TextEncoder,
+    Encoder, Gauge, GaugeVec, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGaugeVec,
+    Opts, Registry, TextEncoder,
 };
 
 use std::collections::BTreeMap;
@@ -35,6 +35,7 @@ pub struct Metrics {
     pub budget_remaining: GaugeVec,
     pub snapshot_seconds: Histogram,
     pub checkpoint_age: Gauge,
+    pub checkpoint_failures: IntCounter,
     /// The result metrics' group labels, one per group column of any stream.
     groups: GroupLabels,
 }
@@ -238,6 +239,13 @@ impl Metrics {
                         2.5,
                     ]),
                 ),
+            )?,
+            checkpoint_failures: register(
+                &r,
+                IntCounter::with_opts(Opts::new(
+                    "ldpstream_checkpoint_failures_total",
+                    "Periodic checkpoints that could not be written (the last good one is kept; the next interval retries).",
+                )),
             )?,
             checkpoint_age: register(
                 &r,

@@ -369,8 +369,17 @@ pub async fn run(config: Config, options: ServeOptions) -> Result<(), Error> {
             }
             _ = checkpoint_tick.tick(), if checkpoint_dir.is_some() => {
                 if let Some(dir) = &checkpoint_dir {
-                    write_checkpoint(&runtimes, &orphans, dir).await?;
-                    last_checkpoint = Instant::now();
+                    // A full disk or a failing volume must not take the service down in a
+                    // crash loop: the last good checkpoint stays (it is replaced only by a
+                    // complete new one), the age gauge keeps growing for the alert, and the
+                    // next interval retries.
+                    match write_checkpoint(&runtimes, &orphans, dir).await {
+                        Ok(()) => last_checkpoint = Instant::now(),
+                        Err(e) => {
+                            shared.metrics.checkpoint_failures.inc();
+                            error!(error = %e, dir = %dir.display(), "checkpoint failed; keeping the last good one and retrying at the next interval");
+                        }
+                    }
                 }
             }
             _ = &mut shutdown => {

@@ -147,11 +147,14 @@ impl Drop for Serve {
 }
 
 /// The value of the sample `name{labels}` in Prometheus text, where `labels` is a substring
-/// of the label set.
+/// of the label set (`""` also matches a sample without labels).
 pub fn sample(text: &str, name: &str, labels: &str) -> Option<f64> {
     text.lines()
         .filter(|l| !l.starts_with('#'))
-        .find(|l| l.starts_with(&format!("{name}{{")) && l.contains(labels))
+        .find(|l| {
+            (l.starts_with(&format!("{name}{{")) && l.contains(labels))
+                || (labels.is_empty() && l.starts_with(&format!("{name} ")))
+        })
         .and_then(|l| l.rsplit(' ').next())
         .and_then(|v| v.parse().ok())
 }

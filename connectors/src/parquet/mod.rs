@@ -2,6 +2,7 @@
 //! dictionary-key fast path with its own RLE/bit-packed decoder), the replay source of
 //! `serve`, the record schema and the rolling result sink.
 
+pub mod contained;
 pub mod dictionary;
 pub mod files;
 pub mod page_error;

@@ -54,10 +54,16 @@ fn fold_row_group(
     layout: &ReportLayout,
     pane_ms: i64,
 ) -> Result<PanedDelta, ConnectorError> {
-    if let Some(counted) = super::dictionary::try_fold_row_group(file, rg, layout)? {
-        return Ok(counted);
-    }
-    fold_row_group_arrow(file, rg, first_row, layout, pane_ms)
+    super::contained::contain(
+        &file.path,
+        || format!("row group {rg}"),
+        || {
+            if let Some(counted) = super::dictionary::try_fold_row_group(file, rg, layout)? {
+                return Ok(counted);
+            }
+            fold_row_group_arrow(file, rg, first_row, layout, pane_ms)
+        },
+    )
 }
 
 /// Folds one row group from the batches of the Arrow reader: every layout and encoding.

@@ -10,6 +10,7 @@ use parquet::arrow::ProjectionMask;
 
 use ldpstream_engine::stream::ReportLayout;
 
+use super::contained::contain;
 use super::files::{open, InputFile};
 use crate::emit::SourceBatch;
 use crate::error::ConnectorError;
@@ -52,7 +53,7 @@ pub fn run_replay(
                 source,
             })?;
         let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
-        let reader = builder
+        let mut reader = builder
             .with_projection(mask)
             .with_batch_size(max_batch_rows)
             .build()
@@ -60,14 +61,22 @@ pub fn run_replay(
                 path: shown(),
                 source,
             })?;
-        for batch in reader {
+        let mut offset_in_file = 0u64;
+        loop {
             if stop.load(Ordering::Relaxed) {
                 return Ok(sent);
             }
+            let next = contain(
+                path,
+                || format!("the rows after row {offset_in_file}"),
+                || Ok(reader.next()),
+            )?;
+            let Some(batch) = next else { break };
             let batch = batch.map_err(|source| ConnectorError::Arrow {
                 path: shown(),
                 source,
             })?;
+            offset_in_file += batch.num_rows() as u64;
             let rows = batch.num_rows() as u64;
             let end = offset + rows;
             if end <= skip {
