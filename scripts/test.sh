@@ -31,6 +31,9 @@ fi
 # A free loopback port for the broker, so parallel checkouts do not collide.
 port=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
 LDPSTREAM_KAFKA_BROKERS=$(./deploy/kafka/start-local.sh "$port")
+# The broker binary itself, for the tests that start their own (TLS, SASL).
+LDPSTREAM_TANSU=$(cat .kafka/tansu.bin)
+export LDPSTREAM_TANSU
 export LDPSTREAM_KAFKA_BROKERS
 echo "Kafka-protocol broker (Tansu) at $LDPSTREAM_KAFKA_BROKERS" >&2
 

@@ -64,6 +64,12 @@ pub enum ConnectorError {
     },
     #[error("Kafka topic {topic:?} does not exist (or has no partitions) on {brokers}")]
     NoSuchTopic { topic: String, brokers: String },
+    /// The first request to the brokers failed: unreachable, a failed TLS handshake, or
+    /// credentials the broker rejected. The message names the brokers, the protocol and
+    /// SASL mechanism (never a secret), the request, librdkafka's error for it and what
+    /// librdkafka reported about the connection.
+    #[error("{message}")]
+    Unreachable { message: String },
     #[error(
         "{owner}: Kafka option {option:?} comes from environment variable {var}, which is not set"
     )]
@@ -112,6 +118,7 @@ impl ConnectorError {
             | Corrupt { .. }
             | Kafka { .. }
             | NoSuchTopic { .. }
+            | Unreachable { .. }
             | Delivery { .. } => Fault::External,
             Stream(e) if e.is_input() => Fault::External,
             Stream(_) | Serialize(_) | Engine(_) => Fault::Internal,

@@ -53,13 +53,26 @@ pub fn produce(brokers: &str, topic: &str, messages: &[(i32, Vec<u8>)]) {
 
 /// Produces (partition, Kafka timestamp in ms or the producer's clock, payload) messages.
 pub fn produce_at(brokers: &str, topic: &str, messages: &[(i32, Option<i64>, Vec<u8>)]) {
-    let producer: BaseProducer = ClientConfig::new()
+    produce_with(brokers, &[], topic, messages);
+}
+
+/// [`produce_at`] with extra librdkafka options (security settings).
+pub fn produce_with(
+    brokers: &str,
+    options: &[(&str, &str)],
+    topic: &str,
+    messages: &[(i32, Option<i64>, Vec<u8>)],
+) {
+    let mut config = ClientConfig::new();
+    config
         .set("bootstrap.servers", brokers)
         .set("linger.ms", "5")
         .set("batch.num.messages", "100000")
-        .set("queue.buffering.max.messages", "1000000")
-        .create()
-        .unwrap();
+        .set("queue.buffering.max.messages", "1000000");
+    for (k, v) in options {
+        config.set(*k, *v);
+    }
+    let producer: BaseProducer = config.create().unwrap();
     for (partition, timestamp, payload) in messages {
         loop {
             let mut record = BaseRecord::<(), [u8]>::to(topic)

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use rdkafka::client::ClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, RebalanceProtocol};
-use rdkafka::error::KafkaResult;
+use rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode};
 use rdkafka::statistics::Statistics;
 use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{Offset, TopicPartitionList};
@@ -34,6 +34,10 @@ pub(crate) struct GroupContext {
     assigned: Mutex<Vec<(String, i32)>>,
     /// Set by every assignment (even an empty one), cleared by [`take_assignment`].
     changed: AtomicBool,
+    /// The newest client-level error librdkafka reported (a failed TLS handshake, rejected
+    /// SASL credentials, a refused connection), named in the error when the first request
+    /// to the brokers fails; librdkafka's own error for that request only says it timed out.
+    last_error: Mutex<Option<(Option<RDKafkaErrorCode>, String)>>,
 }
 
 impl GroupContext {
@@ -44,7 +48,16 @@ impl GroupContext {
             resume: Mutex::new(resume.clone()),
             assigned: Mutex::new(Vec::new()),
             changed: AtomicBool::new(false),
+            last_error: Mutex::new(None),
         }
+    }
+
+    /// The newest client-level error, and whether it is one that retrying cannot fix
+    /// (credentials or a certificate the broker or this client rejected).
+    pub(crate) fn last_error(&self) -> Option<(String, bool)> {
+        lock(&self.last_error)
+            .as_ref()
+            .map(|(code, reason)| (reason.clone(), settled(*code, reason)))
     }
 
     /// The partitions assigned now, if the assignment changed since the last call.
@@ -150,7 +163,27 @@ impl GroupContext {
     }
 }
 
+/// An error that retrying cannot fix: credentials or a certificate that the broker or
+/// this client rejected.
+fn settled(code: Option<RDKafkaErrorCode>, reason: &str) -> bool {
+    matches!(
+        code,
+        Some(RDKafkaErrorCode::Authentication | RDKafkaErrorCode::SaslAuthenticationFailed)
+    ) || reason.contains("SSL handshake failed")
+        || reason.contains("certificate verify failed")
+}
+
 impl ClientContext for GroupContext {
+    fn error(&self, error: KafkaError, reason: &str) {
+        warn!(stream = %self.stream, error = %error, reason, "Kafka client error");
+        let code = error.rdkafka_error_code();
+        let mut last = lock(&self.last_error);
+        // The cause stays: "all brokers are down" after a rejected certificate says less.
+        if !last.as_ref().is_some_and(|(c, r)| settled(*c, r)) || settled(code, reason) {
+            *last = Some((code, reason.to_string()));
+        }
+    }
+
     /// librdkafka's statistics (every `statistics.interval.ms`) carry each partition's
     /// high watermark from the fetch responses, so the lag costs no extra broker request.
     fn stats(&self, statistics: Statistics) {

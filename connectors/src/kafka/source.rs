@@ -12,12 +12,13 @@ use std::time::{Duration, Instant};
 
 use ldpstream_config::{KafkaConfig, StreamConfig};
 use ldpstream_engine::mechanism::Mechanism;
+use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 use tracing::{debug, info, warn};
 
-use super::client::client_config;
+use super::client::{client_config, librdkafka_build, security_of};
 use super::dead_letter::DeadLetters;
 use super::decode::{Decoded, MessageDecoder};
 use super::group::GroupContext;
@@ -143,6 +144,44 @@ impl CoarseClock {
     }
 }
 
+/// The topic's metadata, the first request to the brokers. Retried for up to 30 s while
+/// the brokers may still come up, but a TLS or SASL failure is final at once, and the
+/// error names the brokers, the security settings and what librdkafka reported.
+fn first_metadata(
+    consumer: &BaseConsumer<GroupContext>,
+    topic: &str,
+    kafka: &KafkaConfig,
+    config: &ClientConfig,
+) -> Result<rdkafka::metadata::Metadata, ConnectorError> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let err = match consumer.fetch_metadata(Some(topic), Duration::from_secs(2)) {
+            Ok(md) => return Ok(md),
+            Err(e) => e,
+        };
+        // Client errors reach the context only while the consumer is polled (nothing is
+        // subscribed yet, so this takes no message); the wait also paces the retries.
+        let paced = Instant::now() + Duration::from_millis(200);
+        while Instant::now() < paced {
+            let _ = consumer.poll(Duration::from_millis(50));
+        }
+        let reported = consumer.context().last_error();
+        let settled = reported.as_ref().is_some_and(|(_, settled)| *settled);
+        if settled || Instant::now() >= deadline {
+            let reported = reported
+                .map(|(reason, _)| format!("; librdkafka reported: {reason}"))
+                .unwrap_or_default();
+            return Err(ConnectorError::Unreachable {
+                message: format!(
+                    "Kafka brokers {} ({}): reading the metadata of topic {topic:?}: {err}{reported}",
+                    kafka.brokers,
+                    security_of(config)
+                ),
+            });
+        }
+    }
+}
+
 /// Consumes until `stop`, or (with `end_marker`) until every assigned partition delivered
 /// its end marker. Returns true when the input ended.
 pub fn run_kafka(
@@ -173,10 +212,10 @@ pub fn run_kafka(
     // Fail early, naming the topic, rather than waiting forever in a group with nothing
     // to assign.
     let mut all_partitions = Vec::new();
+    let (version, features) = librdkafka_build();
+    info!(stream = %stream.name, librdkafka = %version, builtin_features = %features, security = %security_of(&config), "Kafka client");
     for topic in &kafka.topics {
-        let md = consumer
-            .fetch_metadata(Some(topic), Duration::from_secs(30))
-            .map_err(|e| kafka_err(&format!("metadata of topic {topic:?}"), e))?;
+        let md = first_metadata(&consumer, topic, kafka, &config)?;
         let t = md
             .topics()
             .iter()
