@@ -20,38 +20,60 @@ use crate::ledger_file::{check_reset_names, input_fingerprint, open_ledger, Ledg
 
 /// Runs every stream of `config` over its Parquet files (or `inputs`, when given) and
 /// returns one record per (stream, test, window, group). Curator-model tests spend from
-/// `ledgers` (see [`open_ledger`]; `reset` names the streams whose ledgers start afresh);
-/// the caller saves them before it releases the records. `origin` names the ledger file.
+/// `release.ledgers` (see [`open_ledger`]); the caller saves them before it releases the
+/// records.
 pub fn run_batch(
     config: &Config,
     inputs: &[String],
-    ledgers: &mut LedgerBook,
-    reset: &[String],
-    origin: &str,
-    noise: &mut StdRng,
+    release: Release<'_>,
 ) -> Result<Vec<TestRecord>, Error> {
+    let fingerprints: Vec<String> = config
+        .streams
+        .iter()
+        .map(|s| input_fingerprint(s, inputs))
+        .collect();
+    test_streams(config, &fingerprints, release, |stream, mechanism| {
+        let files = resolve_inputs(&patterns_of(stream, inputs)?)?;
+        fold_stream(stream, mechanism, &files)
+    })
+}
+
+/// Where the records of curator-model tests spend, and the noise they draw.
+pub struct Release<'a> {
+    pub ledgers: &'a mut LedgerBook,
+    /// The streams whose ledgers start afresh.
+    pub reset: &'a [String],
+    /// The ledger file, named in errors.
+    pub origin: &'a str,
+    pub noise: &'a mut StdRng,
+}
+
+/// Tests every stream of `config` on the sketches `sketches_of` gives it (folded here, or
+/// merged from partial sketch files). `fingerprints[i]` identifies stream i's input for
+/// its privacy ledger.
+pub fn test_streams(
+    config: &Config,
+    fingerprints: &[String],
+    release: Release<'_>,
+    mut sketches_of: impl FnMut(&StreamConfig, &Mechanism) -> Result<PanedDelta, Error>,
+) -> Result<Vec<TestRecord>, Error> {
+    let Release {
+        ledgers,
+        reset,
+        origin,
+        noise,
+    } = release;
     check_reset_names(config, reset)?;
     // Conflicts are judged against the ledgers as they were before this run.
     let known = ledgers.streams.clone();
     let mut opened = Vec::new();
-    for stream in &config.streams {
-        let fingerprint = input_fingerprint(stream, inputs);
-        opened.push(open_ledger(&known, stream, &fingerprint, reset, origin)?);
+    for (stream, fingerprint) in config.streams.iter().zip(fingerprints) {
+        opened.push(open_ledger(&known, stream, fingerprint, reset, origin)?);
     }
     let mut records = Vec::new();
     for (stream, mut ledger) in config.streams.iter().zip(opened) {
-        let patterns = match (&stream.source, inputs.is_empty()) {
-            (_, false) => inputs.to_vec(),
-            (SourceConfig::Parquet { paths, .. }, true) => paths.clone(),
-            (SourceConfig::Simulator(_) | SourceConfig::Kafka(_), true) => {
-                return Err(Error::NotBatchSource {
-                    stream: stream.name.clone(),
-                })
-            }
-        };
-        let files = resolve_inputs(&patterns)?;
         let mechanism = Mechanism::from_config(&stream.mechanism)?;
-        let sketches = fold_stream(stream, &mechanism, &files)?;
+        let sketches = sketches_of(stream, &mechanism)?;
         check_testable(stream, &sketches)?;
         let mut private = Private {
             ledger: ledger.as_mut().map(|e| &mut e.ledger),
@@ -68,6 +90,17 @@ pub fn run_batch(
         }
     }
     Ok(records)
+}
+
+/// The Parquet patterns a stream reads: `inputs` when given, else its source's paths.
+pub fn patterns_of(stream: &StreamConfig, inputs: &[String]) -> Result<Vec<String>, Error> {
+    match (&stream.source, inputs.is_empty()) {
+        (_, false) => Ok(inputs.to_vec()),
+        (SourceConfig::Parquet { paths, .. }, true) => Ok(paths.clone()),
+        (SourceConfig::Simulator(_) | SourceConfig::Kafka(_), true) => Err(Error::NotBatchSource {
+            stream: stream.name.clone(),
+        }),
+    }
 }
 
 /// Checks and folds a stream's files into per-pane, per-group sketches.

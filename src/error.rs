@@ -40,6 +40,13 @@ pub enum Error {
     },
     #[error("--reset-ledger {stream:?}: {reason}")]
     ResetLedger { stream: String, reason: String },
+    /// A partial sketch file (`batch --emit-sketches`) that cannot be read.
+    #[error("sketch file {path}: {message}")]
+    Partial { path: String, message: String },
+    /// Partial sketch files that cannot be merged under this config without counting a
+    /// report twice or under other settings.
+    #[error("merge: {message}")]
+    PartialConflict { message: String },
     /// The config changed a stream in a way its checkpointed sketches cannot follow.
     #[error("checkpoint {path}: {message}")]
     CheckpointConflict { path: String, message: String },
@@ -93,6 +100,7 @@ impl Error {
             | Error::LedgerConflict { .. }
             | Error::ResetLedger { .. }
             | Error::CheckpointConflict { .. }
+            | Error::PartialConflict { .. }
             | Error::StateMemory { .. }
             | Error::Unauthenticated { .. }
             | Error::AuthToken { .. } => Fault::User,
@@ -101,6 +109,7 @@ impl Error {
             // Exit 1, like other bad input data, not 2: the config and command line are fine.
             Error::NothingToTest { .. }
             | Error::Checkpoint { .. }
+            | Error::Partial { .. }
             | Error::Ledger { .. }
             | Error::Listen { .. }
             | Error::Thread { .. } => Fault::External,

@@ -7,6 +7,7 @@ pub mod batch;
 pub mod error;
 pub mod ledger_file;
 pub mod output;
+pub mod partials;
 pub mod serve;
 pub mod state_memory;
 

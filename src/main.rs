@@ -35,6 +35,8 @@ enum Command {
     Simulate(cli::simulate::SimulateArgs),
     /// Fold Parquet files into sketches and run the configured tests; one JSON line per result.
     Batch(cli::batch::BatchArgs),
+    /// Add up the sketch files of `batch --emit-sketches` runs and run the tests once.
+    Merge(cli::merge::MergeArgs),
     /// The long-running service: ingest, window, test on a schedule, serve HTTP metrics.
     Serve(cli::serve::ServeArgs),
     /// Sample a randomizer and bound its privacy loss from below, next to the claimed ε.
@@ -96,6 +98,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Simulate(args) => cli::simulate::run(args),
         Command::Batch(args) => cli::batch::run(args),
+        Command::Merge(args) => cli::merge::run(args),
         Command::Serve(args) => cli::serve::run(args),
         Command::Audit(args) => cli::audit::run(args),
         Command::Plan(args) => cli::plan::run(args),

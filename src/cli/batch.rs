@@ -1,10 +1,14 @@
 //! `ldpstream batch`: the batch job over Parquet files.
 
 use anyhow::{bail, Context, Result};
-use ldpstream::batch::run_batch;
+use ldpstream::batch::{fold_stream, patterns_of, run_batch, Release};
 use ldpstream::ledger_file::LedgerBook;
 use ldpstream::output::write_records;
+use ldpstream::partials::{self, StreamPart};
 use ldpstream_config::Config;
+use ldpstream_connectors::parquet::resolve_inputs;
+use ldpstream_engine::mechanism::Mechanism;
+use ldpstream_engine::record::TestRecord;
 use rand::SeedableRng;
 
 use super::UsageError;
@@ -21,12 +25,24 @@ pub struct BatchArgs {
     /// Parquet file or glob; repeatable. Replaces the paths of every Parquet source.
     #[arg(long = "input")]
     inputs: Vec<String>,
-    /// Where to write JSON lines; "-" for stdout.
-    #[arg(long, default_value = "-")]
-    output: String,
     /// Worker threads for the fold (default: one per core).
     #[arg(long)]
     threads: Option<usize>,
+    /// Fold only: write the sketches of this share of the input into DIR (one
+    /// `sketches-*.ldpp` file) instead of testing them, for `ldpstream merge`. No test
+    /// runs and no privacy budget is spent here.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["output", "reset_ledgers", "insecure_seed"])]
+    emit_sketches: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    release: ReleaseArgs,
+}
+
+/// Where the records go and what curator-model tests spend: shared by `batch` and `merge`.
+#[derive(clap::Args)]
+pub struct ReleaseArgs {
+    /// Where to write JSON lines; "-" for stdout.
+    #[arg(long, default_value = "-")]
+    output: String,
     /// The privacy-budget ledger of curator-model (raw) streams; created if missing and
     /// updated atomically before any result is written.
     #[arg(long, default_value = "ldpstream-ledger.json")]
@@ -58,6 +74,44 @@ pub fn run(args: BatchArgs) -> Result<()> {
             .build_global()
             .context("configuring the worker pool")?;
     }
+    if let Some(dir) = &args.emit_sketches {
+        return emit_sketches(&config, &args.inputs, dir);
+    }
+    release(&args.release, |release| {
+        Ok(run_batch(&config, &args.inputs, release)?)
+    })
+}
+
+fn emit_sketches(config: &Config, inputs: &[String], dir: &std::path::Path) -> Result<()> {
+    let mut parts = Vec::new();
+    for stream in &config.streams {
+        let files = resolve_inputs(&patterns_of(stream, inputs)?)?;
+        let mechanism = Mechanism::from_config(&stream.mechanism)?;
+        let sketches = fold_stream(stream, &mechanism, &files)?;
+        parts.push((
+            stream,
+            StreamPart {
+                inputs: files,
+                sketches,
+            },
+        ));
+    }
+    let written = partials::write(dir, &parts)?;
+    let files: usize = parts.iter().map(|(_, p)| p.inputs.len()).sum();
+    eprintln!(
+        "sketches of {} stream(s) over {files} input file(s) written to {} (merge with `ldpstream merge`)",
+        parts.len(),
+        written.display()
+    );
+    Ok(())
+}
+
+/// Loads the ledger, sets up the noise, computes the records, saves the spends, then
+/// writes the records and a summary.
+pub(super) fn release(
+    args: &ReleaseArgs,
+    compute: impl FnOnce(Release<'_>) -> Result<Vec<TestRecord>>,
+) -> Result<()> {
     let mut ledgers = LedgerBook::load(&args.ledger)?;
     let mut noise = match args.insecure_seed {
         Some(seed) => {
@@ -69,14 +123,13 @@ pub fn run(args: BatchArgs) -> Result<()> {
         }
         None => ldpstream_engine::curator::secure_rng(),
     };
-    let records = run_batch(
-        &config,
-        &args.inputs,
-        &mut ledgers,
-        &args.reset_ledgers,
-        &args.ledger.display().to_string(),
-        &mut noise,
-    )?;
+    let origin = args.ledger.display().to_string();
+    let records = compute(Release {
+        ledgers: &mut ledgers,
+        reset: &args.reset_ledgers,
+        origin: &origin,
+        noise: &mut noise,
+    })?;
     // Spends are committed before any result is released.
     if !ledgers.streams.is_empty() {
         ledgers.save(&args.ledger)?;

@@ -4,6 +4,7 @@
 pub mod audit;
 pub mod batch;
 pub mod check;
+pub mod merge;
 pub mod plan;
 pub mod serve;
 pub mod simulate;

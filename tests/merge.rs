@@ -1,0 +1,214 @@
+//! Batch across machines: `batch --emit-sketches` over disjoint shares of the input, then
+//! `merge`, gives exactly the records of one `batch` over all of it (integer sketches
+//! merge exactly). And `merge` refuses what would change a result silently: an input
+//! folded into two sketch files, sketches counted under other settings, a file that is
+//! not a sketch file or was cut short.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn ldpstream(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ldpstream"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn config(dir: &Path, name: &str, epsilon: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(
+        &path,
+        format!(
+            r#"
+[[stream]]
+name = "s"
+source = {{ kind = "parquet", paths = ["{}/data/*.parquet"] }}
+mechanism = {{ kind = "grr", epsilon = {epsilon}, domain = 5 }}
+columns = {{ group_by = ["group"] }}
+[[stream.test]]
+name = "global"
+kind = "gof"
+null = "uniform"
+[[stream.test]]
+name = "ten_minutes"
+kind = "gof"
+null = "uniform"
+window = {{ kind = "tumbling", size = "10m" }}
+"#,
+            dir.display()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+fn records(text: &str) -> Vec<Value> {
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn four_emitted_shares_merge_to_the_records_of_one_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    for (i, groups) in [
+        "a=20000,b=5000",
+        "a=7000",
+        "b=12000,c=3000",
+        "a=1000,c=9000",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let file = data.join(format!("part-{i}.parquet"));
+        let o = ldpstream(&[
+            "simulate",
+            "--mechanism",
+            "grr",
+            "--epsilon",
+            "1",
+            "--domain",
+            "5",
+            "--p",
+            "0.3,0.2,0.2,0.2,0.1",
+            "--groups",
+            groups,
+            "--seed",
+            &i.to_string(),
+            "--ts-start",
+            "2026-01-01T00:00:00Z",
+            "--rate",
+            "20",
+            "--out",
+            file.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    let cfg = config(dir.path(), "c.toml", "1.0");
+    let cfg = cfg.to_str().unwrap();
+    let one = ldpstream(&["batch", "--config", cfg]);
+    assert!(one.status.success(), "{}", stderr(&one));
+    let one = records(&String::from_utf8_lossy(&one.stdout));
+    assert_eq!(one.len(), 10, "{one:?}");
+
+    let sketches = dir.path().join("sketches");
+    for i in 0..4 {
+        let input = data.join(format!("part-{i}.parquet"));
+        let o = ldpstream(&[
+            "batch",
+            "--config",
+            cfg,
+            "--input",
+            input.to_str().unwrap(),
+            "--emit-sketches",
+            sketches.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert!(o.stdout.is_empty(), "--emit-sketches wrote records");
+        assert!(stderr(&o).contains("written to"), "{}", stderr(&o));
+    }
+    let glob = format!("{}/*.ldpp", sketches.display());
+    let merged = ldpstream(&["merge", "--config", cfg, "--input", &glob]);
+    assert!(merged.status.success(), "{}", stderr(&merged));
+    assert!(
+        stderr(&merged).contains("merged 4 sketch file(s)"),
+        "{}",
+        stderr(&merged)
+    );
+    let merged = records(&String::from_utf8_lossy(&merged.stdout));
+    assert_eq!(merged, one, "merge differs from one batch over all files");
+
+    // A share emitted again (a retried job) replaces its own file: still 4 files.
+    let input = data.join("part-2.parquet");
+    let o = ldpstream(&[
+        "batch",
+        "--config",
+        cfg,
+        "--input",
+        input.to_str().unwrap(),
+        "--emit-sketches",
+        sketches.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::read_dir(&sketches).unwrap().count(), 4);
+
+    // The same input in two files: refused, naming the input and both files.
+    let both = dir.path().join("both");
+    let o = ldpstream(&[
+        "batch",
+        "--config",
+        cfg,
+        "--input",
+        data.join("part-0.parquet").to_str().unwrap(),
+        "--input",
+        data.join("part-1.parquet").to_str().unwrap(),
+        "--emit-sketches",
+        both.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = ldpstream(&[
+        "merge",
+        "--config",
+        cfg,
+        "--input",
+        &glob,
+        "--input",
+        &format!("{}/*.ldpp", both.display()),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        (stderr(&o).contains("part-0.parquet") || stderr(&o).contains("part-1.parquet"))
+            && stderr(&o).contains("count its reports twice"),
+        "{}",
+        stderr(&o)
+    );
+
+    // Sketches counted under ε = 1 merged under a config that says ε = 2: refused.
+    let other = config(dir.path(), "other.toml", "2.0");
+    let o = ldpstream(&[
+        "merge",
+        "--config",
+        other.to_str().unwrap(),
+        "--input",
+        &glob,
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("mechanism epsilon changed from 1 to 2"),
+        "{}",
+        stderr(&o)
+    );
+
+    // A file cut short, and a file that is not a sketch file: errors naming them.
+    let first = std::fs::read_dir(&sketches)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let bytes = std::fs::read(&first).unwrap();
+    let cut = dir.path().join("cut.ldpp");
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    let stray = data.join("part-0.parquet");
+    for (bad, says) in [
+        (&cut, "checksum mismatch"),
+        (&stray, "not an ldpstream sketch file"),
+    ] {
+        let o = ldpstream(&["merge", "--config", cfg, "--input", bad.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains(bad.file_name().unwrap().to_str().unwrap())
+                && stderr(&o).contains(says),
+            "{}",
+            stderr(&o)
+        );
+    }
+}
