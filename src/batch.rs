@@ -1,5 +1,6 @@
 //! The batch job: every stream of a config over Parquet files, to test records.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -90,6 +91,23 @@ pub fn test_streams(
         }
     }
     Ok(records)
+}
+
+/// The reports (rows) each stream's input holds, read from the Parquet footers, whose
+/// schemas are checked on the way: what bounds the state of sparse count tables.
+pub fn input_reports(config: &Config, inputs: &[String]) -> Result<BTreeMap<String, u64>, Error> {
+    let mut out = BTreeMap::new();
+    for stream in &config.streams {
+        let files = resolve_inputs(&patterns_of(stream, inputs)?)?;
+        let mechanism = Mechanism::from_config(&stream.mechanism)?;
+        let layout = ReportLayout::of(stream, &mechanism);
+        let rows = inspect(&files, &layout)?
+            .iter()
+            .flat_map(|f| &f.row_group_rows)
+            .sum();
+        out.insert(stream.name.clone(), rows);
+    }
+    Ok(out)
 }
 
 /// The Parquet patterns a stream reads: `inputs` when given, else its source's paths.

@@ -1,6 +1,8 @@
 //! The state every stream of a config will hold, against `max_state_memory`: printed by
 //! `ldpstream check`, and enforced by `batch` and `serve` before they read anything.
 
+use std::collections::BTreeMap;
+
 use bytesize::ByteSize;
 use ldpstream_config::Config;
 use ldpstream_engine::mechanism::Mechanism;
@@ -30,8 +32,13 @@ pub fn limit(config: &Config) -> Option<ByteSize> {
 }
 
 /// Every stream's estimate, folding batches of at most `batch_rows` rows (Parquet sources
-/// read fixed-size batches; `serve` cuts at each stream's `max_batch_rows`).
-pub fn estimates(config: &Config, batch_rows: Option<usize>) -> Result<Vec<StateEstimate>, Error> {
+/// read fixed-size batches; `serve` cuts at each stream's `max_batch_rows`), with the
+/// reports of each stream's input where known (`batch`: from the Parquet footers).
+pub fn estimates(
+    config: &Config,
+    batch_rows: Option<usize>,
+    reports: &BTreeMap<String, u64>,
+) -> Result<Vec<StateEstimate>, Error> {
     config
         .streams
         .iter()
@@ -41,6 +48,7 @@ pub fn estimates(config: &Config, batch_rows: Option<usize>) -> Result<Vec<State
                 s,
                 &m,
                 batch_rows.unwrap_or(s.max_batch_rows),
+                reports.get(&s.name).copied(),
             ))
         })
         .collect()
@@ -48,11 +56,15 @@ pub fn estimates(config: &Config, batch_rows: Option<usize>) -> Result<Vec<State
 
 /// Refuses a config whose streams together would hold more than the limit, naming the
 /// stream with the largest estimate and its largest term.
-pub fn enforce(config: &Config, batch_rows: Option<usize>) -> Result<(), Error> {
+pub fn enforce(
+    config: &Config,
+    batch_rows: Option<usize>,
+    reports: &BTreeMap<String, u64>,
+) -> Result<(), Error> {
     let Some(limit) = limit(config) else {
         return Ok(());
     };
-    let estimates = estimates(config, batch_rows)?;
+    let estimates = estimates(config, batch_rows, reports)?;
     let total = estimates
         .iter()
         .fold(0u64, |sum, e| sum.saturating_add(e.total()));

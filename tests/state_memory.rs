@@ -160,3 +160,99 @@ null = "uniform"
         ]
     );
 }
+
+/// 20 groups at d = 2^24, the largest domain: the count tables are sparse, so `batch`
+/// counts their state by the reports its Parquet footers hold (not 20 dense tables of
+/// 128 MiB, let alone `max_groups` of them) and runs within a 1 GiB limit; the records say
+/// why they carry no per-category estimate. benches/large_domain_memory.sh measures the
+/// peak RSS at 10^6 reports per group (benches/RESULTS.md).
+#[test]
+fn twenty_groups_at_the_largest_domain_run_within_a_small_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.parquet");
+    let groups: Vec<String> = (0..20).map(|g| format!("g{g:02}=500")).collect();
+    let o = ldpstream(&[
+        "simulate",
+        "--mechanism",
+        "grr",
+        "--epsilon",
+        "1",
+        "--domain",
+        "16777216",
+        "--p",
+        "uniform",
+        "--groups",
+        &groups.join(","),
+        "--seed",
+        "5",
+        "--out",
+        input.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let config = |path: &std::path::Path| {
+        format!(
+            r#"
+max_state_memory = "1 GiB"
+[[stream]]
+name = "wide"
+source = {{ kind = "parquet", paths = [{path:?}] }}
+mechanism = {{ kind = "grr", epsilon = 1.0, domain = 16777216 }}
+columns = {{ group_by = ["group"] }}
+[[stream.test]]
+name = "gof"
+kind = "gof"
+null = "uniform"
+"#
+        )
+    };
+    let cfg = dir.path().join("c.toml");
+    std::fs::write(&cfg, config(&input)).unwrap();
+    let o = ldpstream(&["check", "--config", cfg.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("10000 reports × 16 B per sparse cell"),
+        "{}",
+        text(&o)
+    );
+    let out = dir.path().join("out.jsonl");
+    let o = ldpstream(&[
+        "batch",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let records: Vec<Value> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(records.len(), 20);
+    for r in &records {
+        assert_eq!(r["n"], 500, "{r}");
+        // 500 reports over 2^24 categories: the χ² law does not hold and simulating it is
+        // out of bounds, so the record says inconclusive and why, never a silent p-value.
+        assert_eq!(r["inconclusive"], true, "{r}");
+        assert!(
+            r["inconclusive_reason"]
+                .as_str()
+                .is_some_and(|s| s.contains("rarest category")),
+            "{r}"
+        );
+        assert_eq!(r["estimate"], serde_json::json!([]), "{r}");
+        assert!(
+            r["estimate_omitted"]
+                .as_str()
+                .is_some_and(|s| s.contains("16777216")),
+            "{r}"
+        );
+    }
+    // Without the input's reports (the file is not there; what `serve` sees), the dense
+    // bound of 10,001 possible groups cannot fit, and check says so by stream and term.
+    let missing = dir.path().join("missing.toml");
+    std::fs::write(&missing, config(&dir.path().join("nowhere.parquet"))).unwrap();
+    let o = ldpstream(&["check", "--config", missing.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("pane store"), "{}", text(&o));
+}

@@ -7,9 +7,9 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 
 use crate::error::EngineError;
-use crate::mechanism::{Mechanism, NoiseKind};
+use crate::mechanism::{Estimate, Mechanism, NoiseKind};
 use crate::mle::Mle;
-use crate::record::TestRecord;
+use crate::record::{TestRecord, MAX_RECORDED_CATEGORIES};
 use crate::sequential::{
     anytime_p_value, crosses, gof_e_process, independence_e_process, two_sample_e_process, EProcess,
 };
@@ -186,7 +186,7 @@ pub fn evaluate_two_sample(
     } else {
         let decision = match (method, mechanism, a, b) {
             (TestMethod::GenRRTwoSample, _, Sketch::Counts(x), Sketch::Counts(y)) => {
-                genrr_two_sample(x.counts(), y.counts())
+                genrr_two_sample(&x.counts(), &y.counts())
             }
             (
                 TestMethod::BitFlipTwoSample,
@@ -271,7 +271,7 @@ fn independence(
     let n = sketch.n();
     let result = match (method, mechanism, sketch) {
         (TestMethod::LocalExpIND, Mechanism::Grr(m), Sketch::Counts(s)) => {
-            local_exp_ind(m.epsilon(), rows, cols, s.counts())
+            local_exp_ind(m.epsilon(), rows, cols, &s.counts())
         }
         (TestMethod::LocalBitFlipIND, Mechanism::BitFlip(m), Sketch::Bits(s)) => {
             local_bitflip_ind(m, rows, cols, s.bit_counts(), n)
@@ -368,8 +368,24 @@ fn record(
     outcome: Outcome,
 ) -> Result<TestRecord, EngineError> {
     let n = sketch.n();
-    let estimate = mechanism.estimate(sketch)?;
-    let mle_omitted = mechanism.mle_omitted(n);
+    let d = mechanism.domain();
+    let estimate_omitted = (d > MAX_RECORDED_CATEGORIES).then(|| {
+        format!(
+            "d = {d} categories > {MAX_RECORDED_CATEGORIES}: the per-category estimate, \
+             standard errors and MLE are not written (2 × {d} numbers per record); the \
+             statistic and p-value cover every category"
+        )
+    });
+    let estimate = match estimate_omitted {
+        Some(_) => Estimate {
+            estimate: Vec::new(),
+            std_error: Vec::new(),
+        },
+        None => mechanism.estimate(sketch)?,
+    };
+    let mle_omitted = estimate_omitted
+        .clone()
+        .or_else(|| mechanism.mle_omitted(n));
     let mle = match mle_omitted {
         Some(_) => Mle {
             p: Vec::new(),
@@ -404,6 +420,7 @@ fn record(
         alpha: test.alpha,
         estimate: estimate.estimate,
         std_error: estimate.std_error,
+        estimate_omitted,
         mle: if n > 0 { mle.p } else { Vec::new() },
         mle_converged: mle.converged,
         mle_iterations: mle.iterations,
@@ -551,13 +568,13 @@ pub fn evaluate_private<R: rand::Rng + ?Sized>(
     };
     let (statistic, p_value, reject) = match method {
         TestMethod::PrivateUniqueElements => {
-            let c = to_uniformity(counts.counts(), noise);
+            let c = to_uniformity(&counts.counts(), noise);
             let null = unique_elements_null(counts.n(), c.len(), epsilon, test.mc_samples, test.seed)?;
             let o = private_unique_elements(&c, epsilon, test.alpha, &null, noise);
             (Some(o.statistic), Some(o.p_value), o.reject)
         }
         TestMethod::PrivateCollisions => {
-            let c = to_uniformity(counts.counts(), noise);
+            let c = to_uniformity(&counts.counts(), noise);
             let (e1, e2) = (epsilon * curator.epsilon_split, epsilon * (1.0 - curator.epsilon_split));
             let null = collisions_null(counts.n(), c.len(), e1, e2, test.mc_samples, test.seed)?;
             let o = private_collisions(&c, e1, e2, test.alpha, &null, noise);

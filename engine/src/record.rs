@@ -6,6 +6,11 @@ use crate::mechanism::Privacy;
 
 /// One test result: one JSON line per (stream, test, window, group). Fields are only ever
 /// added, never renamed, so downstream parsers keep working.
+/// The widest domain whose per-category estimate a record carries: beyond it one record
+/// would hold two lists of d numbers (2 × 128 MiB at d = 2^24) and the snapshot would
+/// build them for every group.
+pub const MAX_RECORDED_CATEGORIES: usize = 65_536;
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TestRecord {
     pub stream: String,
@@ -44,6 +49,11 @@ pub struct TestRecord {
     pub estimate: Vec<f64>,
     /// Standard error of each entry of `estimate`.
     pub std_error: Vec<f64>,
+    /// Why `estimate`, `std_error` and `mle` are empty: a domain wider than
+    /// [`MAX_RECORDED_CATEGORIES`] (the lists would hold millions of numbers per record).
+    /// The statistic and p-value still cover every category. Null otherwise.
+    #[serde(default)]
+    pub estimate_omitted: Option<String>,
     /// Maximum-likelihood estimate over the simplex.
     pub mle: Vec<f64>,
     pub mle_converged: bool,

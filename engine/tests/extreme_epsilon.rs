@@ -182,7 +182,7 @@ fn independence_and_two_sample_at_extreme_epsilon() {
             let Sketch::Counts(c) = simulate_sketch(&grr, &product, N, &mut rng).unwrap() else {
                 unreachable!()
             };
-            let out = local_exp_ind(eps, 2, 2, c.counts());
+            let out = local_exp_ind(eps, 2, 2, &c.counts());
             check_p(
                 &format!("LocalExpIND at ε = {eps}"),
                 out.decision.statistic,
@@ -205,7 +205,7 @@ fn independence_and_two_sample_at_extreme_epsilon() {
             let Sketch::Counts(e) = simulate_sketch(&grr, &P0, N / 2, &mut rng).unwrap() else {
                 unreachable!()
             };
-            let two = genrr_two_sample(d.counts(), e.counts());
+            let two = genrr_two_sample(&d.counts(), &e.counts());
             genrr += u32::from(two.p_value.is_some_and(|p| p < 0.05));
             let (Sketch::Bits(x), Sketch::Bits(y)) = (
                 simulate_sketch(&bits, &P0, N, &mut rng).unwrap(),

@@ -169,7 +169,7 @@ fn independence_tests_have_size_alpha() {
             unreachable!()
         };
         e += u32::from(
-            local_exp_ind(1.0, r, c, s.counts())
+            local_exp_ind(1.0, r, c, &s.counts())
                 .decision
                 .p_value
                 .unwrap()
@@ -221,7 +221,7 @@ fn two_sample_tests_have_size_alpha_with_unequal_n() {
         ) else {
             unreachable!()
         };
-        e += u32::from(genrr_two_sample(x.counts(), y.counts()).p_value.unwrap() < 0.05);
+        e += u32::from(genrr_two_sample(&x.counts(), &y.counts()).p_value.unwrap() < 0.05);
         let Mechanism::BitFlip(m) = &bf else {
             unreachable!()
         };
@@ -268,7 +268,7 @@ fn local_exp_ind_power_matches_the_noncentral_prediction() {
                 unreachable!()
             };
             *count += u32::from(
-                local_exp_ind(2.0, 2, 2, s.counts())
+                local_exp_ind(2.0, 2, 2, &s.counts())
                     .decision
                     .p_value
                     .unwrap()
@@ -403,7 +403,7 @@ fn local_exp_ind_fits_converge_at_small_epsilon() {
         let Sketch::Counts(c) = dataset(&m, &p, 100_000, &mut rng) else {
             unreachable!()
         };
-        let fit = local_exp_ind(0.25, 4, 5, c.counts()).fit.unwrap();
+        let fit = local_exp_ind(0.25, 4, 5, &c.counts()).fit.unwrap();
         assert!(fit.converged, "{fit:?}");
         steps.push(fit.iterations);
     }
@@ -433,14 +433,14 @@ fn local_exp_ind_size_separates_the_plug_in() {
             unreachable!()
         };
         ml += u32::from(
-            local_exp_ind(1.0, r, c, s.counts())
+            local_exp_ind(1.0, r, c, &s.counts())
                 .decision
                 .p_value
                 .unwrap()
                 < 0.05,
         );
         plug_in += u32::from(
-            local_exp_ind_plug_in(1.0, r, c, s.counts())
+            local_exp_ind_plug_in(1.0, r, c, &s.counts())
                 .p_value
                 .unwrap()
                 < 0.05,

@@ -1,7 +1,7 @@
 //! `ldpstream batch`: the batch job over Parquet files.
 
 use anyhow::{bail, Context, Result};
-use ldpstream::batch::{fold_stream, patterns_of, run_batch, Release};
+use ldpstream::batch::{fold_stream, input_reports, patterns_of, run_batch, Release};
 use ldpstream::ledger_file::LedgerBook;
 use ldpstream::output::write_records;
 use ldpstream::partials::{self, StreamPart};
@@ -61,7 +61,14 @@ pub struct ReleaseArgs {
 pub fn run(args: BatchArgs) -> Result<()> {
     super::clean_up_on_signal();
     let config = Config::from_path(&args.config)?;
-    ldpstream::state_memory::enforce(&config, Some(ldpstream_connectors::parquet::BATCH_ROWS))?;
+    // Unreadable inputs are reported by the fold, naming the file; here they only leave
+    // the estimate at its bound without reports.
+    let reports = input_reports(&config, &args.inputs).unwrap_or_default();
+    ldpstream::state_memory::enforce(
+        &config,
+        Some(ldpstream_connectors::parquet::BATCH_ROWS),
+        &reports,
+    )?;
     if let Some(threads) = args.threads {
         if threads == 0 || threads > MAX_THREADS {
             bail!(UsageError(format!(

@@ -18,6 +18,16 @@ pub struct CheckArgs {
 pub fn run(args: CheckArgs) -> Result<()> {
     let config = Config::from_path(&args.config)?;
     println!("config {}: valid", args.config.display());
+    let parquet_only = config
+        .streams
+        .iter()
+        .all(|s| matches!(s.source, SourceConfig::Parquet { .. }));
+    // What `batch` would see: the reports in the Parquet footers, when the files are there.
+    let reports = if parquet_only {
+        ldpstream::batch::input_reports(&config, &[]).unwrap_or_default()
+    } else {
+        Default::default()
+    };
     for stream in &config.streams {
         let batch_rows = match stream.source {
             SourceConfig::Parquet { .. } => Some(BATCH_ROWS),
@@ -27,7 +37,7 @@ pub fn run(args: CheckArgs) -> Result<()> {
             streams: vec![stream.clone()],
             ..config.clone()
         };
-        for estimate in state_memory::estimates(&single, batch_rows)? {
+        for estimate in state_memory::estimates(&single, batch_rows, &reports)? {
             println!(
                 "stream {:?}: estimated state {}",
                 estimate.stream,
@@ -61,11 +71,7 @@ pub fn run(args: CheckArgs) -> Result<()> {
         None => println!("max_state_memory: none (the machine's memory could not be read)"),
     }
     // The same rule `batch` and `serve` apply; Parquet streams estimated at the reader's batch.
-    let parquet_only = config
-        .streams
-        .iter()
-        .all(|s| matches!(s.source, SourceConfig::Parquet { .. }));
-    state_memory::enforce(&config, parquet_only.then_some(BATCH_ROWS))?;
+    state_memory::enforce(&config, parquet_only.then_some(BATCH_ROWS), &reports)?;
     println!("ok: the estimate fits");
     Ok(())
 }

@@ -27,7 +27,7 @@ pub struct ServeArgs {
 
 pub fn run(args: ServeArgs) -> Result<()> {
     let config = Config::from_path(&args.config)?;
-    ldpstream::state_memory::enforce(&config, None)?;
+    ldpstream::state_memory::enforce(&config, None, &Default::default())?;
     let duration = args
         .duration
         .as_deref()

@@ -60,6 +60,7 @@ pub fn record_schema() -> SchemaRef {
         f("alpha", DataType::Float64, false),
         f("estimate", list_of_f64(), false),
         f("std_error", list_of_f64(), false),
+        f("estimate_omitted", DataType::Utf8, true),
         f("mle", list_of_f64(), false),
         f("mle_converged", DataType::Boolean, false),
         f("mle_iterations", DataType::UInt32, false),

@@ -1,5 +1,6 @@
 use arrow::array::{Array, UInt32Array};
 
+use crate::sketch::counts::TableMut;
 use crate::sketch::{CountSketch, RejectReason};
 
 /// Above this domain the sub-histograms no longer fit in L1 and stop paying for themselves.
@@ -67,20 +68,29 @@ pub fn count_categories(values: &[u32], counts: &mut [u64]) -> u64 {
 /// the rest are counted as rejected by reason.
 pub fn fold_categories(array: &UInt32Array, sketch: &mut CountSketch) {
     let nulls = array.null_count();
-    let (counts, n) = sketch.parts_mut();
-    let out_of_domain = if nulls == 0 {
-        count_categories(array.values(), counts)
-    } else {
-        let mut out_of_domain = 0u64;
-        for v in array.iter().flatten() {
-            match counts.get_mut(v as usize) {
-                Some(c) => *c += 1,
-                None => out_of_domain += 1,
+    let (table, n) = sketch.table_mut();
+    let out_of_domain = match table {
+        TableMut::Dense(counts) if nulls == 0 => count_categories(array.values(), counts),
+        TableMut::Dense(counts) => {
+            let mut out_of_domain = 0u64;
+            for v in array.iter().flatten() {
+                match counts.get_mut(v as usize) {
+                    Some(c) => *c += 1,
+                    None => out_of_domain += 1,
+                }
             }
+            out_of_domain
         }
-        out_of_domain
+        TableMut::Sparse(mut cells) => {
+            let mut out_of_domain = 0u64;
+            for v in array.iter().flatten() {
+                out_of_domain += u64::from(!cells.add(v, 1));
+            }
+            out_of_domain
+        }
     };
     *n += array.len() as u64 - nulls as u64 - out_of_domain;
+    sketch.settle();
     sketch
         .rejected_mut()
         .add(RejectReason::OutOfDomain, out_of_domain);
@@ -96,7 +106,7 @@ mod tests {
         let a = UInt32Array::from(vec![Some(0), Some(3), None, Some(9), Some(3), Some(1)]);
         let mut s = CountSketch::new(4);
         fold_categories(&a, &mut s);
-        assert_eq!(s.counts(), &[1, 1, 0, 2]);
+        assert_eq!(&*s.counts(), &[1, 1, 0, 2]);
         assert_eq!(s.n(), 4);
         assert_eq!(s.rejected().get(RejectReason::OutOfDomain), 1);
         assert_eq!(s.rejected().get(RejectReason::Null), 1);

@@ -1,3 +1,4 @@
+use crate::sketch::counts::TableMut;
 use crate::sketch::{CountSketch, RejectReason};
 
 /// Folds reports that arrive as counts per dictionary key (a dictionary-encoded Parquet
@@ -14,19 +15,38 @@ pub fn fold_key_counts(
     nulls: u64,
     sketch: &mut CountSketch,
 ) {
-    let (counts, n) = sketch.parts_mut();
+    let (table, n) = sketch.table_mut();
     let mut folded = 0u64;
     let mut out_of_domain = 0u64;
-    for (&value, &count) in dictionary.iter().zip(key_counts) {
-        match counts.get_mut(value as usize) {
-            Some(c) => {
-                *c += count;
-                folded += count;
+    let mut add = |value: u32, count: u64, into: &mut dyn FnMut(u32, u64) -> bool| {
+        if into(value, count) {
+            folded += count;
+        } else {
+            out_of_domain += count;
+        }
+    };
+    match table {
+        TableMut::Dense(counts) => {
+            let mut into = |v: u32, k: u64| match counts.get_mut(v as usize) {
+                Some(c) => {
+                    *c += k;
+                    true
+                }
+                None => false,
+            };
+            for (&value, &count) in dictionary.iter().zip(key_counts) {
+                add(value, count, &mut into);
             }
-            None => out_of_domain += count,
+        }
+        TableMut::Sparse(mut cells) => {
+            let mut into = |v: u32, k: u64| cells.add(v, k);
+            for (&value, &count) in dictionary.iter().zip(key_counts) {
+                add(value, count, &mut into);
+            }
         }
     }
     *n += folded;
+    sketch.settle();
     sketch
         .rejected_mut()
         .add(RejectReason::OutOfDomain, out_of_domain);
@@ -54,7 +74,7 @@ mod tests {
         let mut by_values = CountSketch::new(5);
         fold_categories(&UInt32Array::from(values), &mut by_values);
         assert_eq!(by_keys, by_values);
-        assert_eq!(by_keys.counts(), &[1, 0, 0, 5, 0]);
+        assert_eq!(&*by_keys.counts(), &[1, 0, 0, 5, 0]);
         assert_eq!(by_keys.rejected().get(RejectReason::OutOfDomain), 5);
         assert_eq!(by_keys.rejected().get(RejectReason::Null), 2);
     }

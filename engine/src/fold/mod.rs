@@ -220,6 +220,11 @@ mod tests {
                 cohorts: 10,
                 seed: 3,
             },
+            // Starts sparse (only non-zero cells kept).
+            MechanismConfig::Grr {
+                epsilon: 1.0,
+                domain: crate::sketch::SPARSE_FROM_DOMAIN as u32 + 8,
+            },
         ]
         .iter()
         .map(|c| Mechanism::from_config(c).unwrap())

@@ -154,8 +154,8 @@ impl Mechanism {
     ///   the Gaussian approximation with isotropic noise.
     pub fn mle(&self, sketch: &Sketch) -> Result<Mle, EngineError> {
         Ok(match (self, sketch) {
-            (Mechanism::Grr(m), Sketch::Counts(s)) => em(&GrrOperator(m), &as_f64(s.counts())),
-            (Mechanism::Channel(m), Sketch::Counts(s)) => em(m.as_ref(), &as_f64(s.counts())),
+            (Mechanism::Grr(m), Sketch::Counts(s)) => em(&GrrOperator(m), &as_f64(&s.counts())),
+            (Mechanism::Channel(m), Sketch::Counts(s)) => em(m.as_ref(), &as_f64(&s.counts())),
             (Mechanism::Raw { .. }, Sketch::Counts(s)) => {
                 let n = s.n().max(1) as f64;
                 Mle {

@@ -199,14 +199,14 @@ impl Mechanism {
     /// The unbiased frequency estimate and its standard errors from a sketch snapshot.
     pub fn estimate(&self, sketch: &Sketch) -> Result<Estimate, EngineError> {
         Ok(match (self, sketch) {
-            (Mechanism::Grr(m), Sketch::Counts(s)) => m.estimate(s.counts(), s.n()),
+            (Mechanism::Grr(m), Sketch::Counts(s)) => m.estimate(&s.counts(), s.n()),
             (Mechanism::Raw { .. }, Sketch::Counts(s)) => Estimate::from_frequencies(
-                s.counts(),
+                &s.counts(),
                 s.n(),
                 |q| q,
                 |q, nf| (q * (1.0 - q) / nf).sqrt(),
             ),
-            (Mechanism::Channel(m), Sketch::Counts(s)) => m.estimate(s.counts(), s.n()),
+            (Mechanism::Channel(m), Sketch::Counts(s)) => m.estimate(&s.counts(), s.n()),
             (Mechanism::BitFlip(m), Sketch::Bits(s)) => m.estimate(s.bit_counts(), s.n()),
             (Mechanism::Noise(m), Sketch::Sums(s)) => m.estimate(&s.sums_f64(), s.n()),
             (Mechanism::Hadamard(m), Sketch::Signed(s)) => m.estimate(&s.signed(), s.n()),

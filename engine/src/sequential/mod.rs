@@ -175,7 +175,7 @@ pub fn gof_e_process(
     let n = sketch.n();
     Ok(match (mechanism, sketch, law) {
         (_, Sketch::Counts(s), Some(q0)) => EProcess::exact(dirichlet::log_e_mixture(
-            s.counts(),
+            &s.counts(),
             &q0,
             &dirichlet::KAPPA_GRID,
         )),
@@ -217,7 +217,7 @@ pub fn independence_e_process(
     let n = sketch.n();
     let outcome = match (mechanism, sketch) {
         (Mechanism::Grr(m), Sketch::Counts(s)) => {
-            local_exp_ind(m.epsilon(), rows, cols, s.counts())
+            local_exp_ind(m.epsilon(), rows, cols, &s.counts())
         }
         (Mechanism::BitFlip(m), Sketch::Bits(s)) => {
             local_bitflip_ind(m, rows, cols, s.bit_counts(), n)
@@ -254,7 +254,7 @@ pub fn two_sample_e_process(
             Mechanism::Grr(_) | Mechanism::Channel(_) | Mechanism::Raw { .. },
             Sketch::Counts(x),
             Sketch::Counts(y),
-        ) => genrr_two_sample(x.counts(), y.counts()),
+        ) => genrr_two_sample(&x.counts(), &y.counts()),
         (Mechanism::BitFlip(m), Sketch::Bits(x), Sketch::Bits(y)) => {
             bitflip_two_sample(m, x.bit_counts(), n1, y.bit_counts(), n2)
         }

@@ -4,17 +4,18 @@
 //!
 //! Every sketch serializes to a versioned little-endian form:
 //! `"LDPS"`, format version (u8), kind (u8), the kind's tables, then the rejection counts
-//! (u8 count, u64 each).
+//! (u8 count, u64 each). Version 2 added the sparse count table (kind 5); version 1 files
+//! are still read.
 
 mod bits;
 mod codec;
-mod counts;
+pub(crate) mod counts;
 mod rejections;
 mod signed;
 mod sums;
 
 pub use bits::BitSketch;
-pub use counts::CountSketch;
+pub use counts::{CountSketch, SPARSE_CELL_BYTES, SPARSE_FROM_DOMAIN};
 pub use rejections::{RejectReason, Rejections};
 pub use signed::SignedSketch;
 pub use sums::{SumSketch, FIXED_POINT_SCALE};
@@ -41,13 +42,14 @@ pub(crate) fn add_table<T: Copy + std::ops::AddAssign>(
 
 /// The first bytes of every serialized sketch.
 pub const MAGIC: [u8; 4] = *b"LDPS";
-/// The serialization format this build writes and reads.
-pub const FORMAT_VERSION: u8 = 1;
+/// The serialization format this build writes (it also reads version 1).
+pub const FORMAT_VERSION: u8 = 2;
 
 const KIND_COUNTS: u8 = 1;
 const KIND_BITS: u8 = 2;
 const KIND_SIGNED: u8 = 3;
 const KIND_SUMS: u8 = 4;
+const KIND_SPARSE_COUNTS: u8 = 5;
 
 /// The sketch of any mechanism. Each mechanism owns exactly one variant.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,7 +96,7 @@ impl Sketch {
     /// The bytes this sketch holds on the heap plus its own size, for memory estimates.
     pub fn heap_bytes(&self) -> usize {
         let table = match self {
-            Sketch::Counts(s) => std::mem::size_of_val(s.counts()),
+            Sketch::Counts(s) => s.table_bytes(),
             Sketch::Bits(s) => std::mem::size_of_val(s.bit_counts()),
             Sketch::Signed(s) => 2 * s.rows() * std::mem::size_of::<u64>(),
             Sketch::Sums(s) => std::mem::size_of_val(s.sums()),
@@ -102,10 +104,25 @@ impl Sketch {
         table + std::mem::size_of::<Sketch>()
     }
 
+    /// The most this sketch can ever hold, however many reports it folds: a sparse count
+    /// table turns dense before it would outgrow the dense one.
+    pub fn max_heap_bytes(&self) -> usize {
+        match self {
+            Sketch::Counts(s) => s.domain() * 8 + std::mem::size_of::<Sketch>(),
+            other => other.heap_bytes(),
+        }
+    }
+
+    /// Whether the table keeps only its non-zero cells while few are (then each report
+    /// adds at most one cell of [`SPARSE_CELL_BYTES`]).
+    pub fn starts_sparse(&self) -> bool {
+        matches!(self, Sketch::Counts(s) if s.is_sparse())
+    }
+
     /// The number of cells, for shape checks.
     pub fn cells(&self) -> usize {
         match self {
-            Sketch::Counts(s) => s.counts().len(),
+            Sketch::Counts(s) => s.domain(),
             Sketch::Bits(s) => s.bit_counts().len(),
             Sketch::Signed(s) => s.rows(),
             Sketch::Sums(s) => s.sums().len(),
@@ -142,7 +159,11 @@ impl Sketch {
         out.push(FORMAT_VERSION);
         match self {
             Sketch::Counts(s) => {
-                out.push(KIND_COUNTS);
+                out.push(if s.writes_sparse() {
+                    KIND_SPARSE_COUNTS
+                } else {
+                    KIND_COUNTS
+                });
                 s.write_body(&mut out);
             }
             Sketch::Bits(s) => {
@@ -172,7 +193,7 @@ impl Sketch {
             return Err(EngineError::Corrupt("not a sketch (bad magic)".into()));
         }
         let version = r.u8("version")?;
-        if version != FORMAT_VERSION {
+        if !(1..=FORMAT_VERSION).contains(&version) {
             return Err(EngineError::UnsupportedVersion {
                 found: version,
                 supported: FORMAT_VERSION,
@@ -183,6 +204,9 @@ impl Sketch {
             KIND_BITS => Sketch::Bits(BitSketch::read_body(&mut r)?),
             KIND_SIGNED => Sketch::Signed(SignedSketch::read_body(&mut r)?),
             KIND_SUMS => Sketch::Sums(SumSketch::read_body(&mut r)?),
+            KIND_SPARSE_COUNTS if version >= 2 => {
+                Sketch::Counts(CountSketch::read_sparse_body(&mut r)?)
+            }
             other => return Err(EngineError::Corrupt(format!("unknown sketch kind {other}"))),
         };
         let reasons = r.u8("rejection reason count")? as usize;
@@ -216,7 +240,7 @@ mod tests {
         let s = Sketch::Counts(s);
         let mut expected: Vec<u8> = [
             b"LDPS".as_slice(),
-            &[1, 1],
+            &[2, 1],
             &3u32.to_le_bytes(),
             &3u64.to_le_bytes(),
             &1u64.to_le_bytes(),
@@ -232,10 +256,45 @@ mod tests {
     }
 
     #[test]
+    fn sparse_counts_golden_bytes_and_version_1_still_read() {
+        let d = SPARSE_FROM_DOMAIN + 1;
+        let mut table = vec![0u64; d];
+        table[5] = 3;
+        let s = Sketch::Counts(CountSketch::from_counts(table));
+        assert!(s.starts_sparse());
+        let mut expected: Vec<u8> = [
+            b"LDPS".as_slice(),
+            &[2, 5],
+            &(d as u32).to_le_bytes(),
+            &3u64.to_le_bytes(),
+            &1u32.to_le_bytes(),
+            &5u32.to_le_bytes(),
+            &3u64.to_le_bytes(),
+            &[RejectReason::COUNT as u8],
+        ]
+        .concat();
+        expected.extend(std::iter::repeat_n(0u8, 8 * RejectReason::COUNT));
+        assert_eq!(s.to_bytes(), expected);
+        assert_eq!(Sketch::from_bytes(&expected).unwrap(), s);
+        // Version 1 had no sparse kind; its dense tables are still read.
+        let mut old = expected.clone();
+        old[4] = 1;
+        assert!(Sketch::from_bytes(&old).is_err());
+        let dense = Sketch::Counts(CountSketch::from_counts(vec![1, 0, 2]));
+        let mut v1 = dense.to_bytes();
+        v1[4] = 1;
+        assert_eq!(Sketch::from_bytes(&v1).unwrap(), dense);
+        // A cell out of order, or a zero cell, is corrupt.
+        let mut zero = expected.clone();
+        zero[23..31].copy_from_slice(&0u64.to_le_bytes());
+        assert!(Sketch::from_bytes(&zero).is_err());
+    }
+
+    #[test]
     fn golden_bytes_signed_and_sums() {
         let s = Sketch::Signed(SignedSketch::from_tables(vec![2, 0], vec![1, 3]).unwrap());
         let b = s.to_bytes();
-        assert_eq!(&b[..6], b"LDPS\x01\x03");
+        assert_eq!(&b[..6], b"LDPS\x02\x03");
         assert_eq!(&b[6..10], &2u32.to_le_bytes());
         assert_eq!(&b[10..18], &6u64.to_le_bytes());
         assert_eq!(Sketch::from_bytes(&b).unwrap(), s);
@@ -243,7 +302,7 @@ mod tests {
         sums.add_row_fixed(&[-(1i128 << 40), 7]);
         let s = Sketch::Sums(sums);
         let b = s.to_bytes();
-        assert_eq!(&b[..6], b"LDPS\x01\x04");
+        assert_eq!(&b[..6], b"LDPS\x02\x04");
         assert_eq!(Sketch::from_bytes(&b).unwrap(), s);
     }
 

@@ -100,16 +100,16 @@ pub fn gof_statistic(
     let d = p0.len() as u32;
     Ok(match (method, mechanism, sketch) {
         (TestMethod::LocalExpGOF, Mechanism::Grr(m), Sketch::Counts(s)) => {
-            local_exp_gof(m, s.counts(), p0)
+            local_exp_gof(m, &s.counts(), p0)
         }
         (TestMethod::ChannelGOF, Mechanism::Grr(m), Sketch::Counts(s)) => {
-            pearson_gof(s.counts(), &m.report_law(p0))
+            pearson_gof(&s.counts(), &m.report_law(p0))
         }
         (TestMethod::ChannelGOF, Mechanism::Channel(m), Sketch::Counts(s)) => {
-            pearson_gof(s.counts(), &m.signal_law(p0))
+            pearson_gof(&s.counts(), &m.signal_law(p0))
         }
         (TestMethod::PearsonGOF, Mechanism::Raw { .. }, Sketch::Counts(s)) => {
-            pearson_gof(s.counts(), p0)
+            pearson_gof(&s.counts(), p0)
         }
         (TestMethod::LocalBitFlipGOF, Mechanism::BitFlip(m), Sketch::Bits(s)) => {
             local_bitflip_gof(m, s.bit_counts(), s.n(), p0)

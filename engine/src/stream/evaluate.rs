@@ -147,7 +147,7 @@ pub fn evaluate_test_groups(
                         let mut k = key.clone();
                         k.push(Some(b.to_string()));
                         Ok(match by_block.as_ref().and_then(|m| m.get(&k)) {
-                            Some(Sketch::Counts(c)) => c.counts().to_vec(),
+                            Some(Sketch::Counts(c)) => c.counts().into_owned(),
                             _ => vec![0; d],
                         })
                     };

@@ -13,6 +13,7 @@ use ldpstream_config::{Calibration, MechanismConfig, StreamConfig, TestMethod, W
 use super::due::{longest_window, stream_pane_width};
 use super::layout::ReportLayout;
 use crate::mechanism::Mechanism;
+use crate::sketch::SPARSE_CELL_BYTES;
 
 /// One named part of a stream's estimated state.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,9 +48,20 @@ impl StateEstimate {
             })
     }
 
-    /// The estimate of `stream` folding batches of at most `batch_rows` rows.
-    pub fn of(stream: &StreamConfig, mechanism: &Mechanism, batch_rows: usize) -> Self {
-        let sketch = mechanism.new_sketch().heap_bytes() as u64;
+    /// The estimate of `stream` folding batches of at most `batch_rows` rows, and at most
+    /// `reports` reports in all when that is known (`batch` reads it from the Parquet
+    /// footers): a sparse count table holds at most one cell per report, so its terms are
+    /// also bounded by the reports that can reach them.
+    pub fn of(
+        stream: &StreamConfig,
+        mechanism: &Mechanism,
+        batch_rows: usize,
+        reports: Option<u64>,
+    ) -> Self {
+        let empty = mechanism.new_sketch();
+        let sketch = empty.max_heap_bytes() as u64;
+        let cell = SPARSE_CELL_BYTES as u64;
+        let sparse = empty.starts_sparse();
         let keyed = !ReportLayout::of(stream, mechanism).key_columns().is_empty();
         // Beyond `max_groups`, reports share the one `__other__` group.
         let groups = if keyed {
@@ -65,25 +77,69 @@ impl StateEstimate {
             (bounded + stream.allowed_lateness.millis()).div_ceil(width) + 2
         };
         let mul = |a: u64, b: u64| a.saturating_mul(b);
+        // (bytes, how) of a dense bound, or of the cells `rows` reports can add to sparse
+        // tables when that is less.
+        let bound = |bytes: u64, how: String, rows: Option<u64>, copies: u64| match rows {
+            Some(rows) if sparse && mul(mul(copies, rows), cell) < bytes => (
+                mul(mul(copies, rows), cell),
+                format!("{copies} × {rows} reports × {cell} B per sparse cell (at most {how})"),
+            ),
+            _ => (bytes, how),
+        };
+        let term = |what: &'static str, (bytes, how): (u64, String)| Term { what, bytes, how };
         let mut terms = vec![
-            Term {
-                what: "pane store",
-                bytes: mul(mul(sketch, groups), panes),
-                how: format!("{sketch} B per sketch × {groups} groups × {panes} panes"),
-            },
-            Term {
-                what: "window snapshot",
-                bytes: mul(mul(2, sketch), groups),
-                how: format!("2 copies × {sketch} B per sketch × {groups} groups"),
-            },
-            Term {
-                what: "batch delta",
-                bytes: mul(sketch, (batch_rows as u64).min(mul(groups, panes))),
-                how: format!(
-                    "{sketch} B per sketch × min({batch_rows} rows per batch, groups × panes)"
+            term(
+                "pane store",
+                bound(
+                    mul(mul(sketch, groups), panes),
+                    format!("{sketch} B per sketch × {groups} groups × {panes} panes"),
+                    reports,
+                    1,
                 ),
-            },
+            ),
+            term(
+                "window snapshot",
+                bound(
+                    mul(mul(2, sketch), groups),
+                    format!("2 copies × {sketch} B per sketch × {groups} groups"),
+                    reports,
+                    2,
+                ),
+            ),
+            term(
+                "batch delta",
+                bound(
+                    mul(sketch, (batch_rows as u64).min(mul(groups, panes))),
+                    format!(
+                        "{sketch} B per sketch × min({batch_rows} rows per batch, groups × panes)"
+                    ),
+                    Some(batch_rows as u64),
+                    1,
+                ),
+            ),
         ];
+        if sparse {
+            // The parallel fold's last merge holds both halves and the result at once.
+            let (bytes, how) = bound(
+                mul(mul(sketch, groups), panes),
+                format!("{sketch} B per sketch × {groups} groups × {panes} panes"),
+                reports,
+                1,
+            );
+            terms.push(Term {
+                what: "fold merge",
+                bytes,
+                how: format!("the last merge of the parallel fold: {how}"),
+            });
+        }
+        // The group under test: its counts as a dense table and two vectors of d doubles
+        // (the law under the null and the estimate), one group at a time.
+        let d = mechanism.domain() as u64;
+        terms.push(Term {
+            what: "test evaluation",
+            bytes: mul(24, d),
+            how: format!("3 × 8 B × d = {d} for the group under test"),
+        });
         let mc: u64 = stream
             .tests
             .iter()
@@ -130,7 +186,7 @@ mod tests {
         let config = Config::from_toml_str(stream, "t").unwrap();
         let s = &config.streams[0];
         let m = Mechanism::from_config(&s.mechanism).unwrap();
-        StateEstimate::of(s, &m, 65_536)
+        StateEstimate::of(s, &m, 65_536, None)
     }
 
     #[test]
@@ -158,9 +214,13 @@ window = { kind = "sliding", size = "1h", slide = "10m" }
         assert_eq!(e.terms[0].bytes, sketch * 101 * 9);
         assert_eq!(e.terms[1].bytes, 2 * sketch * 101);
         assert_eq!(e.terms[2].bytes, sketch * 101 * 9);
-        assert_eq!(e.terms.len(), 3);
+        assert_eq!(
+            (e.terms[3].what, e.terms[3].bytes),
+            ("test evaluation", 24 * 1000)
+        );
+        assert_eq!(e.terms.len(), 4);
         assert_eq!(e.largest().map(|t| t.what), Some("pane store"));
-        assert_eq!(e.total(), sketch * (101 * 9 * 2 + 202));
+        assert_eq!(e.total(), sketch * (101 * 9 * 2 + 202) + 24_000);
     }
 
     #[test]
@@ -181,6 +241,41 @@ mc_samples = 1000
         );
         let sketch = 80 + std::mem::size_of::<crate::sketch::Sketch>() as u64;
         assert_eq!(e.terms[0].bytes, sketch);
-        assert_eq!(e.terms[3].bytes, 8000 + sketch);
+        assert_eq!(e.terms[4].bytes, 8000 + sketch);
+    }
+
+    /// A sparse table at d = 2^24: the dense bound is 128 MiB a sketch; the reports the
+    /// input holds bound it much lower, one cell each.
+    #[test]
+    fn sparse_tables_are_bounded_by_the_reports() {
+        let text = r#"
+[[stream]]
+name = "s"
+source = { kind = "parquet", paths = ["x"] }
+mechanism = { kind = "grr", epsilon = 1.0, domain = 16777216 }
+columns = { group_by = ["g"] }
+[[stream.test]]
+name = "t"
+kind = "gof"
+null = "uniform"
+"#;
+        let config = ldpstream_config::Config::from_toml_str(text, "test").unwrap();
+        let s = &config.streams[0];
+        let m = Mechanism::from_config(&s.mechanism).unwrap();
+        let dense = StateEstimate::of(s, &m, 65_536, None);
+        assert!(dense.terms[0].bytes > 1 << 40, "{dense:?}");
+        let e = StateEstimate::of(s, &m, 65_536, Some(20_000_000));
+        let cell = SPARSE_CELL_BYTES as u64;
+        let what: Vec<(&str, u64)> = e.terms.iter().map(|t| (t.what, t.bytes)).collect();
+        assert_eq!(
+            what,
+            [
+                ("pane store", 20_000_000 * cell),
+                ("window snapshot", 2 * 20_000_000 * cell),
+                ("batch delta", 65_536 * cell),
+                ("fold merge", 20_000_000 * cell),
+                ("test evaluation", 24 << 24),
+            ]
+        );
     }
 }
