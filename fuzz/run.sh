@@ -14,7 +14,7 @@ seconds=${1:-600}
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(kafka_message parquet_file dictionary_pages checkpoint sketch ledger config)
+  targets=(kafka_message parquet_file dictionary_pages checkpoint sketch ledger config partial)
 fi
 for t in "${targets[@]}"; do
   mkdir -p "fuzz/corpus/$t" "fuzz/artifacts/$t"

@@ -77,8 +77,13 @@ pub fn write_atomically(
         let _ = std::fs::remove_file(&tmp_path);
         return result;
     }
-    // Sync the directory too, so the rename itself survives a power loss.
-    File::open(&dir).and_then(|d| d.sync_all()).map_err(io)
+    sync_dir(&dir).map_err(io)
+}
+
+/// Syncs a directory, so that a rename into it survives a power loss (the file's own sync
+/// does not cover its directory entry).
+pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    File::open(dir).and_then(|d| d.sync_all())
 }
 
 /// Removes the temporary files of `file_name` left in `dir` by processes that no longer

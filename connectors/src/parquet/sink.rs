@@ -119,6 +119,12 @@ fn finish(open: OpenFile) -> Result<(), ConnectorError> {
     let file = writer.into_inner().map_err(pq_err(&tmp))?;
     file.sync_all().map_err(io_err(&tmp))?;
     std::fs::rename(&tmp, &done).map_err(io_err(&done))?;
+    // The rename is what makes the records visible: it must survive a power loss too.
+    let dir = done
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    crate::atomic_file::sync_dir(dir).map_err(io_err(&done))?;
     info!(file = %done.display(), "Parquet result file complete");
     Ok(())
 }
