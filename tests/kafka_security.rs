@@ -4,7 +4,7 @@
 //!
 //! - TLS: Tansu 0.6.0 cannot serve TLS itself (its `--cert` and `--key` flags conflict,
 //!   and `--cert` alone still listens in plaintext), so the broker advertises the address
-//!   of deploy/kafka/tls-proxy.py, which terminates TLS with a certificate signed by a CA
+//!   of deploy/kafka/proxy.py, which terminates TLS with a certificate signed by a CA
 //!   this test generates. librdkafka's own TLS stack does the handshake and verifies the
 //!   chain, for the bootstrap and the advertised broker alike.
 //! - SASL: Tansu's `--authentication` with SCRAM (the mechanisms it supports are
@@ -151,7 +151,7 @@ fn tls_files(dir: &Path) {
 }
 
 fn tls_proxy(listen: u16, target: u16, dir: &Path) -> Proc {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/kafka/tls-proxy.py");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/kafka/proxy.py");
     let mut child = Command::new("python3")
         .arg(script)
         .arg(listen.to_string())

@@ -23,4 +23,7 @@ pub trait SourceEvents: Send + Sync {
     fn partition_lag(&self, topic: &str, partition: i32, lag: i64);
     /// A partition another instance reads now.
     fn partition_revoked(&self, topic: &str, partition: i32);
+    /// No broker of a Kafka source can be reached (`false`), or one can again (`true`):
+    /// called on each change only. The source keeps retrying meanwhile.
+    fn brokers_reachable(&self, _reachable: bool) {}
 }

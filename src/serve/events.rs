@@ -52,6 +52,19 @@ impl SourceEvents for StreamEvents {
             .set(lag);
     }
 
+    fn brokers_reachable(&self, reachable: bool) {
+        if reachable {
+            self.shared.unreachable.fetch_sub(1, Ordering::AcqRel);
+        } else {
+            self.shared.unreachable.fetch_add(1, Ordering::AcqRel);
+        }
+        self.shared
+            .metrics
+            .kafka_unreachable
+            .with_label_values(&[self.stream.as_str()])
+            .set(i64::from(!reachable));
+    }
+
     fn partition_revoked(&self, topic: &str, partition: i32) {
         // Another instance reads it now; a frozen last value would mislead a dashboard.
         let _ = self

@@ -76,6 +76,15 @@ async fn metrics(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
 async fn readyz(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
     if shared.is_ready() {
         (StatusCode::OK, "ready\n")
+    } else if shared
+        .unreachable
+        .load(std::sync::atomic::Ordering::Acquire)
+        > 0
+    {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Kafka brokers unreachable\n",
+        )
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, "starting\n")
     }

@@ -31,6 +31,7 @@ pub struct Metrics {
     pub window_reports: IntGaugeVec,
     pub estimate: GaugeVec,
     pub kafka_lag: IntGaugeVec,
+    pub kafka_unreachable: IntGaugeVec,
     pub dead_letters_failed: IntCounterVec,
     pub budget_remaining: GaugeVec,
     pub snapshot_seconds: Histogram,
@@ -160,6 +161,16 @@ impl Metrics {
                         "Messages behind the partition's high watermark (Kafka sources).",
                     ),
                     &["topic", "partition"],
+                ),
+            )?,
+            kafka_unreachable: register(
+                &r,
+                IntGaugeVec::new(
+                    Opts::new(
+                        "ldpstream_kafka_brokers_unreachable",
+                        "1 while no broker of the stream's Kafka source can be reached (it keeps retrying; /readyz says not ready), else 0.",
+                    ),
+                    &["stream"],
                 ),
             )?,
             dead_letters_failed: register(

@@ -129,6 +129,7 @@ pub async fn run(config: Config, options: ServeOptions) -> Result<(), Error> {
                 .filter(|s| matches!(s.source, SourceConfig::Kafka(_)))
                 .count(),
         ),
+        unreachable: AtomicUsize::new(0),
     });
     let listen = options
         .listen

@@ -33,11 +33,15 @@ pub struct Shared {
     /// Sources still connecting (a Kafka source counts down once its partitions are
     /// assigned); `/readyz` answers 200 only when this is 0 and `ready` is set.
     pub(super) connecting: AtomicUsize,
+    /// Kafka sources that reach no broker now (each keeps retrying); not ready meanwhile.
+    pub(super) unreachable: AtomicUsize,
 }
 
 impl Shared {
     pub(super) fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::Acquire) && self.connecting.load(Ordering::Acquire) == 0
+        self.ready.load(Ordering::Acquire)
+            && self.connecting.load(Ordering::Acquire) == 0
+            && self.unreachable.load(Ordering::Acquire) == 0
     }
 }
 

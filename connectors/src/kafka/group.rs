@@ -38,6 +38,8 @@ pub(crate) struct GroupContext {
     /// SASL credentials, a refused connection), named in the error when the first request
     /// to the brokers fails; librdkafka's own error for that request only says it timed out.
     last_error: Mutex<Option<(Option<RDKafkaErrorCode>, String)>>,
+    /// librdkafka said every broker connection is down, and no broker was seen up since.
+    unreachable: AtomicBool,
 }
 
 impl GroupContext {
@@ -49,6 +51,18 @@ impl GroupContext {
             assigned: Mutex::new(Vec::new()),
             changed: AtomicBool::new(false),
             last_error: Mutex::new(None),
+            unreachable: AtomicBool::new(false),
+        }
+    }
+
+    /// A broker answered (a message arrived, or the statistics show one up): the end of an
+    /// outage, if there was one.
+    pub(crate) fn reached(&self) {
+        if self.unreachable.load(Ordering::Relaxed)
+            && self.unreachable.swap(false, Ordering::AcqRel)
+        {
+            info!(stream = %self.stream, "Kafka brokers reachable again");
+            self.events.brokers_reachable(true);
         }
     }
 
@@ -177,6 +191,12 @@ impl ClientContext for GroupContext {
     fn error(&self, error: KafkaError, reason: &str) {
         warn!(stream = %self.stream, error = %error, reason, "Kafka client error");
         let code = error.rdkafka_error_code();
+        if code == Some(RDKafkaErrorCode::AllBrokersDown)
+            && !self.unreachable.swap(true, Ordering::AcqRel)
+        {
+            warn!(stream = %self.stream, "no Kafka broker can be reached; retrying (not ready until one answers)");
+            self.events.brokers_reachable(false);
+        }
         let mut last = lock(&self.last_error);
         // The cause stays: "all brokers are down" after a rejected certificate says less.
         if !last.as_ref().is_some_and(|(c, r)| settled(*c, r)) || settled(code, reason) {
@@ -187,6 +207,9 @@ impl ClientContext for GroupContext {
     /// librdkafka's statistics (every `statistics.interval.ms`) carry each partition's
     /// high watermark from the fetch responses, so the lag costs no extra broker request.
     fn stats(&self, statistics: Statistics) {
+        if statistics.brokers.values().any(|b| b.state == "UP") {
+            self.reached();
+        }
         let assigned = lock(&self.assigned);
         for (topic, t) in &statistics.topics {
             for p in t.partitions.values() {

@@ -342,7 +342,12 @@ pub fn run_kafka(
             }
         };
         let message = match message {
-            Ok(m) => m,
+            Ok(m) => {
+                // One relaxed load per message; it ends an outage that no statistics
+                // callback has ended yet.
+                consumer.context().reached();
+                m
+            }
             Err(e) => {
                 warn!(stream = %stream.name, error = %e, "Kafka consumer error");
                 continue;
