@@ -36,7 +36,7 @@ null = "uniform"
         ),
     )
     .unwrap();
-    let mut serve = Serve::start(&config, &[]);
+    let mut serve = Serve::start_with_env(&config, &[], &[("RUST_LOG", "info")]);
     let newest = ck.join("checkpoint.ldpc");
     let previous = ck.join("checkpoint.prev.ldpc");
     eventually("a checkpoint", Duration::from_secs(30), || {
@@ -67,6 +67,12 @@ null = "uniform"
     assert_eq!(serve.get("/healthz").0, 200, "serve is down");
     assert!(serve.child.try_wait().unwrap().is_none(), "serve exited");
     assert!(serve.stderr.lock().unwrap().contains("checkpoint failed"));
+    // Startup said where the state lives and what a restart replays.
+    assert!(serve
+        .stderr
+        .lock()
+        .unwrap()
+        .contains("are checkpointed here; a restart restores them"));
 
     // The fault clears: the next interval writes a new checkpoint.
     std::fs::remove_dir_all(&previous).unwrap();

@@ -239,6 +239,7 @@ pub async fn run(config: Config, options: ServeOptions) -> Result<(), Error> {
             );
         }
     }
+    log_where_state_lives(&config, checkpoint_dir.as_deref(), !restored.is_empty());
     let mut runtimes = Vec::new();
     let mut threads = Vec::new();
     let mut bounded = 0usize;
@@ -759,4 +760,39 @@ fn unix_millis() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// Says at startup where the state lives and what a restart would replay, so that an
+/// operator learns it before the first restart rather than from it.
+fn log_where_state_lives(config: &Config, checkpoint_dir: Option<&Path>, restored: bool) {
+    if let Some(dir) = checkpoint_dir {
+        info!(
+            dir = %dir.display(),
+            interval = ?config.serve.checkpoint_interval,
+            restored,
+            "state: sketches, source positions and privacy ledgers are checkpointed here; a \
+             restart restores them and re-reads at most the input of one checkpoint interval"
+        );
+        return;
+    }
+    for stream in &config.streams {
+        let replay = match &stream.source {
+            SourceConfig::Kafka(_) => {
+                "a restart starts the sketches empty and re-reads every partition from its \
+                 beginning (committed offsets are progress reports only)"
+            }
+            SourceConfig::Parquet { .. } => {
+                "a restart starts the sketches empty and replays the files from the start"
+            }
+            SourceConfig::Simulator(_) => {
+                "a restart starts the sketches empty and generates new reports"
+            }
+        };
+        let message = format!("no serve.checkpoint_dir: the state lives only in memory; {replay}");
+        if matches!(stream.source, SourceConfig::Kafka(_)) {
+            warn!(stream = %stream.name, "{message}");
+        } else {
+            info!(stream = %stream.name, "{message}");
+        }
+    }
 }
