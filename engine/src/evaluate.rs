@@ -383,9 +383,9 @@ fn record(
         },
         None => mechanism.estimate(sketch)?,
     };
-    let mle_omitted = estimate_omitted
-        .clone()
-        .or_else(|| mechanism.mle_omitted(n));
+    let mle_omitted = mechanism
+        .mle_omitted(n)
+        .or_else(|| estimate_omitted.clone());
     let mle = match mle_omitted {
         Some(_) => Mle {
             p: Vec::new(),
