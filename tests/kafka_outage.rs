@@ -6,59 +6,15 @@
 //! `ldpstream_kafka_brokers_unreachable` is 1; when the proxy is back, ingestion resumes
 //! by itself and the final record equals a clean run's over the same messages.
 
-use std::io::{BufRead, BufReader};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 mod common;
 use common::kafka::{produce, unique};
+use common::own_broker::{broker, create_topic, free_port, proxy, tansu};
 use common::{eventually, sample, Serve};
-
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn wait_for_port(port: u16) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "nothing listens on {port}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn proxy(listen: u16, target: u16) -> Proc {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/kafka/proxy.py");
-    let mut child = Command::new("python3")
-        .arg(script)
-        .arg(listen.to_string())
-        .arg(format!("127.0.0.1:{target}"))
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("python3 runs the proxy");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert_eq!(line.trim(), "ready", "the proxy did not start");
-    Proc(child)
-}
 
 fn config(dir: &Path, run: &str, brokers: &str, topic: &str) -> PathBuf {
     let path = dir.join(format!("{run}.toml"));
@@ -110,36 +66,13 @@ fn final_record(path: &Path) -> Value {
 
 #[test]
 fn ingestion_resumes_after_a_30_s_broker_outage_and_counts_match_a_clean_run() {
-    let Ok(tansu) = std::env::var("LDPSTREAM_TANSU") else {
-        eprintln!("\n!!!!!!!! LDPSTREAM_TANSU is not set: SKIPPING the outage test. !!!!!!!!\n");
-        return;
-    };
+    let Some(tansu) = tansu() else { return };
     let dir = tempfile::tempdir().unwrap();
     let (direct, via) = (free_port(), free_port());
-    let _broker = Proc(
-        Command::new(&tansu)
-            .arg("broker")
-            .args(["--listener-url", &format!("tcp://127.0.0.1:{direct}")])
-            .args([
-                "--advertised-listener-url",
-                &format!("tcp://127.0.0.1:{via}"),
-            ])
-            .args(["--storage-engine", "memory://tansu/"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_for_port(direct);
+    let _broker = broker(&tansu, direct, via, &[]);
     let topic = unique("outage");
-    let created = Command::new(&tansu)
-        .args(["topic", "create", "--broker"])
-        .arg(format!("tcp://127.0.0.1:{direct}"))
-        .args(["--partitions", "2", &topic])
-        .status()
-        .unwrap();
-    assert!(created.success());
-    let mut up = Some(proxy(via, direct));
+    create_topic(&tansu, direct, &topic, 2);
+    let mut up = Some(proxy(via, direct, None));
     let brokers = format!("127.0.0.1:{via}");
     produce(&brokers, &topic, &messages(0, 3000));
 
@@ -175,7 +108,7 @@ fn ingestion_resumes_after_a_30_s_broker_outage_and_counts_match_a_clean_run() {
     }
 
     // The broker is back: ingestion resumes by itself, with what was produced after.
-    let _back = proxy(via, direct);
+    let _back = proxy(via, direct, None);
     let mut rest = messages(3000, 5000);
     rest.extend((0..2).map(|p| (p, b"{\"end\": true}".to_vec())));
     produce(&brokers, &topic, &rest);

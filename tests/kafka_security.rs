@@ -14,10 +14,8 @@
 //!   credentials fail at once with an error naming the brokers and the mechanism, without
 //!   the password.
 
-use std::io::{BufRead, BufReader};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use openssl::asn1::Asn1Time;
@@ -31,65 +29,8 @@ use serde_json::Value;
 
 mod common;
 use common::kafka::{produce_with, unique};
+use common::own_broker::{broker, create_topic, free_port, proxy, tansu, Proc};
 use common::Serve;
-
-/// A child process killed on drop.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn tansu() -> Option<PathBuf> {
-    match std::env::var("LDPSTREAM_TANSU") {
-        Ok(t) if !t.is_empty() => Some(PathBuf::from(t)),
-        _ => {
-            eprintln!(
-                "\n!!!!!!!! LDPSTREAM_TANSU is not set: SKIPPING the Kafka TLS/SASL tests. Run \
-                 ./scripts/test.sh (it installs the broker). !!!!!!!!\n"
-            );
-            None
-        }
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn wait_for_port(port: u16) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "nothing listens on {port}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// A Tansu broker listening on `listen`, advertising `advertise`.
-fn broker(tansu: &Path, listen: u16, advertise: u16, extra: &[&str]) -> Proc {
-    let child = Command::new(tansu)
-        .arg("broker")
-        .args(["--listener-url", &format!("tcp://127.0.0.1:{listen}")])
-        .args([
-            "--advertised-listener-url",
-            &format!("tcp://127.0.0.1:{advertise}"),
-        ])
-        .args(["--storage-engine", "memory://tansu/"])
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("tansu starts");
-    wait_for_port(listen);
-    Proc(child)
-}
 
 fn key() -> PKey<Private> {
     PKey::from_rsa(Rsa::generate(2048).unwrap()).unwrap()
@@ -151,33 +92,8 @@ fn tls_files(dir: &Path) {
 }
 
 fn tls_proxy(listen: u16, target: u16, dir: &Path) -> Proc {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/kafka/proxy.py");
-    let mut child = Command::new("python3")
-        .arg(script)
-        .arg(listen.to_string())
-        .arg(format!("127.0.0.1:{target}"))
-        .arg(dir.join("broker.pem"))
-        .arg(dir.join("broker.key"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("python3 runs the TLS proxy");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert_eq!(line.trim(), "ready", "the TLS proxy did not start");
-    Proc(child)
-}
-
-fn create_topic(tansu: &Path, port: u16, topic: &str) {
-    let status = Command::new(tansu)
-        .args(["topic", "create", "--broker"])
-        .arg(format!("tcp://127.0.0.1:{port}"))
-        .args(["--partitions", "2", topic])
-        .status()
-        .unwrap();
-    assert!(status.success(), "tansu topic create {topic}");
+    let (cert, key) = (dir.join("broker.pem"), dir.join("broker.key"));
+    proxy(listen, target, Some((&cert, &key)))
 }
 
 fn config(dir: &Path, brokers: &str, topic: &str, options: &str, env: &str) -> PathBuf {
@@ -254,7 +170,7 @@ fn serve_reads_a_topic_over_tls_and_refuses_an_untrusted_broker() {
     let _broker = broker(&tansu, plain, tls, &[]);
     let _proxy = tls_proxy(tls, plain, dir.path());
     let topic = unique("tls");
-    create_topic(&tansu, plain, &topic);
+    create_topic(&tansu, plain, &topic, 2);
 
     let brokers = format!("127.0.0.1:{tls}");
     let ca = dir.path().join("ca.pem");

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod kafka;
+pub mod own_broker;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;

@@ -1,0 +1,103 @@
+//! A broker a test starts for itself (Tansu, the binary scripts/test.sh exports as
+//! LDPSTREAM_TANSU), and deploy/kafka/proxy.py in front of it: for tests that need a broker
+//! configured otherwise than the suite's shared one, or one they can cut off.
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A child process killed on drop.
+pub struct Proc(pub Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The broker binary, or None (said loudly) when the suite runs without it.
+pub fn tansu() -> Option<PathBuf> {
+    match std::env::var("LDPSTREAM_TANSU") {
+        Ok(t) if !t.is_empty() => Some(PathBuf::from(t)),
+        _ => {
+            eprintln!(
+                "\n!!!!!!!! LDPSTREAM_TANSU is not set: SKIPPING this test of a broker of its \
+                 own. Run ./scripts/test.sh (it installs the broker). !!!!!!!!\n"
+            );
+            None
+        }
+    }
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub fn wait_for_port(port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "nothing listens on {port}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A broker listening on `listen` and advertising `advertise` (a proxy's port, or itself).
+pub fn broker(tansu: &Path, listen: u16, advertise: u16, extra: &[&str]) -> Proc {
+    let child = Command::new(tansu)
+        .arg("broker")
+        .args(["--listener-url", &format!("tcp://127.0.0.1:{listen}")])
+        .args([
+            "--advertised-listener-url",
+            &format!("tcp://127.0.0.1:{advertise}"),
+        ])
+        .args(["--storage-engine", "memory://tansu/"])
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("tansu starts");
+    wait_for_port(listen);
+    Proc(child)
+}
+
+/// deploy/kafka/proxy.py on `listen` in front of `target`: plain, or terminating TLS with
+/// `tls` = (certificate, key).
+pub fn proxy(listen: u16, target: u16, tls: Option<(&Path, &Path)>) -> Proc {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/kafka/proxy.py");
+    let mut command = Command::new("python3");
+    command
+        .arg(script)
+        .arg(listen.to_string())
+        .arg(format!("127.0.0.1:{target}"));
+    if let Some((cert, key)) = tls {
+        command.arg(cert).arg(key);
+    }
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("python3 runs the proxy");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "ready", "the proxy did not start");
+    Proc(child)
+}
+
+pub fn create_topic(tansu: &Path, port: u16, topic: &str, partitions: u32) {
+    let status = Command::new(tansu)
+        .args(["topic", "create", "--broker"])
+        .arg(format!("tcp://127.0.0.1:{port}"))
+        .args(["--partitions", &partitions.to_string(), topic])
+        .status()
+        .unwrap();
+    assert!(status.success(), "tansu topic create {topic}");
+}
