@@ -673,18 +673,23 @@ block_size = 1000
     );
 }
 
-/// A crafted footer (a column chunk starting at a negative offset) once panicked inside the
-/// parquet crate, in `batch` and in `serve`'s Parquet replay alike.
-#[test]
-fn crafted_parquet_footer_is_an_error_naming_the_file_not_a_panic() {
+/// Runs `batch` and `serve`'s replay over a copy of the fixture `tests/data/{fixture}`
+/// (as `crafted.parquet`) under `config`; both must exit 1 with an error naming the file
+/// and containing `says` (per command), never a panic.
+fn crafted_file_is_an_error(
+    fixture: &str,
+    config: impl Fn(&Path) -> std::path::PathBuf,
+    says: [&[&str]; 2],
+) {
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("crafted.parquet");
     std::fs::copy(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/footer_panic.parquet"),
-        &file,
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data")
+            .join(fixture),
+        dir.path().join("crafted.parquet"),
     )
     .unwrap();
-    let cfg = config(dir.path(), 16, "");
+    let cfg = config(dir.path());
     let cfg = cfg.to_str().unwrap();
     let serve = [
         "serve",
@@ -695,17 +700,32 @@ fn crafted_parquet_footer_is_an_error_naming_the_file_not_a_panic() {
         "--duration",
         "20s",
     ];
-    for args in [&["batch", "--config", cfg][..], &serve[..]] {
+    for (args, says) in [
+        (&["batch", "--config", cfg][..], says[0]),
+        (&serve[..], says[1]),
+    ] {
         let o = ldpstream(args);
         assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
         let e = stderr(&o);
         assert!(
             e.contains("crafted.parquet")
-                && e.contains("not inside the file")
+                && says.iter().all(|s| e.contains(s))
                 && !e.contains("panicked"),
             "{args:?}: {e}"
         );
     }
+}
+
+/// A crafted footer (a column chunk starting at a negative offset) once panicked inside the
+/// parquet crate, in `batch` and in `serve`'s Parquet replay alike.
+#[test]
+fn crafted_parquet_footer_is_an_error_naming_the_file_not_a_panic() {
+    let says: &[&str] = &["not inside the file"];
+    crafted_file_is_an_error(
+        "footer_panic.parquet",
+        |dir| config(dir, 16, ""),
+        [says, says],
+    );
 }
 
 /// Found by the `parquet_file` fuzz target: a dictionary key past the end of a
@@ -714,17 +734,12 @@ fn crafted_parquet_footer_is_an_error_naming_the_file_not_a_panic() {
 /// and in `serve`'s replay.
 #[test]
 fn crafted_dictionary_key_is_an_error_naming_the_file_not_a_panic() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::copy(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/dictionary_key_panic.parquet"),
-        dir.path().join("crafted.parquet"),
-    )
-    .unwrap();
-    let cfg = dir.path().join("c.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            r#"
+    let config = |dir: &Path| {
+        let cfg = dir.join("c.toml");
+        std::fs::write(
+            &cfg,
+            format!(
+                r#"
 [[stream]]
 name = "s"
 source = {{ kind = "parquet", paths = ["{}/*.parquet"] }}
@@ -735,35 +750,20 @@ name = "gof"
 kind = "gof"
 null = "uniform"
 "#,
-            dir.path().display()
-        ),
-    )
-    .unwrap();
-    let cfg = cfg.to_str().unwrap();
-    let serve = [
-        "serve",
-        "--config",
-        cfg,
-        "--listen",
-        "127.0.0.1:0",
-        "--duration",
-        "20s",
-    ];
-    for (args, names) in [
-        (&["batch", "--config", cfg][..], "row group 0"),
-        (&serve[..], "the rows after row"),
-    ] {
-        let o = ldpstream(args);
-        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
-        let e = stderr(&o);
-        assert!(
-            e.contains("crafted.parquet")
-                && e.contains(names)
-                && e.contains("could not be decoded")
-                && !e.contains("panicked"),
-            "{args:?}: {e}"
-        );
-    }
+                dir.display()
+            ),
+        )
+        .unwrap();
+        cfg
+    };
+    crafted_file_is_an_error(
+        "dictionary_key_panic.parquet",
+        config,
+        [
+            &["row group 0", "could not be decoded"],
+            &["the rows after row", "could not be decoded"],
+        ],
+    );
 }
 
 #[test]
