@@ -11,7 +11,7 @@ use rdkafka::config::ClientConfig;
 use serde_json::Value;
 
 mod common;
-use common::kafka::{brokers, create_topic, produce, unique};
+use common::kafka::{brokers, consume_all, create_topic, produce, unique};
 use common::{bin, eventually, write_timed_reports, Serve};
 
 const T0: i64 = 1_767_225_600_000;
@@ -141,6 +141,13 @@ fn kafka_json_serve_matches_batch() {
         ts.push(t);
         groups.push(g.to_string());
     }
+    // A report out of the domain decodes, and the fold rejects it and counts it in the
+    // record (so batch, reading the same report from Parquet, records it too).
+    let outside = format!(r#"{{"report":12,"ts":{},"g":"a"}}"#, T0 + 7);
+    messages.push((2, outside.clone().into_bytes()));
+    reports.push(12);
+    ts.push(T0 + 7);
+    groups.push("a".to_string());
     // Bad messages are counted and skipped, never folded.
     messages.push((0, b"{not json".to_vec()));
     messages.push((1, br#"{"report":-3,"ts":1}"#.to_vec()));
@@ -177,19 +184,32 @@ fn kafka_json_serve_matches_batch() {
     let got = last_finals(&jsonl(&dir.path().join("json.jsonl")));
     assert_eq!(got, expected);
 
-    let letters = consume_all(&brokers, &dead, 2, Duration::from_secs(60));
+    let rejected: u64 = got
+        .values()
+        .filter_map(|r| r["rejected_reports"]["out_of_domain"].as_u64())
+        .sum();
+    assert!(
+        rejected >= 1,
+        "the out-of-domain report is counted in a record"
+    );
+    let letters = consume_all(&brokers, &dead, 3, Duration::from_secs(60));
     let mut payloads: Vec<&[u8]> = letters.iter().map(|l| l.payload.as_slice()).collect();
     payloads.sort();
     assert_eq!(
         payloads,
         [
             br#"{"report":-3,"ts":1}"#.as_slice(),
+            outside.as_bytes(),
             b"{not json".as_slice()
         ]
     );
     for l in &letters {
         let reason = &l.headers["ldpstream-reason"];
-        assert!(reason.starts_with("JSON"), "{reason}");
+        if l.payload == outside.as_bytes() {
+            assert_eq!(reason, "out_of_domain");
+        } else {
+            assert!(reason.starts_with("JSON"), "{reason}");
+        }
         let source = &l.headers["ldpstream-source"];
         assert!(source.starts_with(&format!("{topic}/")), "{source}");
         assert_eq!(l.key.as_deref(), Some(source.as_str()));
@@ -299,56 +319,6 @@ fn kafka_kill_9_three_times_matches_batch() {
             fraction * 100.0
         );
     }
-}
-
-struct Consumed {
-    key: Option<String>,
-    payload: Vec<u8>,
-    headers: std::collections::BTreeMap<String, String>,
-}
-
-/// Reads `count` messages from every partition of `topic` (from the beginning).
-fn consume_all(brokers: &str, topic: &str, count: usize, within: Duration) -> Vec<Consumed> {
-    use rdkafka::consumer::{BaseConsumer, Consumer};
-    use rdkafka::message::{Headers, Message};
-    use rdkafka::{Offset, TopicPartitionList};
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .set("group.id", unique("check"))
-        .create()
-        .unwrap();
-    let mut all = TopicPartitionList::new();
-    for p in 0..4 {
-        all.add_partition_offset(topic, p, Offset::Beginning)
-            .unwrap();
-    }
-    consumer.assign(&all).unwrap();
-    let mut out = Vec::new();
-    let deadline = Instant::now() + within;
-    while out.len() < count && Instant::now() < deadline {
-        if let Some(Ok(m)) = consumer.poll(Duration::from_millis(200)) {
-            let headers = m
-                .headers()
-                .map(|h| {
-                    h.iter()
-                        .map(|h| {
-                            (
-                                h.key.to_string(),
-                                String::from_utf8_lossy(h.value.unwrap_or_default()).into_owned(),
-                            )
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
-            out.push(Consumed {
-                key: m.key().map(|k| String::from_utf8_lossy(k).into_owned()),
-                payload: m.payload().unwrap_or_default().to_vec(),
-                headers,
-            });
-        }
-    }
-    assert_eq!(out.len(), count, "messages on {topic}");
-    out
 }
 
 /// An unbounded stream in a consumer group: every report is read, progress is committed to

@@ -1,7 +1,7 @@
 //! A real Kafka-protocol broker for the integration tests: its address (set by
 //! scripts/test.sh), topics and producers.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
@@ -99,4 +99,55 @@ pub fn unique(prefix: &str) -> String {
         .unwrap()
         .as_nanos();
     format!("{prefix}-{}-{nanos}", std::process::id())
+}
+
+/// One message read back from a topic.
+pub struct Consumed {
+    pub key: Option<String>,
+    pub payload: Vec<u8>,
+    pub headers: std::collections::BTreeMap<String, String>,
+}
+
+/// Reads `count` messages from every partition of `topic` (from the beginning).
+pub fn consume_all(brokers: &str, topic: &str, count: usize, within: Duration) -> Vec<Consumed> {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::message::{Headers, Message};
+    use rdkafka::{Offset, TopicPartitionList};
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("group.id", unique("check"))
+        .create()
+        .unwrap();
+    let mut all = TopicPartitionList::new();
+    for p in 0..4 {
+        all.add_partition_offset(topic, p, Offset::Beginning)
+            .unwrap();
+    }
+    consumer.assign(&all).unwrap();
+    let mut out = Vec::new();
+    let deadline = Instant::now() + within;
+    while out.len() < count && Instant::now() < deadline {
+        if let Some(Ok(m)) = consumer.poll(Duration::from_millis(200)) {
+            let headers = m
+                .headers()
+                .map(|h| {
+                    h.iter()
+                        .map(|h| {
+                            (
+                                h.key.to_string(),
+                                String::from_utf8_lossy(h.value.unwrap_or_default()).into_owned(),
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            out.push(Consumed {
+                key: m.key().map(|k| String::from_utf8_lossy(k).into_owned()),
+                payload: m.payload().unwrap_or_default().to_vec(),
+                headers,
+            });
+        }
+    }
+    assert_eq!(out.len(), count, "messages on {topic}");
+    out
 }

@@ -1,4 +1,5 @@
-//! The dead-letter topic of a Kafka source: a message that does not decode is produced
+//! The dead-letter topic of a Kafka source: a message that does not decode, or whose
+//! report the fold will reject (out of the domain, a NaN noise vector, ...), is produced
 //! there unchanged, with headers saying why and where it came from, so it can be
 //! inspected and replayed. Sends never block the source; deliveries are served whenever
 //! the source cuts a batch and flushed when it stops.
@@ -7,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use ldpstream_config::KafkaConfig;
-use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::message::{BorrowedMessage, Header, Message, OwnedHeaders};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use tracing::warn;
 
@@ -27,7 +28,11 @@ impl DeadLetters {
     /// the same cluster the same way.
     pub(super) fn open(kafka: &KafkaConfig, topic: &str) -> Result<Self, ConnectorError> {
         let mut config = client_config(
-            &[("linger.ms", "50")],
+            // Whatever the consumer could read (up to librdkafka's default
+            // receive.message.max.bytes) can be dead-lettered; where the topic's
+            // max.message.bytes is lower, the broker refuses the send and it is counted in
+            // ldpstream_dead_letters_failed_total.
+            &[("linger.ms", "50"), ("message.max.bytes", "100000000")],
             &kafka.options,
             &kafka.options_from_env,
             &format!("dead-letter topic {topic:?}"),
@@ -44,6 +49,19 @@ impl DeadLetters {
             producer,
             reported: 0,
         })
+    }
+
+    /// Queues a consumed message's payload, with its topic/partition@offset as the source.
+    /// `topic` overrides the message's own topic name (a single-topic source knows it).
+    pub(super) fn send_message(
+        &self,
+        message: &BorrowedMessage<'_>,
+        topic: Option<&str>,
+        reason: &str,
+    ) {
+        let topic = topic.unwrap_or_else(|| message.topic());
+        let source = format!("{topic}/{}@{}", message.partition(), message.offset());
+        self.send(message.payload().unwrap_or_default(), reason, &source);
     }
 
     /// Queues `payload`; when librdkafka's queue is full the message is dropped and counted

@@ -21,7 +21,9 @@ use arrow::array::{
 use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use arrow::record_batch::RecordBatch;
 use ldpstream_config::{EventTime, MessageFormat, StreamConfig};
+use ldpstream_engine::fold::ReportCheck;
 use ldpstream_engine::mechanism::Mechanism;
+use ldpstream_engine::sketch::RejectReason;
 
 use super::json_message::{self, JsonFields};
 use crate::error::ConnectorError;
@@ -30,9 +32,12 @@ use crate::error::ConnectorError;
 pub const BAD_MESSAGE: &str = "bad_message";
 
 /// What a message turned out to be.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decoded {
     Report,
+    /// Appended, but the fold will reject it for this reason (and count it in the
+    /// record); the source dead-letters the original bytes.
+    Invalid(RejectReason),
     EndMarker,
 }
 
@@ -55,6 +60,9 @@ pub struct MessageDecoder {
     groups: Vec<StringBuilder>,
     rows: usize,
     event_time: EventTime,
+    check: ReportCheck,
+    /// One binary noise vector, reused across messages.
+    scratch: Vec<f64>,
 }
 
 fn bad(what: impl Into<String>) -> String {
@@ -108,6 +116,8 @@ impl MessageDecoder {
                 .collect(),
             rows: 0,
             event_time: EventTime::Auto,
+            check: ReportCheck::new(mechanism),
+            scratch: Vec::new(),
         }
     }
 
@@ -171,12 +181,13 @@ impl MessageDecoder {
             );
         }
         // Validate everything before appending, so a bad message leaves no partial row.
-        match &mut self.report {
+        let verdict = match &mut self.report {
             ReportBuilder::U32(b) => {
                 let x = report
                     .parse::<u32>()
                     .map_err(|_| bad("JSON: report is not a u32"))?;
                 b.append_value(x);
+                self.check.category(x)
             }
             ReportBuilder::Bits(b, width) => {
                 let hex =
@@ -189,6 +200,7 @@ impl MessageDecoder {
                     )));
                 }
                 b.append_value(&bytes).map_err(|e| bad(e.to_string()))?;
+                self.check.bits(&bytes)
             }
             ReportBuilder::Indexed(idx, sign) => {
                 let name = self.index_name.as_deref().unwrap_or("row");
@@ -203,6 +215,7 @@ impl MessageDecoder {
                     .map_err(|_| bad("JSON: report is not an i8"))?;
                 idx.append_value(i);
                 sign.append_value(s);
+                self.check.indexed(i, s)
             }
             ReportBuilder::Vector(b, d) => {
                 let values = json_message::numbers(report)
@@ -211,14 +224,15 @@ impl MessageDecoder {
                     .ok_or_else(|| bad(format!("JSON: report is not an array of {d} numbers")))?;
                 b.values().append_slice(&values);
                 b.append(true);
+                self.check.vector(&values)
             }
-        }
+        };
         self.ts.append_option(ts);
         for (b, g) in self.groups.iter_mut().zip(groups) {
             b.append_option(g);
         }
         self.rows += 1;
-        Ok(Decoded::Report)
+        Ok(verdict.map_or(Decoded::Report, Decoded::Invalid))
     }
 
     fn push_binary(&mut self, p: &[u8], kafka_ts: Option<i64>) -> Result<Decoded, String> {
@@ -256,32 +270,42 @@ impl MessageDecoder {
         if !rest.is_empty() {
             return Err(bad("binary: trailing bytes"));
         }
-        match &mut self.report {
-            ReportBuilder::U32(b) => b.append_value(u32::from_le_bytes([
-                report[0], report[1], report[2], report[3],
-            ])),
-            ReportBuilder::Bits(b, _) => b.append_value(report).map_err(|e| bad(e.to_string()))?,
+        let verdict = match &mut self.report {
+            ReportBuilder::U32(b) => {
+                let x = u32::from_le_bytes([report[0], report[1], report[2], report[3]]);
+                b.append_value(x);
+                self.check.category(x)
+            }
+            ReportBuilder::Bits(b, _) => {
+                b.append_value(report).map_err(|e| bad(e.to_string()))?;
+                self.check.bits(report)
+            }
             ReportBuilder::Indexed(idx, sign) => {
-                idx.append_value(u32::from_le_bytes([
-                    report[0], report[1], report[2], report[3],
-                ]));
-                sign.append_value(report[4] as i8);
+                let i = u32::from_le_bytes([report[0], report[1], report[2], report[3]]);
+                let s = report[4] as i8;
+                idx.append_value(i);
+                sign.append_value(s);
+                self.check.indexed(i, s)
             }
             ReportBuilder::Vector(b, _) => {
-                for c in report.chunks_exact(4) {
-                    b.values()
-                        .append_value(f64::from(f32::from_le_bytes([c[0], c[1], c[2], c[3]])));
-                }
+                self.scratch.clear();
+                self.scratch.extend(
+                    report
+                        .chunks_exact(4)
+                        .map(|c| f64::from(f32::from_le_bytes([c[0], c[1], c[2], c[3]]))),
+                );
+                b.values().append_slice(&self.scratch);
                 b.append(true);
+                self.check.vector(&self.scratch)
             }
-        }
+        };
         let ts = self.event_time((ts != i64::MIN).then_some(ts), kafka_ts);
         self.ts.append_option(ts);
         for (b, g) in self.groups.iter_mut().zip(groups) {
             b.append_value(g);
         }
         self.rows += 1;
-        Ok(Decoded::Report)
+        Ok(verdict.map_or(Decoded::Report, Decoded::Invalid))
     }
 
     /// The rows appended so far as a batch in the stream's schema; the builders restart.
@@ -376,10 +400,17 @@ mod tests {
         for (i, (x, g)) in [(3u32, "a"), (0, "b"), (7, "a")].iter().enumerate() {
             let ts = 1_000 + i as i64;
             let j = format!(r#"{{"report": {x}, "ts": {ts}, "g": "{g}"}}"#);
-            assert_eq!(json.push(j.as_bytes()), Ok(Decoded::Report));
+            // Beyond the domain: appended (the fold rejects and counts it) and flagged,
+            // so that the source can dead-letter it.
+            let expected = if *x < 4 {
+                Decoded::Report
+            } else {
+                Decoded::Invalid(RejectReason::OutOfDomain)
+            };
+            assert_eq!(json.push(j.as_bytes()), Ok(expected.clone()));
             assert_eq!(
                 bin.push(&encode_binary_u32(Some(ts), *x, &[g])),
-                Ok(Decoded::Report)
+                Ok(expected)
             );
         }
         assert!(json.push(br#"{"report": -1}"#).is_err());
@@ -401,6 +432,37 @@ mod tests {
         );
         // The builders restart empty.
         assert_eq!(json.finish().unwrap().num_rows(), 0);
+    }
+
+    #[test]
+    fn reports_the_fold_will_reject_are_flagged_with_the_reason() {
+        let (s, m) = stream("{ kind = \"bitflip\", epsilon = 1.0, domain = 10 }", "");
+        let mut json = MessageDecoder::new(&s, &m, MessageFormat::Json);
+        // Bit 10 lies beyond d = 10.
+        assert_eq!(
+            json.push(br#"{"report": "0004"}"#),
+            Ok(Decoded::Invalid(RejectReason::PaddingBitsSet))
+        );
+        let (s, m) = stream("{ kind = \"gauss\", rho = 0.5, domain = 2 }", "");
+        let mut bin = MessageDecoder::new(&s, &m, MessageFormat::Binary);
+        let mut b = vec![1u8];
+        b.extend_from_slice(&i64::MIN.to_le_bytes());
+        b.extend_from_slice(&f32::NAN.to_le_bytes());
+        b.extend_from_slice(&1.0f32.to_le_bytes());
+        assert_eq!(bin.push(&b), Ok(Decoded::Invalid(RejectReason::NonFinite)));
+        let (s, m) = stream("{ kind = \"hadamard\", epsilon = 1.0, domain = 6 }", "");
+        let mut json = MessageDecoder::new(&s, &m, MessageFormat::Json);
+        assert_eq!(
+            json.push(br#"{"row": 1, "report": 0}"#),
+            Ok(Decoded::Invalid(RejectReason::NotPlusMinusOne))
+        );
+        assert_eq!(
+            json.push(br#"{"row": 4000, "report": 1}"#),
+            Ok(Decoded::Invalid(RejectReason::RowOutOfRange))
+        );
+        // All of them were appended, for the fold to count.
+        assert_eq!(json.rows(), 2);
+        assert_eq!(bin.rows(), 1);
     }
 
     #[test]

@@ -369,6 +369,13 @@ pub fn run_kafka(
             message.timestamp().to_millis(),
         ) {
             Ok(Decoded::Report) => {}
+            Ok(Decoded::Invalid(reason)) => {
+                // Folded anyway: the fold rejects it and counts it in the record by reason.
+                if let Some(dl) = &dead_letters {
+                    dl.send_message(&message, single_topic, reason.name());
+                }
+                debug!(stream = %stream.name, topic = message.topic(), partition = message.partition(), offset = message.offset(), reason = reason.name(), "report the fold will reject");
+            }
             Ok(Decoded::EndMarker) if kafka.end_marker => {
                 let k = (
                     single_topic.unwrap_or_else(|| message.topic()).to_string(),
@@ -382,9 +389,7 @@ pub fn run_kafka(
             Err(reason) => {
                 events.bad_message();
                 if let Some(dl) = &dead_letters {
-                    let topic = single_topic.unwrap_or_else(|| message.topic());
-                    let source = format!("{topic}/{}@{}", message.partition(), message.offset());
-                    dl.send(message.payload().unwrap_or_default(), &reason, &source);
+                    dl.send_message(&message, single_topic, &reason);
                 }
                 debug!(stream = %stream.name, topic = message.topic(), partition = message.partition(), offset = message.offset(), %reason, "bad message");
             }

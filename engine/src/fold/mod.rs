@@ -4,12 +4,14 @@
 mod bits;
 mod categories;
 mod dictionary;
+mod report_check;
 mod signed;
 mod sums;
 
 pub use bits::fold_bits;
 pub use categories::{count_categories, fold_categories};
 pub use dictionary::fold_key_counts;
+pub use report_check::ReportCheck;
 pub use signed::fold_signed;
 pub use sums::fold_sums;
 
@@ -311,6 +313,77 @@ mod tests {
                 prop_assert_eq!(Sketch::from_bytes(&merged.to_bytes()).unwrap(), expected);
             }
         }
+    }
+
+    /// What `ReportCheck` says of one report, from the row's own fields.
+    fn check_one(mechanism: &Mechanism, check: &ReportCheck, r: &Row) -> Option<RejectReason> {
+        match mechanism {
+            Mechanism::BitFlip(_) => check.bits(&r.bytes),
+            Mechanism::Noise(_) => check.vector(&r.noise),
+            Mechanism::Hadamard(_) | Mechanism::Cohort(_) => check.indexed(r.a, r.b),
+            _ => check.category(r.a),
+        }
+    }
+
+    proptest! {
+        /// The per-report check a source uses to dead-letter agrees with the fold kernels
+        /// on every report: it names the reason the fold records, or none when it folds.
+        #[test]
+        fn report_check_agrees_with_the_fold(rows in proptest::collection::vec(row(), 1..40)) {
+            for mechanism in mechanisms() {
+                let check = ReportCheck::new(&mechanism);
+                for r in rows.iter().filter(|r| !r.null) {
+                    let one = fold_all(&mechanism, std::slice::from_ref(r));
+                    let folded = RejectReason::ALL
+                        .into_iter()
+                        .find(|&reason| one.rejected().get(reason) == 1);
+                    prop_assert_eq!(one.n() + one.rejected().total(), 1);
+                    prop_assert_eq!(
+                        check_one(&mechanism, &check, r),
+                        folded,
+                        "{} on {:?}",
+                        mechanism.kind(),
+                        r
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn report_check_names_each_reason() {
+        let ms = mechanisms();
+        let grr = ReportCheck::new(&ms[0]);
+        assert_eq!(grr.category(9), None);
+        assert_eq!(grr.category(10), Some(RejectReason::OutOfDomain));
+        let bits = ReportCheck::new(&ms[1]);
+        assert_eq!(bits.bits(&[0xFF, 3]), None);
+        assert_eq!(bits.bits(&[0, 4]), Some(RejectReason::PaddingBitsSet));
+        assert_eq!(bits.bits(&[0]), Some(RejectReason::BadSize));
+        let noise = ReportCheck::new(&ms[2]);
+        assert_eq!(noise.vector(&[0.5, -1.0, 2.0]), None);
+        assert_eq!(
+            noise.vector(&[f64::NAN, 0.0, 1e300]),
+            Some(RejectReason::NonFinite)
+        );
+        assert_eq!(noise.vector(&[0.0, 1.0]), Some(RejectReason::BadSize));
+        let hadamard = ReportCheck::new(&ms[3]);
+        assert_eq!(hadamard.indexed(0, -1), None);
+        assert_eq!(hadamard.indexed(0, 0), Some(RejectReason::NotPlusMinusOne));
+        assert_eq!(
+            hadamard.indexed(1 << 20, 1),
+            Some(RejectReason::RowOutOfRange)
+        );
+        let cohort = ReportCheck::new(&ms[4]);
+        assert_eq!(
+            cohort.indexed(1 << 20, 1),
+            Some(RejectReason::CohortOutOfRange)
+        );
+        let sparse = ReportCheck::new(&ms[5]);
+        assert_eq!(
+            sparse.category(crate::sketch::SPARSE_FROM_DOMAIN as u32 + 8),
+            Some(RejectReason::OutOfDomain)
+        );
     }
 
     #[test]
