@@ -1,8 +1,12 @@
 //! Throughput comparison for `serve`'s Kafka source (not run in CI; see RESULTS.md).
 //!
 //!   kafka-bench produce --brokers B --topic T --n N [--format binary|json] [--domain D]
+//!                       [--groups G] [--seconds S]
 //!       writes N GenRR reports (event times 1 ms apart) round-robin over the topic's
-//!       partitions, then one end marker per partition;
+//!       partitions, then one end marker per partition. With --groups G each report
+//!       carries a group column `g` cycling over G values. With --seconds S it writes
+//!       for S seconds instead (N is then a cap, 0 for none) and sends no end markers: a
+//!       live feed for the overload run (benches/overload_rss.sh);
 //!   kafka-bench consume --brokers B --topic T --n N
 //!       a bare rdkafka consumer that only counts messages (with the same tuned fetch
 //!       settings `serve` uses by default) and prints messages per second.
@@ -57,6 +61,11 @@ fn produce(
     let d: u64 = arg(args, "--domain")
         .unwrap_or_else(|| "16".into())
         .parse()?;
+    let groups: u64 = arg(args, "--groups")
+        .unwrap_or_else(|| "0".into())
+        .parse()?;
+    let seconds: Option<f64> = arg(args, "--seconds").map(|s| s.parse()).transpose()?;
+    let labels: Vec<String> = (0..groups).map(|g| format!("g{g}")).collect();
     let probe: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", brokers)
         .create()?;
@@ -70,9 +79,24 @@ fn produce(
     let t0 = 1_767_225_600_000i64;
     let started = Instant::now();
     let mut x: u64 = 1;
-    let total = n + parts.len() as u64;
+    let (n, total) = match seconds {
+        Some(_) if n == 0 => (u64::MAX, u64::MAX),
+        Some(_) => (n, n),
+        None => (n, n + parts.len() as u64),
+    };
+    let deadline = seconds.map(|s| started + Duration::from_secs_f64(s));
+    let mut sent = 0u64;
     for i in 0..total {
+        // Checking the clock every 4096 messages keeps it out of the producer's way.
+        if i % 4096 == 0 && deadline.is_some_and(|d| Instant::now() >= d) {
+            break;
+        }
+        sent += 1;
         let p = parts[(i % parts.len() as u64) as usize];
+        let group: Vec<&str> = match labels.len() {
+            0 => Vec::new(),
+            len => vec![labels[(i % len as u64) as usize].as_str()],
+        };
         let payload: Vec<u8> = if i >= n {
             if json {
                 br#"{"end":true}"#.to_vec()
@@ -85,10 +109,12 @@ fn produce(
                 .wrapping_add(1442695040888963407);
             let r = ((x >> 33) % d) as u32;
             let ts = t0 + i as i64;
-            if json {
-                format!(r#"{{"report":{r},"ts":{ts}}}"#).into_bytes()
-            } else {
-                ldpstream_connectors::kafka::decode::encode_binary_u32(Some(ts), r, &[])
+            match (json, group.first()) {
+                (true, Some(g)) => format!(r#"{{"report":{r},"ts":{ts},"g":"{g}"}}"#).into_bytes(),
+                (true, None) => format!(r#"{{"report":{r},"ts":{ts}}}"#).into_bytes(),
+                (false, _) => {
+                    ldpstream_connectors::kafka::decode::encode_binary_u32(Some(ts), r, &group)
+                }
             }
         };
         loop {
@@ -108,8 +134,8 @@ fn produce(
     producer.flush(Duration::from_secs(300))?;
     let secs = started.elapsed().as_secs_f64();
     println!(
-        "produced {total} messages in {secs:.2} s ({:.0} msg/s)",
-        total as f64 / secs
+        "produced {sent} messages in {secs:.2} s ({:.0} msg/s)",
+        sent as f64 / secs
     );
     Ok(())
 }

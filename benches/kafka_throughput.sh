@@ -7,7 +7,7 @@
 # end marker (the same span the bare consumer times, from assign to its last message);
 # its whole-process wall time, with start-up, the group join and final results, is
 # printed beside it.
-# Needs release builds: cargo build --release --bin ldpstream -p ldpstream-benches --bin kafka-bench
+# Needs release builds: cargo build --release -p ldpstream -p ldpstream-benches --bin ldpstream --bin kafka-bench
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-5000000}

@@ -1,28 +1,11 @@
 //! Each mechanism's channel as an EM operator, and the MLE of a sketch snapshot.
 
-use super::{fwht, Channel, Cohort, Grr, Hadamard, Mechanism};
+use super::{fwht, Channel, Cohort, Hadamard, Mechanism};
 use crate::error::EngineError;
 use crate::mle::{
-    bitflip_composite_mle, em, mle_omitted_reason, project_to_simplex, EmOperator, Mle,
+    bitflip_composite_mle, em, grr_mle, mle_omitted_reason, project_to_simplex, EmOperator, Mle,
 };
 use crate::sketch::Sketch;
-
-/// GenRR: `G = ρ11ᵀ + γI`, O(d) per product.
-struct GrrOperator<'a>(&'a Grr);
-
-impl EmOperator for GrrOperator<'_> {
-    fn types(&self) -> usize {
-        self.0.domain() as usize
-    }
-    fn forward(&self, p: &[f64]) -> Vec<f64> {
-        self.0.report_law(p)
-    }
-    fn adjoint(&self, w: &[f64]) -> Vec<f64> {
-        let (rho, gamma) = (self.0.rho(), self.0.gamma());
-        let total: f64 = w.iter().sum();
-        w.iter().map(|&ws| rho * total + gamma * ws).collect()
-    }
-}
 
 impl EmOperator for Channel {
     fn types(&self) -> usize {
@@ -154,7 +137,9 @@ impl Mechanism {
     ///   the Gaussian approximation with isotropic noise.
     pub fn mle(&self, sketch: &Sketch) -> Result<Mle, EngineError> {
         Ok(match (self, sketch) {
-            (Mechanism::Grr(m), Sketch::Counts(s)) => em(&GrrOperator(m), &as_f64(&s.counts())),
+            (Mechanism::Grr(m), Sketch::Counts(s)) => {
+                grr_mle(&as_f64(&s.counts()), m.rho(), m.gamma())
+            }
             (Mechanism::Channel(m), Sketch::Counts(s)) => em(m.as_ref(), &as_f64(&s.counts())),
             (Mechanism::Raw { .. }, Sketch::Counts(s)) => {
                 let n = s.n().max(1) as f64;

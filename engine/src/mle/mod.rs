@@ -3,9 +3,11 @@
 //! converged.
 
 mod em;
+mod grr;
 mod simplex;
 
 pub use em::{em, EmOperator, EM_MAX_CELL_UPDATES};
+pub use grr::grr_mle;
 pub use simplex::{bitflip_composite_mle, project_to_simplex};
 
 use serde::{Deserialize, Serialize};
