@@ -5,8 +5,9 @@
 //!       writes N GenRR reports (event times 1 ms apart) round-robin over the topic's
 //!       partitions, then one end marker per partition. With --groups G each report
 //!       carries a group column `g` cycling over G values. With --seconds S it writes
-//!       for S seconds instead (N is then a cap, 0 for none) and sends no end markers: a
-//!       live feed for the overload run (benches/overload_rss.sh);
+//!       for S seconds instead (N is then a cap, 0 for none), stamps reports with the
+//!       wall clock and sends no end markers: a live feed for the overload run
+//!       (benches/overload_rss.sh);
 //!   kafka-bench consume --brokers B --topic T --n N
 //!       a bare rdkafka consumer that only counts messages (with the same tuned fetch
 //!       settings `serve` uses by default) and prints messages per second.
@@ -51,6 +52,12 @@ fn partitions(
     Ok(t.partitions().iter().map(|p| p.id()).collect())
 }
 
+fn wall_clock_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
 fn produce(
     brokers: &str,
     topic: &str,
@@ -86,10 +93,14 @@ fn produce(
     };
     let deadline = seconds.map(|s| started + Duration::from_secs_f64(s));
     let mut sent = 0u64;
+    let mut now_ms = wall_clock_ms();
     for i in 0..total {
-        // Checking the clock every 4096 messages keeps it out of the producer's way.
-        if i % 4096 == 0 && deadline.is_some_and(|d| Instant::now() >= d) {
-            break;
+        // Reading the clock every 4096 messages keeps it out of the producer's way.
+        if i % 4096 == 0 && deadline.is_some() {
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                break;
+            }
+            now_ms = wall_clock_ms();
         }
         sent += 1;
         let p = parts[(i % parts.len() as u64) as usize];
@@ -108,7 +119,11 @@ fn produce(
                 .wrapping_mul(6364136223846793005)
                 .wrapping_add(1442695040888963407);
             let r = ((x >> 33) % d) as u32;
-            let ts = t0 + i as i64;
+            let ts = if deadline.is_some() {
+                now_ms
+            } else {
+                t0 + i as i64
+            };
             match (json, group.first()) {
                 (true, Some(g)) => format!(r#"{{"report":{r},"ts":{ts},"g":"{g}"}}"#).into_bytes(),
                 (true, None) => format!(r#"{{"report":{r},"ts":{ts}}}"#).into_bytes(),
