@@ -57,6 +57,13 @@ pub enum Error {
     Unauthenticated { address: String },
     #[error("serve.auth_token_env: environment variable {variable}: {message}")]
     AuthToken { variable: String, message: String },
+    /// The certificate or key of `serve.tls` cannot be loaded.
+    #[error("serve.tls.{key} {path}: {message}")]
+    HttpTls {
+        key: &'static str,
+        path: String,
+        message: String,
+    },
     #[error("listen address {address}: {source}")]
     Listen {
         address: String,
@@ -103,6 +110,7 @@ impl Error {
             | Error::PartialConflict { .. }
             | Error::StateMemory { .. }
             | Error::Unauthenticated { .. }
+            | Error::HttpTls { .. }
             | Error::AuthToken { .. } => Fault::User,
             Error::Connector(e) => e.fault(),
             Error::Stream(e) if e.is_input() => Fault::External,

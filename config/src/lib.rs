@@ -15,8 +15,8 @@ mod window;
 pub use duration::DurationMs;
 pub use error::ConfigError;
 pub use model::{
-    ColumnsConfig, Config, EventTime, KafkaConfig, MechanismConfig, MessageFormat, ServeConfig,
-    SimulatorConfig, SinkConfig, SourceConfig, StreamConfig,
+    ColumnsConfig, Config, EventTime, HttpTlsConfig, KafkaConfig, MechanismConfig, MessageFormat,
+    ServeConfig, SimulatorConfig, SinkConfig, SourceConfig, StreamConfig,
 };
 pub use null::NullSpec;
 pub use test_spec::{

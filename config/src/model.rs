@@ -48,6 +48,19 @@ pub struct ServeConfig {
     /// Serve HTTP on a non-loopback address without a token (logged as a warning).
     #[serde(default)]
     pub allow_unauthenticated: bool,
+    /// Serve HTTPS instead of HTTP, with this certificate and key.
+    #[serde(default)]
+    pub tls: Option<HttpTlsConfig>,
+}
+
+/// `serve.tls`: PEM files of the endpoint's certificate (chain) and private key.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpTlsConfig {
+    /// The certificate, followed by any intermediates, in PEM.
+    pub cert: String,
+    /// The private key for `cert`, in PEM (unencrypted).
+    pub key: String,
 }
 
 fn default_checkpoint_interval() -> DurationMs {
@@ -64,6 +77,7 @@ impl Default for ServeConfig {
             checkpoint_interval: default_checkpoint_interval(),
             auth_token_env: None,
             allow_unauthenticated: false,
+            tls: None,
         }
     }
 }

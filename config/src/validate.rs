@@ -574,6 +574,17 @@ fn validate_serve(config: &Config) -> Result<(), ConfigError> {
             ));
         }
     }
+    if let Some(tls) = &serve.tls {
+        for (key, path) in [("serve.tls.cert", &tls.cert), ("serve.tls.key", &tls.key)] {
+            if path.trim().is_empty() {
+                return Err(ConfigError::invalid(
+                    key,
+                    "\"\"",
+                    "the path of a PEM file (or leave serve.tls out for plain HTTP)",
+                ));
+            }
+        }
+    }
     if serve.checkpoint_dir.as_deref() == Some("") {
         return Err(ConfigError::invalid(
             "serve.checkpoint_dir",

@@ -11,6 +11,7 @@ mod events;
 mod group_labels;
 mod history;
 mod http;
+mod https;
 mod metrics;
 mod rate;
 mod shared;
@@ -175,20 +176,28 @@ pub async fn run(config: Config, options: ServeOptions) -> Result<(), Error> {
              (serve.allow_unauthenticated = true): anyone who can reach it can read every result"
         );
     }
+    let tls = config.serve.tls.as_ref().map(https::acceptor).transpose()?;
+    let scheme = if tls.is_some() { "https" } else { "http" };
     // Tests and scripts read this line to find the port when `listen` ends in `:0`.
-    eprintln!("ldpstream serve: listening on http://{local}");
-    info!(%local, "HTTP endpoint up");
+    eprintln!("ldpstream serve: listening on {scheme}://{local}");
+    info!(%local, scheme, "HTTP endpoint up");
     let (http_stop_tx, http_stop_rx) = tokio::sync::oneshot::channel::<()>();
     let http = tokio::spawn({
         let app = http::router(shared.clone(), token);
+        let stop = async move {
+            let _ = http_stop_rx.await;
+        };
         async move {
-            let served = axum::serve(listener, app)
-                .with_graceful_shutdown(async move {
-                    let _ = http_stop_rx.await;
-                })
-                .await;
-            if let Err(e) = served {
-                error!(error = %e, "HTTP server stopped");
+            match tls {
+                Some(acceptor) => https::serve(listener, acceptor, app, stop).await,
+                None => {
+                    let served = axum::serve(listener, app)
+                        .with_graceful_shutdown(stop)
+                        .await;
+                    if let Err(e) = served {
+                        error!(error = %e, "HTTP server stopped");
+                    }
+                }
             }
         }
     });

@@ -2,6 +2,7 @@
 // Each test crate uses a different subset of these helpers.
 #![allow(dead_code)]
 
+pub mod certs;
 pub mod kafka;
 pub mod own_broker;
 
@@ -53,9 +54,11 @@ impl Serve {
         let mut seen = String::new();
         while stderr.read_line(&mut line).unwrap() > 0 {
             seen.push_str(&line);
-            if let Some(rest) = line
+            // http:// or, with serve.tls, https://
+            if let Some((_, rest)) = line
                 .trim()
-                .strip_prefix("ldpstream serve: listening on http://")
+                .strip_prefix("ldpstream serve: listening on ")
+                .and_then(|url| url.split_once("://"))
             {
                 addr = Some(rest.to_string());
                 break;
