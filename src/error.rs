@@ -31,6 +31,17 @@ pub enum Error {
     Checkpoint { path: String, message: String },
     #[error("{path}: {message}")]
     Ledger { path: String, message: String },
+    /// The checkpoint directory cannot be created or written.
+    #[error(
+        "state directory {path}{}: {message}; set serve.checkpoint_dir to a writable \
+         directory, or serve.durable_state = false to keep the state only in memory",
+        if *default { " (the default, beside the config file)" } else { " (serve.checkpoint_dir)" }
+    )]
+    StateDir {
+        path: String,
+        message: String,
+        default: bool,
+    },
     /// The config no longer matches a kept privacy ledger (see `ledger_file::open_ledger`).
     #[error("privacy ledger {origin}: stream {stream:?}: {message}")]
     LedgerConflict {
@@ -111,6 +122,7 @@ impl Error {
             | Error::StateMemory { .. }
             | Error::Unauthenticated { .. }
             | Error::HttpTls { .. }
+            | Error::StateDir { .. }
             | Error::AuthToken { .. } => Fault::User,
             Error::Connector(e) => e.fault(),
             Error::Stream(e) if e.is_input() => Fault::External,

@@ -80,8 +80,22 @@ fn exit_code(error: &anyhow::Error) -> u8 {
     }
 }
 
+/// `ldpstream check … | head` closes stdout early. One-shot commands then end quietly on
+/// SIGPIPE, as Unix tools do, instead of panicking in `println!`. `serve` keeps Rust's
+/// default (the write fails with an error), so a closed stdout sink cannot kill it between
+/// checkpoints.
+fn end_quietly_on_a_closed_stdout() {
+    // SAFETY: sets a signal disposition before any other thread is started.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Serve(_)) {
+        end_quietly_on_a_closed_stdout();
+    }
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let logs = tracing_subscriber::fmt()

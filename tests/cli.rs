@@ -1191,3 +1191,28 @@ fn plan_bounds_epsilon_and_prints_it_compactly() {
     assert!(e.contains("--epsilon 1e308 must be at most 700"), "{e}");
     assert!(!e.contains("rho") && e.len() < 300, "{e}");
 }
+
+/// `ldpstream plan … | head -1`: a reader that closes the pipe early ends the one-shot
+/// commands quietly (SIGPIPE, as Unix tools), never with a panic and its backtrace.
+#[test]
+fn a_closed_stdout_ends_a_one_shot_command_without_a_panic() {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ldpstream"))
+        .args(["plan", "--domain", "8", "--epsilon", "1"])
+        .args(["--alternative", "paninski:0.2", "--n", "1000"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(
+        // 13: SIGPIPE
+        o.status.success() || o.status.signal() == Some(13),
+        "{:?}: {err}",
+        o.status
+    );
+}

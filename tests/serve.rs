@@ -326,7 +326,7 @@ fn serve_restores_its_checkpoint_after_kill_9() {
 [serve]
 snapshot_interval = "100ms"
 checkpoint_interval = "150ms"
-checkpoint_dir = "{dir}/{run}-ck"
+{checkpoint_dir}
 sink = [{{ kind = "jsonl", path = "{dir}/{run}.jsonl" }}]
 [[stream]]
 name = "k"
@@ -346,7 +346,12 @@ null = "uniform"
 window = {{ kind = "cumulative" }}
 "#,
                 dir = dir.path().display(),
-                data = data.display()
+                data = data.display(),
+                // kill3 keeps its state where serve puts it by default: beside the config.
+                checkpoint_dir = match run {
+                    "kill3" => String::new(),
+                    _ => format!("checkpoint_dir = \"{}/{run}-ck\"", dir.path().display()),
+                },
             ),
         )
         .unwrap();
@@ -385,13 +390,21 @@ window = {{ kind = "cumulative" }}
         );
         let _ = first.child.kill(); // SIGKILL
         let _ = first.child.wait();
-        let checkpointed = dir
-            .path()
-            .join(format!("{run}-ck/checkpoint.ldpc"))
-            .exists();
+        let state_dir = match run {
+            "kill3" => format!("{run}.state"),
+            _ => format!("{run}-ck"),
+        };
+        let checkpointed = dir.path().join(state_dir).join("checkpoint.ldpc").exists();
         restored_runs += usize::from(checkpointed);
         let mut second = Serve::start(&config, &[]);
         let status = second.wait(Duration::from_secs(60));
+        if run == "kill3" {
+            let log = second.stderr.lock().unwrap().clone();
+            assert!(
+                log.contains("state: ") && log.contains("kill3.state (the default beside"),
+                "{log}"
+            );
+        }
         assert!(status.success(), "{run}: restart exited with {status:?}");
         let got = last_finals(&jsonl(&dir.path().join(format!("{run}.jsonl"))));
         assert_eq!(
@@ -403,6 +416,110 @@ window = {{ kind = "cumulative" }}
         restored_runs >= 2,
         "most kills should land after a checkpoint"
     );
+}
+
+/// A Parquet stream without `checkpoint_dir` checkpoints into `<config>.state`; where that
+/// cannot be written `serve` stops at start naming it, and `durable_state = false` keeps
+/// the state in memory, saying so.
+#[test]
+fn the_default_state_directory_is_beside_the_config_or_refused_or_opted_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("d.parquet");
+    let o = Command::new(bin())
+        .args([
+            "simulate",
+            "--mechanism",
+            "grr",
+            "--epsilon",
+            "1",
+            "--domain",
+            "4",
+        ])
+        .args(["--p", "uniform", "--n", "2000", "--seed", "1", "--out"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let write = |name: &str, serve: &str| {
+        let config = dir.path().join(format!("{name}.toml"));
+        std::fs::write(
+            &config,
+            format!(
+                r#"
+[serve]
+{serve}
+sink = [{{ kind = "jsonl", path = "{out}" }}]
+[[stream]]
+name = "p"
+source = {{ kind = "parquet", paths = ["{data}"] }}
+mechanism = {{ kind = "grr", epsilon = 1.0, domain = 4 }}
+[[stream.test]]
+name = "all"
+kind = "gof"
+null = "uniform"
+window = {{ kind = "cumulative" }}
+"#,
+                out = dir.path().join(format!("{name}.jsonl")).display(),
+                data = data.display()
+            ),
+        )
+        .unwrap();
+        config
+    };
+    let run = |config: &Path| {
+        Command::new(bin())
+            .args(["serve", "--config", config.to_str().unwrap()])
+            .args(["--listen", "127.0.0.1:0", "--duration", "60s"])
+            .output()
+            .unwrap()
+    };
+
+    let durable = write("durable", "");
+    let o = run(&durable);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let state = dir.path().join("durable.state");
+    assert!(
+        err.contains(&format!("state: {}", state.display())),
+        "{err}"
+    );
+    assert!(state.join("checkpoint.ldpc").is_file(), "{err}");
+    let check = Command::new(bin())
+        .args(["check", "--config", durable.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&check.stdout);
+    assert!(
+        said.contains(&format!("serve keeps its state in: {}", state.display())),
+        "{said}"
+    );
+
+    // A file where the directory should be: refused at start (exit 2), naming the path
+    // and both ways out, and no result is written.
+    let blocked = write("blocked", "");
+    std::fs::write(dir.path().join("blocked.state"), b"not a directory").unwrap();
+    let o = run(&blocked);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "state directory {}",
+            dir.path().join("blocked.state").display()
+        )) && err.contains("serve.checkpoint_dir")
+            && err.contains("serve.durable_state = false"),
+        "{err}"
+    );
+    assert!(!dir.path().join("blocked.jsonl").exists());
+
+    let memory = write("memory", "durable_state = false");
+    let o = run(&memory);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("state: memory only (serve.durable_state = false)"),
+        "{err}"
+    );
+    assert!(!dir.path().join("memory.state").exists());
 }
 
 #[test]

@@ -8,6 +8,7 @@ mod duration;
 mod error;
 mod model;
 mod null;
+mod state_location;
 mod test_spec;
 mod validate;
 mod window;
@@ -19,6 +20,7 @@ pub use model::{
     ServeConfig, SimulatorConfig, SinkConfig, SourceConfig, StreamConfig,
 };
 pub use null::NullSpec;
+pub use state_location::{InMemoryBecause, StateLocation};
 pub use test_spec::{
     Calibration, CuratorSpec, InnerTester, KindKeyError, TestConfig, TestKind, TestMethod, TestSpec,
 };

@@ -35,9 +35,15 @@ pub struct ServeConfig {
     /// Where results go; stdout when empty.
     #[serde(rename = "sink", default)]
     pub sinks: Vec<SinkConfig>,
-    /// Directory of the checkpoint (panes + source positions); none when absent.
+    /// Directory of the checkpoint (panes, source positions, ledgers). When absent, a
+    /// config that reads Kafka or Parquet checkpoints beside its file (see
+    /// [`crate::StateLocation`]).
     #[serde(default)]
     pub checkpoint_dir: Option<String>,
+    /// `false` keeps the state only in memory even without `checkpoint_dir`: a restart
+    /// starts from nothing.
+    #[serde(default = "default_durable_state")]
+    pub durable_state: bool,
     /// How often a checkpoint is written (and once more on shutdown).
     #[serde(default = "default_checkpoint_interval")]
     pub checkpoint_interval: DurationMs,
@@ -63,6 +69,10 @@ pub struct HttpTlsConfig {
     pub key: String,
 }
 
+fn default_durable_state() -> bool {
+    true
+}
+
 fn default_checkpoint_interval() -> DurationMs {
     DurationMs(10_000)
 }
@@ -74,6 +84,7 @@ impl Default for ServeConfig {
             snapshot_interval: default_snapshot_interval(),
             sinks: Vec::new(),
             checkpoint_dir: None,
+            durable_state: default_durable_state(),
             checkpoint_interval: default_checkpoint_interval(),
             auth_token_env: None,
             allow_unauthenticated: false,

@@ -589,7 +589,17 @@ fn validate_serve(config: &Config) -> Result<(), ConfigError> {
         return Err(ConfigError::invalid(
             "serve.checkpoint_dir",
             "\"\"",
-            "a directory path (or leave the key out for no checkpoints)",
+            "a directory path (or leave the key out for the default beside the config file)",
+        ));
+    }
+    if let (false, Some(dir)) = (serve.durable_state, &serve.checkpoint_dir) {
+        return Err(ConfigError::invalid(
+            "serve.durable_state",
+            "false",
+            format!(
+                "contradicts serve.checkpoint_dir = {dir:?}: keep the directory for durable \
+                 state, or drop it to keep the state only in memory"
+            ),
         ));
     }
     for (i, sink) in serve.sinks.iter().enumerate() {

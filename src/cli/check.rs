@@ -18,6 +18,10 @@ pub struct CheckArgs {
 pub fn run(args: CheckArgs) -> Result<()> {
     let config = Config::from_path(&args.config)?;
     println!("config {}: valid", args.config.display());
+    println!(
+        "serve keeps its state in: {}",
+        config.state_location(&args.config)
+    );
     let parquet_only = config
         .streams
         .iter()

@@ -53,12 +53,14 @@ pub fn run(args: ServeArgs) -> Result<()> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
+    let state = config.state_location(&args.config);
     runtime.block_on(ldpstream::serve::run(
         config,
         ldpstream::serve::ServeOptions {
             duration,
             listen: args.listen,
             reset_ledgers: args.reset_ledgers,
+            state,
         },
     ))?;
     Ok(())

@@ -23,7 +23,7 @@ use std::sync::mpsc::sync_channel;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use ldpstream_config::{Config, SourceConfig, StreamConfig};
+use ldpstream_config::{Config, SourceConfig, StateLocation, StreamConfig};
 use ldpstream_connectors::{Position, Sinks, Source, SourceBatch};
 use ldpstream_engine::mechanism::Mechanism;
 use ldpstream_engine::record::TestRecord;
@@ -55,7 +55,7 @@ use shared::StreamInfo;
 const HTTP_SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
 
 /// Command-line overrides of the config's `[serve]` table.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ServeOptions {
     /// Stop (as on SIGTERM) after this long.
     pub duration: Option<Duration>,
@@ -63,6 +63,9 @@ pub struct ServeOptions {
     pub listen: Option<String>,
     /// Streams whose privacy ledgers start afresh (`--reset-ledger`).
     pub reset_ledgers: Vec<String>,
+    /// Where the checkpoint lives (`Config::state_location`), resolved against the config
+    /// file's path, which only the caller knows.
+    pub state: StateLocation,
 }
 
 /// What changes together and is checkpointed together: the panes, where the source had
@@ -204,7 +207,10 @@ pub async fn run(config: Config, options: ServeOptions) -> Result<(), Error> {
 
     let stop = Arc::new(AtomicBool::new(false));
     let (events_tx, mut events) = mpsc::unbounded_channel::<WorkerEvent>();
-    let checkpoint_dir = config.serve.checkpoint_dir.as_ref().map(PathBuf::from);
+    let checkpoint_dir = options.state.dir().map(Path::to_path_buf);
+    if let Some(dir) = &checkpoint_dir {
+        prepare_state_dir(dir, &options.state)?;
+    }
     let mut restored: BTreeMap<String, StreamCheckpoint> = match &checkpoint_dir {
         Some(dir) => checkpoint::read_latest(dir)?
             .unwrap_or_default()
@@ -243,12 +249,12 @@ pub async fn run(config: Config, options: ServeOptions) -> Result<(), Error> {
         if stream.has_private_tests() && checkpoint_dir.is_none() {
             warn!(
                 stream = %stream.name,
-                "private tests without serve.checkpoint_dir: the privacy ledger lives only in \
-                 memory, and a restart starts the budget afresh"
+                "private tests with the state in memory: the privacy ledger is lost on a \
+                 restart, which starts the budget afresh"
             );
         }
     }
-    log_where_state_lives(&config, checkpoint_dir.as_deref(), !restored.is_empty());
+    log_where_state_lives(&config, &options.state, !restored.is_empty());
     let mut runtimes = Vec::new();
     let mut threads = Vec::new();
     let mut bounded = 0usize;
@@ -772,9 +778,11 @@ fn unix_millis() -> i64 {
 }
 
 /// Says at startup where the state lives and what a restart would replay, so that an
-/// operator learns it before the first restart rather than from it.
-fn log_where_state_lives(config: &Config, checkpoint_dir: Option<&Path>, restored: bool) {
-    if let Some(dir) = checkpoint_dir {
+/// operator learns it before the first restart rather than from it. On stderr as well as
+/// in the log, because the default log level shows warnings only.
+fn log_where_state_lives(config: &Config, state: &StateLocation, restored: bool) {
+    eprintln!("ldpstream serve: state: {state}");
+    if let Some(dir) = state.dir() {
         info!(
             dir = %dir.display(),
             interval = ?config.serve.checkpoint_interval,
@@ -797,11 +805,28 @@ fn log_where_state_lives(config: &Config, checkpoint_dir: Option<&Path>, restore
                 "a restart starts the sketches empty and generates new reports"
             }
         };
-        let message = format!("no serve.checkpoint_dir: the state lives only in memory; {replay}");
-        if matches!(stream.source, SourceConfig::Kafka(_)) {
-            warn!(stream = %stream.name, "{message}");
-        } else {
+        let message = format!("state in memory only ({state}); {replay}");
+        if matches!(stream.source, SourceConfig::Simulator(_)) {
             info!(stream = %stream.name, "{message}");
+        } else {
+            warn!(stream = %stream.name, "{message}");
         }
     }
+}
+
+/// Creates the state directory and proves it writable before anything is read, so that an
+/// unwritable default (a config file in a read-only mount) stops `serve` at start, naming
+/// the directory, instead of failing every checkpoint later.
+fn prepare_state_dir(dir: &Path, state: &StateLocation) -> Result<(), Error> {
+    let fail = |what: &str, e: std::io::Error| Error::StateDir {
+        path: dir.display().to_string(),
+        message: format!("{what}: {e}"),
+        default: matches!(state, StateLocation::BesideConfig(_)),
+    };
+    std::fs::create_dir_all(dir).map_err(|e| fail("cannot create it", e))?;
+    tempfile::Builder::new()
+        .prefix(".write-probe-")
+        .tempfile_in(dir)
+        .map_err(|e| fail("cannot write in it", e))?;
+    Ok(())
 }
