@@ -42,6 +42,13 @@ pub enum Error {
         message: String,
         default: bool,
     },
+    /// Another `serve` holds the state directory's lock.
+    #[error(
+        "state directory {path} is in use by another serve ({holder}): two instances on one \
+         directory would overwrite each other's checkpoints; give each its own \
+         serve.checkpoint_dir (or its own config file)"
+    )]
+    StateDirInUse { path: String, holder: String },
     /// The config no longer matches a kept privacy ledger (see `ledger_file::open_ledger`).
     #[error("privacy ledger {origin}: stream {stream:?}: {message}")]
     LedgerConflict {
@@ -123,6 +130,7 @@ impl Error {
             | Error::Unauthenticated { .. }
             | Error::HttpTls { .. }
             | Error::StateDir { .. }
+            | Error::StateDirInUse { .. }
             | Error::AuthToken { .. } => Fault::User,
             Error::Connector(e) => e.fault(),
             Error::Stream(e) if e.is_input() => Fault::External,

@@ -425,21 +425,23 @@ window = {{ kind = "cumulative" }}
 fn the_default_state_directory_is_beside_the_config_or_refused_or_opted_out() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("d.parquet");
-    let o = Command::new(bin())
-        .args([
-            "simulate",
+    common::simulate(
+        &[
             "--mechanism",
             "grr",
             "--epsilon",
             "1",
             "--domain",
             "4",
-        ])
-        .args(["--p", "uniform", "--n", "2000", "--seed", "1", "--out"])
-        .arg(&data)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            "--p",
+            "uniform",
+            "--n",
+            "2000",
+            "--seed",
+            "1",
+        ],
+        &data,
+    );
     let write = |name: &str, serve: &str| {
         let config = dir.path().join(format!("{name}.toml"));
         std::fs::write(
@@ -520,6 +522,49 @@ window = {{ kind = "cumulative" }}
         "{err}"
     );
     assert!(!dir.path().join("memory.state").exists());
+}
+
+/// Two instances on one state directory would overwrite each other's checkpoints: the
+/// second is refused (exit 2) naming the directory and the holder, and once the first dies
+/// (even by kill -9) the lock is gone with it.
+#[test]
+fn a_second_serve_on_the_same_state_directory_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let ck = dir.path().join("ck");
+    let config = dir.path().join("c.toml");
+    std::fs::write(
+        &config,
+        SIMULATOR
+            .replace("OUT", dir.path().join("o.jsonl").to_str().unwrap())
+            .replace(
+                "[serve]\n",
+                &format!("[serve]\ncheckpoint_dir = \"{}\"\n", ck.display()),
+            ),
+    )
+    .unwrap();
+    let second = || {
+        Command::new(bin())
+            .args(["serve", "--config", config.to_str().unwrap()])
+            .args(["--listen", "127.0.0.1:0", "--duration", "1s"])
+            .output()
+            .unwrap()
+    };
+    let mut first = Serve::start(&config, &[]);
+    let o = second();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "state directory {} is in use by another serve (pid {})",
+            ck.display(),
+            first.child.id()
+        )),
+        "{err}"
+    );
+    let _ = first.child.kill(); // SIGKILL: no clean shutdown releases anything
+    let _ = first.child.wait();
+    let o = second();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
 #[test]

@@ -15,6 +15,7 @@ mod https;
 mod metrics;
 mod rate;
 mod shared;
+mod state_dir;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -208,9 +209,11 @@ pub async fn run(config: Config, options: ServeOptions) -> Result<(), Error> {
     let stop = Arc::new(AtomicBool::new(false));
     let (events_tx, mut events) = mpsc::unbounded_channel::<WorkerEvent>();
     let checkpoint_dir = options.state.dir().map(Path::to_path_buf);
-    if let Some(dir) = &checkpoint_dir {
-        prepare_state_dir(dir, &options.state)?;
-    }
+    // Held until serve returns: a second instance on the same directory is refused.
+    let _state_lock = match &checkpoint_dir {
+        Some(dir) => Some(state_dir::prepare(dir, &options.state)?),
+        None => None,
+    };
     let mut restored: BTreeMap<String, StreamCheckpoint> = match &checkpoint_dir {
         Some(dir) => checkpoint::read_latest(dir)?
             .unwrap_or_default()
@@ -254,7 +257,7 @@ pub async fn run(config: Config, options: ServeOptions) -> Result<(), Error> {
             );
         }
     }
-    log_where_state_lives(&config, &options.state, !restored.is_empty());
+    state_dir::log_where_state_lives(&config, &options.state, !restored.is_empty());
     let mut runtimes = Vec::new();
     let mut threads = Vec::new();
     let mut bounded = 0usize;
@@ -775,58 +778,4 @@ fn unix_millis() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
-/// Says at startup where the state lives and what a restart would replay, so that an
-/// operator learns it before the first restart rather than from it. On stderr as well as
-/// in the log, because the default log level shows warnings only.
-fn log_where_state_lives(config: &Config, state: &StateLocation, restored: bool) {
-    eprintln!("ldpstream serve: state: {state}");
-    if let Some(dir) = state.dir() {
-        info!(
-            dir = %dir.display(),
-            interval = ?config.serve.checkpoint_interval,
-            restored,
-            "state: sketches, source positions and privacy ledgers are checkpointed here; a \
-             restart restores them and re-reads at most the input of one checkpoint interval"
-        );
-        return;
-    }
-    for stream in &config.streams {
-        let replay = match &stream.source {
-            SourceConfig::Kafka(_) => {
-                "a restart starts the sketches empty and re-reads every partition from its \
-                 beginning (committed offsets are progress reports only)"
-            }
-            SourceConfig::Parquet { .. } => {
-                "a restart starts the sketches empty and replays the files from the start"
-            }
-            SourceConfig::Simulator(_) => {
-                "a restart starts the sketches empty and generates new reports"
-            }
-        };
-        let message = format!("state in memory only ({state}); {replay}");
-        if matches!(stream.source, SourceConfig::Simulator(_)) {
-            info!(stream = %stream.name, "{message}");
-        } else {
-            warn!(stream = %stream.name, "{message}");
-        }
-    }
-}
-
-/// Creates the state directory and proves it writable before anything is read, so that an
-/// unwritable default (a config file in a read-only mount) stops `serve` at start, naming
-/// the directory, instead of failing every checkpoint later.
-fn prepare_state_dir(dir: &Path, state: &StateLocation) -> Result<(), Error> {
-    let fail = |what: &str, e: std::io::Error| Error::StateDir {
-        path: dir.display().to_string(),
-        message: format!("{what}: {e}"),
-        default: matches!(state, StateLocation::BesideConfig(_)),
-    };
-    std::fs::create_dir_all(dir).map_err(|e| fail("cannot create it", e))?;
-    tempfile::Builder::new()
-        .prefix(".write-probe-")
-        .tempfile_in(dir)
-        .map_err(|e| fail("cannot write in it", e))?;
-    Ok(())
 }

@@ -163,6 +163,18 @@ pub fn sample(text: &str, name: &str, labels: &str) -> Option<f64> {
         .and_then(|v| v.parse().ok())
 }
 
+/// `ldpstream simulate ARGS --out out`, which must succeed.
+pub fn simulate(args: &[&str], out: &Path) {
+    let o = Command::new(bin())
+        .arg("simulate")
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .expect("simulate runs");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
 /// Waits until `check` returns Some, polling every 100 ms.
 pub fn eventually<T>(what: &str, within: Duration, mut check: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + within;
