@@ -1,13 +1,14 @@
 //! Throughput comparison for `serve`'s Kafka source (not run in CI; see RESULTS.md).
 //!
 //!   kafka-bench produce --brokers B --topic T --n N [--format binary|json] [--domain D]
-//!                       [--groups G] [--seconds S]
+//!                       [--groups G] [--seconds S] [--rate R]
 //!       writes N GenRR reports (event times 1 ms apart) round-robin over the topic's
 //!       partitions, then one end marker per partition. With --groups G each report
 //!       carries a group column `g` cycling over G values. With --seconds S it writes
 //!       for S seconds instead (N is then a cap, 0 for none), stamps reports with the
 //!       wall clock and sends no end markers: a live feed for the overload run
-//!       (benches/overload_rss.sh);
+//!       (benches/overload_rss.sh). --rate R holds the feed at R messages per second
+//!       (checked every 4096 messages) instead of full speed: the load run;
 //!   kafka-bench consume --brokers B --topic T --n N
 //!       a bare rdkafka consumer that only counts messages (with the same tuned fetch
 //!       settings `serve` uses by default) and prints messages per second.
@@ -72,6 +73,10 @@ fn produce(
         .unwrap_or_else(|| "0".into())
         .parse()?;
     let seconds: Option<f64> = arg(args, "--seconds").map(|s| s.parse()).transpose()?;
+    let rate: Option<f64> = arg(args, "--rate").map(|s| s.parse()).transpose()?;
+    if rate.is_some_and(|r: f64| !(r.is_finite() && r > 0.0)) {
+        return Err("--rate: expected messages per second > 0".into());
+    }
     let labels: Vec<String> = (0..groups).map(|g| format!("g{g}")).collect();
     let probe: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", brokers)
@@ -99,6 +104,10 @@ fn produce(
         if i % 4096 == 0 && deadline.is_some() {
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 break;
+            }
+            if let Some(rate) = rate {
+                let due = started + Duration::from_secs_f64(i as f64 / rate);
+                std::thread::sleep(due.saturating_duration_since(Instant::now()));
             }
             now_ms = wall_clock_ms();
         }

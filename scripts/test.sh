@@ -3,7 +3,8 @@
 # Fails when a test fails, and also when no test ran at all.
 #
 # After the Rust tests it runs deploy/check.sh (the deployment artifacts, checked against
-# real tools and a real Prometheus).
+# real tools and a real Prometheus) and scripts/deny.sh (cargo deny: licenses, bans,
+# sources, advisories).
 #
 # Around the tests it starts a local Kafka-protocol broker (deploy/kafka/start-local.sh,
 # stopped again on exit) and exports its address as LDPSTREAM_KAFKA_BROKERS for the Kafka
@@ -59,6 +60,11 @@ if LDPSTREAM_BIN="${CARGO_TARGET_DIR:-target}/debug/ldpstream" deploy/check.sh 2
   echo "test result: ok. 1 passed; 0 failed; 0 ignored (deploy/check.sh)" | tee -a "$log"
 else
   echo "test result: FAILED. 0 passed; 1 failed; 0 ignored (deploy/check.sh)" | tee -a "$log"
+fi
+# Every dependency's license, source and known advisories (deny.toml; cargo-deny is built
+# into .tools/ the first time). It prints its own "test result:" lines.
+if ! scripts/deny.sh 2>&1 | tee -a "$log"; then
+  echo "test result: FAILED. 0 passed; 1 failed; 0 ignored (scripts/deny.sh)" | tee -a "$log"
 fi
 passed=$(grep -E '^test result: ' "$log" | sed -E 's/.* ([0-9]+) passed.*/\1/' | awk '{s+=$1} END {print s+0}')
 failed=$(grep -E '^test result: ' "$log" | sed -E 's/.* ([0-9]+) failed.*/\1/' | awk '{s+=$1} END {print s+0}')
