@@ -80,12 +80,7 @@ pub fn test_streams(
             ledger: ledger.as_mut().map(|e| &mut e.ledger),
             noise: &mut *noise,
         };
-        records.extend(evaluate_stream(
-            stream,
-            &mechanism,
-            &sketches,
-            &mut private,
-        )?);
+        records.extend(evaluate_stream(stream, &mechanism, sketches, &mut private)?);
         if let Some(l) = ledger {
             ledgers.streams.insert(stream.name.clone(), l);
         }

@@ -90,7 +90,7 @@ fn round_1000_groups(c: &mut Criterion) {
                     )
                 })
                 .collect();
-            store.merge_pane(pane, &grouped).expect("same shapes");
+            store.merge_pane(pane, grouped).expect("same shapes");
         }
         store.observe(90_000);
         let name = if sequential { "sequential" } else { "fixed_n" };

@@ -52,7 +52,7 @@ fn setup() -> Setup {
                 (vec![Some(format!("g{g}"))], sketch)
             })
             .collect();
-        store.merge_pane(pane, &grouped).expect("same shapes");
+        store.merge_pane(pane, grouped).expect("same shapes");
     }
     store.observe(90_000);
     Setup {

@@ -519,7 +519,7 @@ mod tests {
             let arr = arrow::array::UInt32Array::from(reports);
             ldpstream_engine::fold::fold_batch(&m, &mut s, &arr, None).unwrap();
             let g = Grouped::from([(vec![group.map(str::to_string)], s)]);
-            store.merge_pane(pane, &g).unwrap();
+            store.merge_pane(pane, g).unwrap();
         }
         store.observe(5100);
         store.add_late(7);

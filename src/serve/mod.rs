@@ -605,6 +605,7 @@ fn fold_one(rt: &StreamRuntime, metrics: &Metrics, source: SourceBatch) -> Resul
             }
         }
     }
+    let late = delta.late;
     {
         let mut state = rt.state();
         let overflowed = state.store.overflowed_groups();
@@ -629,7 +630,7 @@ fn fold_one(rt: &StreamRuntime, metrics: &Metrics, source: SourceBatch) -> Resul
         .reports
         .with_label_values(&[name])
         .inc_by(batch.num_rows() as u64);
-    metrics.late.with_label_values(&[name]).inc_by(delta.late);
+    metrics.late.with_label_values(&[name]).inc_by(late);
     for (i, reason) in RejectReason::ALL.iter().enumerate() {
         if rejected[i] > 0 {
             metrics

@@ -77,8 +77,14 @@ impl Grr {
 
     /// The law of a report when true categories follow `p` (seed 002 eq. 4).
     pub fn report_law(&self, p: &[f64]) -> Vec<f64> {
+        self.report_law_cells(p).collect()
+    }
+
+    /// [`report_law`](Self::report_law) cell by cell, for walks that should not hold d
+    /// doubles.
+    pub fn report_law_cells<'a>(&self, p: &'a [f64]) -> impl Iterator<Item = f64> + 'a {
         let (rho, gamma) = (self.rho(), self.gamma());
-        p.iter().map(|&pj| rho + gamma * pj).collect()
+        p.iter().map(move |&pj| rho + gamma * pj)
     }
 
     /// The unbiased estimate `p̂ = (counts/n - ρ)/γ` and its plug-in standard error

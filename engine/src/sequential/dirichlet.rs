@@ -49,11 +49,26 @@ fn ln_rising(a: f64, c: u64) -> f64 {
 /// uniform (or piecewise-constant) null, d cells with counts near n/d take only a few
 /// hundred distinct values, so the ln Γ work per κ falls from d to that.
 fn distinct_cells(counts: &[u64], q0: &[f64]) -> Vec<(f64, u64, u64)> {
-    let mut cells: Vec<(u64, u64)> = counts
+    distinct_of_nonzero(nonzero_cells(counts), q0)
+}
+
+fn nonzero_cells(counts: &[u64]) -> impl Iterator<Item = (usize, u64)> + '_ {
+    counts
         .iter()
-        .zip(q0)
-        .filter(|(&c, _)| c > 0)
-        .map(|(&c, &q)| (q.to_bits(), c))
+        .enumerate()
+        .filter(|(_, &c)| c > 0)
+        .map(|(k, &c)| (k, c))
+}
+
+/// [`distinct_cells`] from the non-zero cells `(k, c_k)` alone, so that a sparse table is
+/// never expanded to its d counts; cells past `q0` are left out as the dense zip does.
+fn distinct_of_nonzero(
+    nonzero: impl IntoIterator<Item = (usize, u64)>,
+    q0: &[f64],
+) -> Vec<(f64, u64, u64)> {
+    let mut cells: Vec<(u64, u64)> = nonzero
+        .into_iter()
+        .filter_map(|(k, c)| q0.get(k).map(|q| (q.to_bits(), c)))
         .collect();
     cells.sort_unstable();
     let mut out: Vec<(f64, u64, u64)> = Vec::new();
@@ -88,8 +103,17 @@ pub fn log_e_single(counts: &[u64], q0: &[f64], kappa: f64) -> f64 {
 
 /// `ln` of the equal-weight mixture `(1/|grid|) Σ_κ E_n(κ)`, by log-sum-exp.
 pub fn log_e_mixture(counts: &[u64], q0: &[f64], grid: &[f64]) -> f64 {
-    let n: u64 = counts.iter().sum();
-    let cells = distinct_cells(counts, q0);
+    log_e_mixture_cells(nonzero_cells(counts), counts.iter().sum(), q0, grid)
+}
+
+/// [`log_e_mixture`] from the non-zero cells `(k, c_k)` and their sum `n`.
+pub fn log_e_mixture_cells(
+    nonzero: impl IntoIterator<Item = (usize, u64)>,
+    n: u64,
+    q0: &[f64],
+    grid: &[f64],
+) -> f64 {
+    let cells = distinct_of_nonzero(nonzero, q0);
     let logs: Vec<f64> = grid.iter().map(|&k| log_e_cells(&cells, n, k)).collect();
     log_mean_exp(&logs)
 }

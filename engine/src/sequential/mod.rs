@@ -174,8 +174,9 @@ pub fn gof_e_process(
     }
     let n = sketch.n();
     Ok(match (mechanism, sketch, law) {
-        (_, Sketch::Counts(s), Some(q0)) => EProcess::exact(dirichlet::log_e_mixture(
-            &s.counts(),
+        (_, Sketch::Counts(s), Some(q0)) => EProcess::exact(dirichlet::log_e_mixture_cells(
+            s.nonzero(),
+            s.n(),
             &q0,
             &dirichlet::KAPPA_GRID,
         )),

@@ -8,7 +8,9 @@ use rand::SeedableRng;
 use super::bitflip_gof::local_bitflip_gof;
 use super::monte_carlo::{monte_carlo_p_value, sample_null_sketch};
 use super::sheffet::{cohort_chi2_statistic, sheffet_chi2_statistic, tv_distance};
-use super::{chi2_sf, local_exp_gof, noise_statistic, pearson_gof, Decision};
+use super::{
+    chi2_sf, local_exp_gof_cells, noise_statistic, pearson_gof, pearson_gof_cells, Decision,
+};
 use crate::error::EngineError;
 use crate::mechanism::{Mechanism, NoiseKind};
 use crate::sketch::Sketch;
@@ -99,17 +101,18 @@ pub fn gof_statistic(
 ) -> Result<Decision, EngineError> {
     let d = p0.len() as u32;
     Ok(match (method, mechanism, sketch) {
-        (TestMethod::LocalExpGOF, Mechanism::Grr(m), Sketch::Counts(s)) => {
-            local_exp_gof(m, &s.counts(), p0)
-        }
-        (TestMethod::ChannelGOF, Mechanism::Grr(m), Sketch::Counts(s)) => {
-            pearson_gof(&s.counts(), &m.report_law(p0))
-        }
+        // The GenRR and raw tables may be sparse (d up to 2^24): walked by their non-zero
+        // cells, never expanded.
+        (
+            TestMethod::LocalExpGOF | TestMethod::ChannelGOF,
+            Mechanism::Grr(m),
+            Sketch::Counts(s),
+        ) => local_exp_gof_cells(m, s.nonzero(), s.n(), p0),
         (TestMethod::ChannelGOF, Mechanism::Channel(m), Sketch::Counts(s)) => {
             pearson_gof(&s.counts(), &m.signal_law(p0))
         }
         (TestMethod::PearsonGOF, Mechanism::Raw { .. }, Sketch::Counts(s)) => {
-            pearson_gof(&s.counts(), p0)
+            pearson_gof_cells(s.nonzero(), s.n(), p0.iter().copied())
         }
         (TestMethod::LocalBitFlipGOF, Mechanism::BitFlip(m), Sketch::Bits(s)) => {
             local_bitflip_gof(m, s.bit_counts(), s.n(), p0)
@@ -234,4 +237,35 @@ pub fn run_gof(
         calibration_reason,
         inconclusive_reason,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mechanism::Grr;
+    use crate::stats::local_exp_gof;
+
+    /// A sparse GenRR table (d = 2^17) is tested by its non-zero cells: the same statistic,
+    /// to the bit, as the dense table of the same counts.
+    #[test]
+    fn a_sparse_table_tests_as_its_dense_counts() {
+        let d = 1u32 << 17;
+        let grr = Grr::new(1.0, d).unwrap();
+        let mechanism = Mechanism::Grr(grr);
+        let mut sketch = mechanism.new_sketch();
+        let reports: Vec<u32> = (0..5000u32).map(|i| (i * 7919) % d).collect();
+        let reports = arrow::array::UInt32Array::from(reports);
+        crate::fold::fold_batch(&mechanism, &mut sketch, &reports, None).unwrap();
+        let Sketch::Counts(counts) = &sketch else {
+            panic!("GenRR folds into counts")
+        };
+        assert!(counts.is_sparse());
+        let p0 = vec![1.0 / f64::from(d); d as usize];
+        for method in [TestMethod::LocalExpGOF, TestMethod::ChannelGOF] {
+            let sparse = gof_statistic(&mechanism, method, &sketch, &p0).unwrap();
+            let dense = local_exp_gof(&grr, &counts.counts(), &p0);
+            assert_eq!(sparse.statistic.to_bits(), dense.statistic.to_bits());
+            assert_eq!(sparse.df, dense.df);
+        }
+    }
 }

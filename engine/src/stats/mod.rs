@@ -26,11 +26,11 @@ pub use independence::{
     local_bitflip_ind, local_exp_ind, local_exp_ind_plug_in, local_noise_ind, marginal_information,
     marginal_product, IndependenceOutcome, MarginalProduct,
 };
-pub use local_exp_gof::local_exp_gof;
+pub use local_exp_gof::{local_exp_gof, local_exp_gof_cells};
 pub use monte_carlo::{monte_carlo_p_value, sample_multinomial, sample_null_sketch};
 pub use multiple::bh_q_values;
 pub use noise_gof::noise_statistic;
-pub use pearson::pearson_gof;
+pub use pearson::{pearson_gof, pearson_gof_cells};
 pub use rank_one::{center, quad_form_inverse};
 pub use sheffet::{cohort_chi2_statistic, sheffet_chi2_statistic, tv_distance};
 pub use two_sample::{bitflip_two_sample, genrr_two_sample};

@@ -2,6 +2,7 @@
 //! paired, curator-model tests charged to the ledger, and Benjamini–Hochberg q-values
 //! across the groups of one test and window.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use ldpstream_config::{StreamConfig, TestConfig, TestSpec};
@@ -37,19 +38,23 @@ fn project(key: &GroupKey, fold_columns: &[String], wanted: &[String]) -> GroupK
         .collect()
 }
 
-/// Merges the sketches whose projected keys agree.
-fn merge_by(
-    sketches: &Grouped,
+/// Merges the sketches whose projected keys agree. A group that is one fold key (the
+/// usual case: a test grouped as the stream folds) is borrowed, not copied: at d = 2^24 a
+/// copy of every group's table would double the window's memory.
+fn merge_by<'a>(
+    sketches: &'a Grouped,
     fold_columns: &[String],
     wanted: &[String],
     keep: impl Fn(&GroupKey) -> bool,
-) -> Result<BTreeMap<GroupKey, Sketch>, StreamError> {
-    let mut out: BTreeMap<GroupKey, Sketch> = BTreeMap::new();
+) -> Result<BTreeMap<GroupKey, Cow<'a, Sketch>>, StreamError> {
+    let mut out: BTreeMap<GroupKey, Cow<'a, Sketch>> = BTreeMap::new();
     for (key, sketch) in sketches.iter().filter(|(k, _)| keep(k)) {
         match out.entry(project(key, fold_columns, wanted)) {
-            std::collections::btree_map::Entry::Occupied(mut e) => e.get_mut().merge(sketch)?,
+            std::collections::btree_map::Entry::Occupied(mut e) => {
+                e.get_mut().to_mut().merge(sketch)?
+            }
             std::collections::btree_map::Entry::Vacant(e) => {
-                e.insert(sketch.clone());
+                e.insert(Cow::Borrowed(sketch));
             }
         }
     }
@@ -113,8 +118,8 @@ pub fn evaluate_test_groups(
                 let keys: BTreeSet<&GroupKey> = sa.keys().chain(sb.keys()).collect();
                 let empty = mechanism.new_sketch();
                 for key in keys {
-                    let x = sa.get(key).unwrap_or(&empty);
-                    let y = sb.get(key).unwrap_or(&empty);
+                    let x = sa.get(key).map_or(&empty, |s| &**s);
+                    let y = sb.get(key).map_or(&empty, |s| &**s);
                     batch.push(evaluate_two_sample(
                         stream,
                         test,
@@ -146,10 +151,12 @@ pub fn evaluate_test_groups(
                     let block_counts = |b: u64| -> Result<Vec<u64>, EngineError> {
                         let mut k = key.clone();
                         k.push(Some(b.to_string()));
-                        Ok(match by_block.as_ref().and_then(|m| m.get(&k)) {
-                            Some(Sketch::Counts(c)) => c.counts().into_owned(),
-                            _ => vec![0; d],
-                        })
+                        Ok(
+                            match by_block.as_ref().and_then(|m| m.get(&k)).map(|s| &**s) {
+                                Some(Sketch::Counts(c)) => c.counts().into_owned(),
+                                _ => vec![0; d],
+                            },
+                        )
                     };
                     let blocks: Option<BlockCounts> =
                         by_block.as_ref().map(|_| &block_counts as BlockCounts);
@@ -191,13 +198,14 @@ pub fn evaluate_test_groups(
 pub fn evaluate_stream(
     stream: &StreamConfig,
     mechanism: &Mechanism,
-    folded: &PanedDelta,
+    folded: PanedDelta,
     private: &mut Private,
 ) -> Result<Vec<TestRecord>, StreamError> {
     if stream.tests.is_empty() {
         warn!(stream = %stream.name, "stream has no [[stream.test]] entries; nothing to report");
     }
     let mut store = PaneStore::new(stream_pane_width(stream), 0).with_max_groups(stream.max_groups);
+    // Moved in, not copied: the folded sketches are held once.
     folded.apply(&mut store)?;
     if store.holds_overflow() {
         warn!(

@@ -8,7 +8,9 @@
 //! `batch` keeps every pane of its input until the end, so there the pane count grows with
 //! the input's time span (`ldpstream check` says so).
 
-use ldpstream_config::{Calibration, MechanismConfig, StreamConfig, TestMethod, WindowConfig};
+use ldpstream_config::{
+    Calibration, MechanismConfig, StreamConfig, TestMethod, TestSpec, WindowConfig,
+};
 
 use super::due::{longest_window, stream_pane_width};
 use super::layout::ReportLayout;
@@ -62,7 +64,21 @@ impl StateEstimate {
         let sketch = empty.max_heap_bytes() as u64;
         let cell = SPARSE_CELL_BYTES as u64;
         let sparse = empty.starts_sparse();
-        let keyed = !ReportLayout::of(stream, mechanism).key_columns().is_empty();
+        let layout = ReportLayout::of(stream, mechanism);
+        let keyed = !layout.key_columns().is_empty();
+        // A window's snapshot is one copy of its groups' sketches; a test grouped as the
+        // stream folds borrows them, and only one that merges fold keys (a two-sample
+        // test's sides, a curator test's blocks) builds a second, merged set.
+        let copies: u64 = if layout.key_columns() == stream.columns.group_by
+            && !stream
+                .tests
+                .iter()
+                .any(|t| matches!(t.spec, TestSpec::TwoSample { .. }))
+        {
+            1
+        } else {
+            2
+        };
         // Beyond `max_groups`, reports share the one `__other__` group.
         let groups = if keyed {
             stream.max_groups as u64 + 1
@@ -100,10 +116,10 @@ impl StateEstimate {
             term(
                 "window snapshot",
                 bound(
-                    mul(mul(2, sketch), groups),
-                    format!("2 copies × {sketch} B per sketch × {groups} groups"),
+                    mul(mul(copies, sketch), groups),
+                    format!("{copies} × {sketch} B per sketch × {groups} groups"),
                     reports,
-                    2,
+                    copies,
                 ),
             ),
             term(
@@ -132,13 +148,16 @@ impl StateEstimate {
                 how: format!("the last merge of the parallel fold: {how}"),
             });
         }
-        // The group under test: its counts as a dense table and two vectors of d doubles
-        // (the law under the null and the estimate), one group at a time.
+        // The group under test, one group at a time: a dense table is borrowed, and the
+        // null, the report law under it and the estimate are vectors of d doubles. A
+        // sparse table is walked cell by cell against the null, and its estimate is not
+        // recorded (d > 65,536): only the null and a sequential test's report law remain.
         let d = mechanism.domain() as u64;
+        let vectors: u64 = if sparse { 2 } else { 3 };
         terms.push(Term {
             what: "test evaluation",
-            bytes: mul(24, d),
-            how: format!("3 × 8 B × d = {d} for the group under test"),
+            bytes: mul(8 * vectors, d),
+            how: format!("{vectors} × 8 B × d = {d} for the group under test"),
         });
         let mc: u64 = stream
             .tests
@@ -212,7 +231,11 @@ window = { kind = "sliding", size = "1h", slide = "10m" }
         );
         let sketch = 8000 + std::mem::size_of::<crate::sketch::Sketch>() as u64;
         assert_eq!(e.terms[0].bytes, sketch * 101 * 9);
-        assert_eq!(e.terms[1].bytes, 2 * sketch * 101);
+        assert_eq!(
+            e.terms[1].bytes,
+            sketch * 101,
+            "one copy: the test groups as the fold"
+        );
         assert_eq!(e.terms[2].bytes, sketch * 101 * 9);
         assert_eq!(
             (e.terms[3].what, e.terms[3].bytes),
@@ -220,7 +243,7 @@ window = { kind = "sliding", size = "1h", slide = "10m" }
         );
         assert_eq!(e.terms.len(), 4);
         assert_eq!(e.largest().map(|t| t.what), Some("pane store"));
-        assert_eq!(e.total(), sketch * (101 * 9 * 2 + 202) + 24_000);
+        assert_eq!(e.total(), sketch * (101 * 9 * 2 + 101) + 24_000);
     }
 
     #[test]
@@ -242,6 +265,31 @@ mc_samples = 1000
         let sketch = 80 + std::mem::size_of::<crate::sketch::Sketch>() as u64;
         assert_eq!(e.terms[0].bytes, sketch);
         assert_eq!(e.terms[4].bytes, 8000 + sketch);
+    }
+
+    /// A two-sample test merges fold keys into its sides: the snapshot then holds a
+    /// second, merged set of sketches.
+    #[test]
+    fn a_two_sample_test_counts_a_second_snapshot_copy() {
+        let e = estimate(
+            r#"
+[[stream]]
+name = "s"
+source = { kind = "parquet", paths = ["x"] }
+mechanism = { kind = "grr", epsilon = 1.0, domain = 10 }
+columns = { group_by = ["arm"] }
+max_groups = 9
+[[stream.test]]
+name = "t"
+kind = "two_sample"
+by = "arm"
+a = "x"
+b = "y"
+"#,
+        );
+        let sketch = 80 + std::mem::size_of::<crate::sketch::Sketch>() as u64;
+        assert_eq!(e.terms[1].what, "window snapshot");
+        assert_eq!(e.terms[1].bytes, 2 * sketch * 10);
     }
 
     /// A sparse table at d = 2^24: the dense bound is 128 MiB a sketch; the reports the
@@ -271,10 +319,10 @@ null = "uniform"
             what,
             [
                 ("pane store", 20_000_000 * cell),
-                ("window snapshot", 2 * 20_000_000 * cell),
+                ("window snapshot", 20_000_000 * cell),
                 ("batch delta", 65_536 * cell),
                 ("fold merge", 20_000_000 * cell),
-                ("test evaluation", 24 << 24),
+                ("test evaluation", 16 << 24),
             ]
         );
     }

@@ -11,7 +11,7 @@ use arrow::record_batch::RecordBatch;
 use super::error::StreamError;
 use super::fold::fold_record_batch;
 use super::layout::ReportLayout;
-use crate::window::{merge_grouped, other_key, GroupKey, Grouped, PaneStore};
+use crate::window::{absorb_grouped, other_key, GroupKey, Grouped, PaneStore};
 
 /// What one or more batches folded to, before it is merged into a [`PaneStore`].
 #[derive(Debug, Default)]
@@ -94,9 +94,9 @@ impl PanedDelta {
             (a, b) => a.or(b),
         };
         for (pane, grouped) in other.panes {
-            merge_grouped(self.panes.entry(pane).or_default(), &grouped)?;
+            absorb_grouped(self.panes.entry(pane).or_default(), grouped)?;
         }
-        merge_grouped(&mut self.untimed, &other.untimed)?;
+        absorb_grouped(&mut self.untimed, other.untimed)?;
         self.late += other.late;
         self.max_ts = match (self.max_ts, other.max_ts) {
             (Some(a), Some(b)) => Some(a.max(b)),
@@ -105,13 +105,13 @@ impl PanedDelta {
         self.cap_groups()
     }
 
-    /// Adds this delta to `store` and advances its watermark.
-    pub fn apply(&self, store: &mut PaneStore) -> Result<(), StreamError> {
-        for (&pane, grouped) in &self.panes {
+    /// Adds this delta to `store` (moving its sketches in) and advances its watermark.
+    pub fn apply(self, store: &mut PaneStore) -> Result<(), StreamError> {
+        for (pane, grouped) in self.panes {
             store.merge_pane(pane, grouped)?;
         }
         if !self.untimed.is_empty() {
-            store.merge_untimed(&self.untimed)?;
+            store.merge_untimed(self.untimed)?;
         }
         store.add_late(self.late);
         if let Some(t) = self.max_ts {

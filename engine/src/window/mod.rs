@@ -11,7 +11,8 @@ mod panes;
 mod spec;
 
 pub use panes::{
-    is_other, merge_grouped, other_key, GroupKey, Grouped, PaneStore, RestoredPanes, OTHER_GROUP,
+    absorb_grouped, is_other, merge_grouped, other_key, GroupKey, Grouped, PaneStore,
+    RestoredPanes, OTHER_GROUP,
 };
 pub use spec::{
     pane_start, pane_width, pane_width_with_looks, windows_of_pane, Bounds, DEFAULT_PANE_MS,

@@ -1,4 +1,3 @@
-use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use ldpstream_config::WindowConfig;
@@ -27,6 +26,21 @@ pub fn is_other(key: &GroupKey) -> bool {
 }
 
 /// Merges `from` into `into` exactly, group by group.
+/// [`merge_grouped`] for a `from` that is not needed afterwards: the sketches of groups
+/// `into` lacks are moved, not copied, so adding a delta never holds it twice (at d = 2^24
+/// a group's table is megabytes).
+pub fn absorb_grouped(into: &mut Grouped, from: Grouped) -> Result<(), EngineError> {
+    for (key, sketch) in from {
+        match into.get_mut(&key) {
+            Some(existing) => existing.merge(&sketch)?,
+            None => {
+                into.insert(key, sketch);
+            }
+        }
+    }
+    Ok(())
+}
+
 pub fn merge_grouped(into: &mut Grouped, from: &Grouped) -> Result<(), EngineError> {
     for (key, sketch) in from {
         match into.get_mut(key) {
@@ -109,35 +123,35 @@ impl PaneStore {
 
     /// `delta` with the groups that do not fit under the cap merged into the overflow group.
     /// Groups are admitted in the order they first arrive (key order within one delta).
-    fn admit<'a>(&mut self, delta: &'a Grouped) -> Result<Cow<'a, Grouped>, EngineError> {
+    fn admit(&mut self, delta: Grouped) -> Result<Grouped, EngineError> {
         if delta.keys().all(|k| self.known.contains(k) || is_other(k)) {
-            return Ok(Cow::Borrowed(delta));
+            return Ok(delta);
         }
         let mut out = Grouped::new();
         for (key, sketch) in delta {
             let other = other_key(key.len());
             // The overflow group is not one of the `max_groups`: it is where they overflow to.
             let fits =
-                *key == other || self.known.contains(key) || self.known.len() < self.max_groups;
+                key == other || self.known.contains(&key) || self.known.len() < self.max_groups;
             let key = if fits {
-                if *key != other {
+                if key != other {
                     self.known.insert(key.clone());
                 }
-                key.clone()
+                key
             } else {
                 if self.overflowed.len() < self.max_groups {
-                    self.overflowed.insert(key.clone());
+                    self.overflowed.insert(key);
                 }
                 other
             };
             match out.get_mut(&key) {
-                Some(existing) => existing.merge(sketch)?,
+                Some(existing) => existing.merge(&sketch)?,
                 None => {
-                    out.insert(key, sketch.clone());
+                    out.insert(key, sketch);
                 }
             }
         }
-        Ok(Cow::Owned(out))
+        Ok(out)
     }
 
     /// A store with this one's pane width and watermark but no panes: enough to route a
@@ -195,17 +209,17 @@ impl PaneStore {
         self.late
     }
 
-    pub fn merge_pane(&mut self, pane: i64, delta: &Grouped) -> Result<(), EngineError> {
+    pub fn merge_pane(&mut self, pane: i64, delta: Grouped) -> Result<(), EngineError> {
         self.first_pane = Some(self.first_pane.map_or(pane, |f| f.min(pane)));
         let delta = self.admit(delta)?;
-        merge_grouped(self.panes.entry(pane).or_default(), &delta)
+        absorb_grouped(self.panes.entry(pane).or_default(), delta)
     }
 
     /// Reports of a stream without event time: they belong to no pane, only to the
     /// cumulative and global windows.
-    pub fn merge_untimed(&mut self, delta: &Grouped) -> Result<(), EngineError> {
+    pub fn merge_untimed(&mut self, delta: Grouped) -> Result<(), EngineError> {
         let delta = self.admit(delta)?;
-        merge_grouped(&mut self.retired, &delta)
+        absorb_grouped(&mut self.retired, delta)
     }
 
     /// The exact merge of the panes inside `bounds`.
@@ -276,7 +290,7 @@ impl PaneStore {
             .collect();
         for p in stale {
             if let Some(pane) = self.panes.remove(&p) {
-                merge_grouped(&mut self.retired, &pane)?;
+                absorb_grouped(&mut self.retired, pane)?;
             }
         }
         Ok(())
@@ -377,7 +391,7 @@ mod tests {
             if (2000..4000).contains(t) {
                 single.merge(&d[&Vec::new()]).unwrap();
             }
-            store.merge_pane(pane, &d).unwrap();
+            store.merge_pane(pane, d).unwrap();
         }
         let w = store
             .window(Bounds {
@@ -433,9 +447,9 @@ mod tests {
     fn groups_beyond_the_cap_share_the_overflow_group_and_no_report_is_lost() {
         let m = mechanism();
         let mut store = PaneStore::new(1000, 0).with_max_groups(2);
-        store.merge_pane(0, &grouped(&m, &["a", "b", "c"])).unwrap();
-        store.merge_pane(1000, &grouped(&m, &["d", "a"])).unwrap();
-        store.merge_untimed(&grouped(&m, &["e", "b"])).unwrap();
+        store.merge_pane(0, grouped(&m, &["a", "b", "c"])).unwrap();
+        store.merge_pane(1000, grouped(&m, &["d", "a"])).unwrap();
+        store.merge_untimed(grouped(&m, &["e", "b"])).unwrap();
         let all = store.everything().unwrap();
         let keys: Vec<&GroupKey> = all.keys().collect();
         let other = other_key(1);
@@ -458,7 +472,7 @@ mod tests {
             ..RestoredPanes::default()
         };
         let mut back = PaneStore::restore(1000, 0, 2, parts).unwrap();
-        back.merge_pane(0, &grouped(&m, &["a", "f"])).unwrap();
+        back.merge_pane(0, grouped(&m, &["a", "f"])).unwrap();
         let all = back.everything().unwrap();
         assert_eq!(all.len(), 3);
         assert_eq!(all[&other].n(), 4);
@@ -492,11 +506,11 @@ mod tests {
             start: 0,
             end: 1000,
         };
-        store.merge_pane(0, &delta(&m, 1, 5)).unwrap();
+        store.merge_pane(0, delta(&m, 1, 5)).unwrap();
         store.observe(999);
         assert!(!store.awaits_final(w));
         store.observe(1000);
-        store.merge_pane(1000, &delta(&m, 2, 3)).unwrap();
+        store.merge_pane(1000, delta(&m, 2, 3)).unwrap();
         assert!(store.awaits_final(w));
         store.mark_finalized(1000).unwrap();
         assert!(!store.awaits_final(w));
