@@ -3,7 +3,7 @@
 //! `batch` over the same file.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -524,6 +524,22 @@ window = {{ kind = "cumulative" }}
     assert!(!dir.path().join("memory.state").exists());
 }
 
+/// `SIMULATOR` writing into `dir`, with its state in `ck`: the config file's path.
+fn simulator_checkpointing_into(dir: &Path, ck: &Path) -> PathBuf {
+    let config = dir.join("c.toml");
+    std::fs::write(
+        &config,
+        SIMULATOR
+            .replace("OUT", dir.join("o.jsonl").to_str().unwrap())
+            .replace(
+                "[serve]\n",
+                &format!("[serve]\ncheckpoint_dir = \"{}\"\n", ck.display()),
+            ),
+    )
+    .unwrap();
+    config
+}
+
 /// Two instances on one state directory would overwrite each other's checkpoints: the
 /// second is refused (exit 2) naming the directory and the holder, and once the first dies
 /// (even by kill -9) the lock is gone with it.
@@ -531,17 +547,7 @@ window = {{ kind = "cumulative" }}
 fn a_second_serve_on_the_same_state_directory_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let ck = dir.path().join("ck");
-    let config = dir.path().join("c.toml");
-    std::fs::write(
-        &config,
-        SIMULATOR
-            .replace("OUT", dir.path().join("o.jsonl").to_str().unwrap())
-            .replace(
-                "[serve]\n",
-                &format!("[serve]\ncheckpoint_dir = \"{}\"\n", ck.display()),
-            ),
-    )
-    .unwrap();
+    let config = simulator_checkpointing_into(dir.path(), &ck);
     let second = || {
         Command::new(bin())
             .args(["serve", "--config", config.to_str().unwrap()])
@@ -573,17 +579,7 @@ fn a_corrupt_checkpoint_stops_serve_naming_the_file() {
     let ck = dir.path().join("ck");
     std::fs::create_dir_all(&ck).unwrap();
     std::fs::write(ck.join("checkpoint.ldpc"), b"LDPC\x07garbage-garbage").unwrap();
-    let config = dir.path().join("c.toml");
-    std::fs::write(
-        &config,
-        SIMULATOR
-            .replace("OUT", dir.path().join("o.jsonl").to_str().unwrap())
-            .replace(
-                "[serve]\n",
-                &format!("[serve]\ncheckpoint_dir = \"{}\"\n", ck.display()),
-            ),
-    )
-    .unwrap();
+    let config = simulator_checkpointing_into(dir.path(), &ck);
     let o = Command::new(bin())
         .args([
             "serve",

@@ -2,7 +2,10 @@
 //! refuse a config over `max_state_memory`, and `max_groups` folds the groups beyond it
 //! into `__other__` without losing a report.
 
+mod common;
+
 use std::process::{Command, Output};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -255,4 +258,129 @@ null = "uniform"
     let o = ldpstream(&["check", "--config", missing.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("pane store"), "{}", text(&o));
+}
+
+/// 200,000 distinct group values against the default `max_groups` (10,000): `batch` and
+/// `serve` keep the 10,000 smallest (first-arriving) groups apart and test the other
+/// 190,000 as one `__other__` group, lose no report, and `serve` exports the cap's
+/// effect: 10,001 result series, `ldpstream_groups` 10,000 and
+/// `ldpstream_overflow_reports_total` 190,000.
+#[test]
+fn two_hundred_thousand_groups_are_capped_without_losing_a_report() {
+    const GROUPS: u32 = 200_000;
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.parquet");
+    common::write_timed_reports(
+        &input,
+        (0..GROUPS).map(|i| i % 4).collect(),
+        vec![1_700_000_000_000; GROUPS as usize],
+        Some((0..GROUPS).map(|i| format!("g{i:06}")).collect()),
+    );
+    let stream = format!(
+        r#"
+[[stream]]
+name = "s"
+source = {{ kind = "parquet", paths = [{input:?}] }}
+mechanism = {{ kind = "grr", epsilon = 1.0, domain = 4 }}
+columns = {{ group_by = ["g"] }}
+[[stream.test]]
+name = "gof"
+kind = "gof"
+null = "uniform"
+"#
+    );
+    let expect = |records: &[Value]| {
+        let mut n_of: Vec<(String, u64)> = records
+            .iter()
+            .map(|r| {
+                let g = r["group"]["g"].as_str().unwrap_or_default().to_string();
+                (g, r["n"].as_u64().unwrap_or_default())
+            })
+            .collect();
+        n_of.sort();
+        assert_eq!(n_of.len(), 10_001);
+        assert_eq!(n_of.iter().map(|(_, n)| n).sum::<u64>(), u64::from(GROUPS));
+        // "_" sorts before "g".
+        assert_eq!(n_of[0], ("__other__".to_string(), 190_000));
+        for (i, (g, n)) in n_of[1..].iter().enumerate() {
+            assert_eq!((g.as_str(), *n), (format!("g{i:06}").as_str(), 1));
+        }
+    };
+
+    let cfg = dir.path().join("batch.toml");
+    std::fs::write(&cfg, &stream).unwrap();
+    let out = dir.path().join("out.jsonl");
+    let o = ldpstream(&[
+        "batch",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("more groups than max_groups"),
+        "{}",
+        text(&o)
+    );
+    let records: Vec<Value> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    expect(&records);
+
+    // serve replays the same file; a simulator stream keeps it up once the replay ends.
+    let cfg = dir.path().join("serve.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"
+[serve]
+snapshot_interval = "200ms"
+{stream}
+[[stream]]
+name = "keepalive"
+mechanism = {{ kind = "grr", epsilon = 1.0, domain = 4 }}
+source = {{ kind = "simulator", rate = 100.0, p = "uniform", seed = 1 }}
+"#
+        ),
+    )
+    .unwrap();
+    let serve = common::Serve::start(&cfg, &["--duration", "300s"]);
+    let finals: Vec<Value> = common::eventually(
+        "the replay's final results",
+        Duration::from_secs(240),
+        || {
+            let (_, body) = serve.get("/api/v1/results");
+            let results: Vec<Value> = serde_json::from_str(&body).ok()?;
+            let finals: Vec<Value> = results
+                .into_iter()
+                .filter(|r| r["stream"] == "s" && r["final"] == true)
+                .collect();
+            (!finals.is_empty()).then_some(finals)
+        },
+    );
+    expect(&finals);
+    let (_, metrics) = serve.get("/metrics");
+    assert_eq!(
+        common::sample(&metrics, "ldpstream_groups", r#"stream="s""#),
+        Some(10_000.0),
+        "{metrics}"
+    );
+    assert_eq!(
+        common::sample(
+            &metrics,
+            "ldpstream_overflow_reports_total",
+            r#"stream="s""#
+        ),
+        Some(190_000.0)
+    );
+    let series = metrics
+        .lines()
+        .filter(|l| l.starts_with("ldpstream_test_statistic{") && l.contains(r#"stream="s""#))
+        .count();
+    assert_eq!(series, 10_001);
+    let log = serve.stderr.lock().unwrap().clone();
+    assert!(log.contains("more groups than max_groups"), "{log}");
 }

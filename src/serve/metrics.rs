@@ -37,6 +37,8 @@ pub struct Metrics {
     pub snapshot_seconds: Histogram,
     pub checkpoint_age: Gauge,
     pub checkpoint_failures: IntCounter,
+    pub groups_kept: IntGaugeVec,
+    pub overflow_reports: IntCounterVec,
     /// The result metrics' group labels, one per group column of any stream.
     groups: GroupLabels,
 }
@@ -249,6 +251,28 @@ impl Metrics {
                         0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
                         2.5, 5.0, 10.0, 30.0, 60.0,
                     ]),
+                ),
+            )?,
+            groups_kept: register(
+                &r,
+                IntGaugeVec::new(
+                    Opts::new(
+                        "ldpstream_groups",
+                        "Distinct groups a stream keeps apart; at most its max_groups, beyond \
+                         which reports go to the \"__other__\" group.",
+                    ),
+                    &["stream"],
+                ),
+            )?,
+            overflow_reports: register(
+                &r,
+                IntCounterVec::new(
+                    Opts::new(
+                        "ldpstream_overflow_reports_total",
+                        "Reports of groups beyond the stream's max_groups, folded into the \
+                         \"__other__\" group.",
+                    ),
+                    &["stream"],
                 ),
             )?,
             checkpoint_failures: register(

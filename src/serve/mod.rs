@@ -606,11 +606,11 @@ fn fold_one(rt: &StreamRuntime, metrics: &Metrics, source: SourceBatch) -> Resul
         }
     }
     let late = delta.late;
-    {
+    let (groups_kept, overflow_reports) = {
         let mut state = rt.state();
-        let overflowed = state.store.overflowed_groups();
+        let overflowed_reports = state.store.overflowed_reports();
         delta.apply(&mut state.store)?;
-        if overflowed == 0 && state.store.overflowed_groups() > 0 {
+        if overflowed_reports == 0 && state.store.overflowed_reports() > 0 {
             warn!(
                 stream = %rt.config.name,
                 max_groups = rt.config.max_groups,
@@ -619,7 +619,11 @@ fn fold_one(rt: &StreamRuntime, metrics: &Metrics, source: SourceBatch) -> Resul
             );
         }
         state.position.advance(source.position);
-    }
+        (
+            state.store.groups_kept(),
+            state.store.overflowed_reports() - overflowed_reports,
+        )
+    };
     // A curator-model stream's raw counts are not differentially private: its report,
     // late and rejected counters are not exported at all (README, metrics).
     if rt.config.has_private_tests() {
@@ -631,6 +635,14 @@ fn fold_one(rt: &StreamRuntime, metrics: &Metrics, source: SourceBatch) -> Resul
         .with_label_values(&[name])
         .inc_by(batch.num_rows() as u64);
     metrics.late.with_label_values(&[name]).inc_by(late);
+    metrics
+        .groups_kept
+        .with_label_values(&[name])
+        .set(i64::try_from(groups_kept).unwrap_or(i64::MAX));
+    metrics
+        .overflow_reports
+        .with_label_values(&[name])
+        .inc_by(overflow_reports);
     for (i, reason) in RejectReason::ALL.iter().enumerate() {
         if rejected[i] > 0 {
             metrics

@@ -9,10 +9,10 @@ use ldpstream_config::{StreamConfig, TestConfig, TestSpec};
 use rand::rngs::StdRng;
 use tracing::warn;
 
-use super::due::{rfc3339, stream_pane_width, take_due, WindowSnapshot};
+use super::due::{for_each_due, rfc3339, stream_pane_width, WindowSnapshot};
 use super::error::StreamError;
 use super::layout::{block_column, ReportLayout};
-use super::looks::{take_looks, Look};
+use super::looks::{for_each_look, Look};
 use super::paned::PanedDelta;
 use super::sequential::SequentialLatches;
 use crate::curator::ledger::PrivacyLedger;
@@ -216,20 +216,24 @@ pub fn evaluate_stream(
         );
     }
     store.finish();
-    // Looks first: taking the finals retires panes.
-    let mut looks: BTreeMap<(usize, Option<i64>), Vec<Look>> = BTreeMap::new();
-    for look in take_looks(stream, &store, None, i64::MAX)? {
+    // Looks first: taking the finals retires panes. Each look is evaluated as it is taken
+    // (only its records are kept), and its records go out before its window's final one.
+    let mut look_records: BTreeMap<(usize, Option<i64>), Vec<TestRecord>> = BTreeMap::new();
+    for_each_look(stream, &store, None, i64::MAX, |look| {
         let key = (look.snapshot.test, look.snapshot.bounds.map(|b| b.start));
-        looks.entry(key).or_default().push(look);
-    }
+        let records = evaluate_look(stream, mechanism, &look, private)?;
+        look_records.entry(key).or_default().extend(records);
+        Ok::<(), StreamError>(())
+    })?;
     let mut records = Vec::new();
-    for snapshot in take_due(stream, &mut store, false)? {
+    // One window at a time, borrowed from the store where it can be: the store is this
+    // function's own, so nothing needs a copy taken under a lock.
+    for_each_due(stream, &mut store, false, |snapshot| {
         let key = (snapshot.test, snapshot.bounds.map(|b| b.start));
-        for look in looks.remove(&key).unwrap_or_default() {
-            records.extend(evaluate_look(stream, mechanism, &look, private)?);
-        }
+        records.extend(look_records.remove(&key).unwrap_or_default());
         records.extend(evaluate_snapshot(stream, mechanism, &snapshot, private)?);
-    }
+        Ok::<(), StreamError>(())
+    })?;
     // A sequential test's rejection at any look stands at its final record (and the
     // anytime p-value is the smallest over the looks), as in serve.
     SequentialLatches::default().observe(&mut records);

@@ -4,6 +4,8 @@
 //! does. A look at time t covers exactly the reports with event time before t (and, for
 //! global and cumulative windows, the reports without event time folded so far).
 
+use std::borrow::Cow;
+
 use ldpstream_config::{StreamConfig, WindowConfig};
 
 use crate::window::{merge_grouped, Bounds, PaneStore};
@@ -18,9 +20,18 @@ pub const MAX_LOOKS_PER_CALL: u64 = 100_000;
 
 /// One look: the snapshot of a window at event time `end`.
 #[derive(Debug)]
-pub struct Look {
+pub struct Look<'a> {
     pub end: i64,
-    pub snapshot: WindowSnapshot,
+    pub snapshot: WindowSnapshot<'a>,
+}
+
+impl Look<'_> {
+    pub fn into_owned(self) -> Look<'static> {
+        Look {
+            end: self.end,
+            snapshot: self.snapshot.into_owned(),
+        }
+    }
 }
 
 /// Looks of every test with `looks` at the look times in `(after, through]`, in order of
@@ -32,10 +43,27 @@ pub fn take_looks(
     store: &PaneStore,
     after: Option<i64>,
     through: i64,
-) -> Result<Vec<Look>, EngineError> {
+) -> Result<Vec<Look<'static>>, EngineError> {
     let mut out = Vec::new();
+    for_each_look(stream, store, after, through, |look| {
+        out.push(look.into_owned());
+        Ok::<(), EngineError>(())
+    })?;
+    Ok(out)
+}
+
+/// [`take_looks`] one look at a time, each borrowed where it can be and done with before
+/// the next is built: `batch` replaying a month at `looks = "1m"` holds one look's
+/// sketches, not 43,200 copies.
+pub fn for_each_look<E: From<EngineError>>(
+    stream: &StreamConfig,
+    store: &PaneStore,
+    after: Option<i64>,
+    through: i64,
+    mut each: impl FnMut(Look<'_>) -> Result<(), E>,
+) -> Result<(), E> {
     let (Some(first), Some(last)) = (store.first_pane(), store.panes().keys().next_back()) else {
-        return Ok(out);
+        return Ok(());
     };
     let latest_end = last.saturating_add(store.width());
     for (t, test) in stream.tests.iter().enumerate() {
@@ -47,7 +75,7 @@ pub fn take_looks(
                     for end in
                         look_times(&test.name, bounds.start, bounds.end, every, after, through)?
                     {
-                        out.push(Look {
+                        each(Look {
                             end,
                             snapshot: WindowSnapshot {
                                 test: t,
@@ -59,7 +87,7 @@ pub fn take_looks(
                                     end,
                                 })?,
                             },
-                        });
+                        })?;
                     }
                 }
             }
@@ -79,21 +107,21 @@ pub fn take_looks(
                         WindowConfig::Cumulative => Some(Bounds { start: first, end }),
                         _ => None,
                     };
-                    out.push(Look {
+                    each(Look {
                         end,
                         snapshot: WindowSnapshot {
                             test: t,
                             bounds,
                             is_final: false,
                             late: store.late(),
-                            sketches: sketches.clone(),
+                            sketches: Cow::Borrowed(&sketches),
                         },
-                    });
+                    })?;
                 }
             }
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Multiples of `every` strictly inside `(start, end)` and in `(after, through]`.

@@ -1,3 +1,4 @@
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use ldpstream_config::WindowConfig;
@@ -25,7 +26,6 @@ pub fn is_other(key: &GroupKey) -> bool {
     !key.is_empty() && key.iter().all(|v| v.as_deref() == Some(OTHER_GROUP))
 }
 
-/// Merges `from` into `into` exactly, group by group.
 /// [`merge_grouped`] for a `from` that is not needed afterwards: the sketches of groups
 /// `into` lacks are moved, not copied, so adding a delta never holds it twice (at d = 2^24
 /// a group's table is megabytes).
@@ -41,6 +41,21 @@ pub fn absorb_grouped(into: &mut Grouped, from: Grouped) -> Result<(), EngineErr
     Ok(())
 }
 
+/// The merge of `parts`, borrowing the only one instead of copying it.
+fn merged<'a>(
+    mut parts: impl Iterator<Item = &'a Grouped>,
+) -> Result<Cow<'a, Grouped>, EngineError> {
+    let Some(first) = parts.next() else {
+        return Ok(Cow::Owned(Grouped::new()));
+    };
+    let mut out = Cow::Borrowed(first);
+    for part in parts {
+        merge_grouped(out.to_mut(), part)?;
+    }
+    Ok(out)
+}
+
+/// Merges `from` into `into` exactly, group by group.
 pub fn merge_grouped(into: &mut Grouped, from: &Grouped) -> Result<(), EngineError> {
     for (key, sketch) in from {
         match into.get_mut(key) {
@@ -79,6 +94,9 @@ pub struct PaneStore {
     known: BTreeSet<GroupKey>,
     /// Distinct groups whose reports went to the overflow group.
     overflowed: BTreeSet<GroupKey>,
+    /// Reports of groups beyond the cap, folded into the overflow group since this store
+    /// was made (not checkpointed: a process-lifetime counter).
+    overflowed_reports: u64,
 }
 
 impl PaneStore {
@@ -96,6 +114,7 @@ impl PaneStore {
             max_groups: usize::MAX,
             known: BTreeSet::new(),
             overflowed: BTreeSet::new(),
+            overflowed_reports: 0,
         }
     }
 
@@ -111,6 +130,16 @@ impl PaneStore {
         self.overflowed.len()
     }
 
+    /// Reports of groups beyond the cap that this store folded into the overflow group.
+    pub fn overflowed_reports(&self) -> u64 {
+        self.overflowed_reports
+    }
+
+    /// The groups kept apart under the cap.
+    pub fn groups_kept(&self) -> usize {
+        self.known.len()
+    }
+
     /// Whether any pane holds the overflow group: more groups arrived than `max_groups`
     /// (here or, in `batch`, already when the folded deltas were merged), or a group's
     /// values are literally `"__other__"`.
@@ -124,9 +153,22 @@ impl PaneStore {
     /// `delta` with the groups that do not fit under the cap merged into the overflow group.
     /// Groups are admitted in the order they first arrive (key order within one delta).
     fn admit(&mut self, delta: Grouped) -> Result<Grouped, EngineError> {
-        if delta.keys().all(|k| self.known.contains(k) || is_other(k)) {
-            return Ok(delta);
-        }
+        let admitted = if delta.keys().all(|k| self.known.contains(k) || is_other(k)) {
+            delta
+        } else {
+            self.cap(delta)?
+        };
+        // Counted here, whether the delta was capped by the store or already by its fold
+        // (PanedDelta::cap_groups).
+        self.overflowed_reports += admitted
+            .iter()
+            .filter(|(k, _)| is_other(k))
+            .map(|(_, s)| s.n())
+            .sum::<u64>();
+        Ok(admitted)
+    }
+
+    fn cap(&mut self, delta: Grouped) -> Result<Grouped, EngineError> {
         let mut out = Grouped::new();
         for (key, sketch) in delta {
             let other = other_key(key.len());
@@ -222,22 +264,16 @@ impl PaneStore {
         absorb_grouped(&mut self.retired, delta)
     }
 
-    /// The exact merge of the panes inside `bounds`.
-    pub fn window(&self, bounds: Bounds) -> Result<Grouped, EngineError> {
-        let mut out = Grouped::new();
-        for (_, pane) in self.panes.range(bounds.start..bounds.end) {
-            merge_grouped(&mut out, pane)?;
-        }
-        Ok(out)
+    /// The exact merge of the panes inside `bounds`: borrowed when one pane holds it all.
+    pub fn window(&self, bounds: Bounds) -> Result<Cow<'_, Grouped>, EngineError> {
+        merged(self.panes.range(bounds.start..bounds.end).map(|(_, p)| p))
     }
 
-    /// Everything folded so far: retired panes plus open ones (cumulative and global).
-    pub fn everything(&self) -> Result<Grouped, EngineError> {
-        let mut out = self.retired.clone();
-        for pane in self.panes.values() {
-            merge_grouped(&mut out, pane)?;
-        }
-        Ok(out)
+    /// Everything folded so far: retired panes plus open ones (cumulative and global);
+    /// borrowed when it is all in one place (`batch` over input without event time).
+    pub fn everything(&self) -> Result<Cow<'_, Grouped>, EngineError> {
+        let retired = (!self.retired.is_empty()).then_some(&self.retired);
+        merged(retired.into_iter().chain(self.panes.values()))
     }
 
     /// Bounds of the cumulative window: first pane's start to the latest pane's end.
