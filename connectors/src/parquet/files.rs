@@ -195,8 +195,9 @@ pub fn inspect(paths: &[PathBuf], layout: &ReportLayout) -> Result<Vec<InputFile
 /// parquet crate asserts these ranges (a panic: "column start and length should not be
 /// negative", parquet 60.1 `file/metadata/mod.rs`), so a crafted footer would otherwise
 /// take the process down instead of failing with the file's name. No report of this panic
-/// was found in arrow-rs' issue tracker from here (no network to file one); the check
-/// stays even once upstream returns an error, since it also catches ranges past the end.
+/// was found in arrow-rs' issue tracker; the report, ready to file from a machine that
+/// reaches GitHub, is docs/upstream/arrow-rs-parquet-panics.md. The check stays even once
+/// upstream returns an error, since it also catches ranges past the end.
 fn check_chunks(path: &Path, meta: &ParquetMetaData) -> Result<(), ConnectorError> {
     let file_len = std::fs::metadata(path)
         .map_err(|source| ConnectorError::Io {
