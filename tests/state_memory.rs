@@ -24,6 +24,30 @@ fn text(o: &Output) -> String {
     )
 }
 
+/// Runs `batch` on `cfg`, which must succeed and warn that the input has more groups than
+/// `max_groups`; its records.
+fn batch_over_max_groups(cfg: &std::path::Path) -> Vec<Value> {
+    let out = cfg.with_extension("jsonl");
+    let o = ldpstream(&[
+        "batch",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("more groups than max_groups"),
+        "{}",
+        text(&o)
+    );
+    std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 /// A grouped GenRR stream at d = 2^20 with 1-minute tumbling windows: 8 MiB per sketch,
 /// 10,001 groups by default, 3 panes: about 240 GiB, far over any machine's half.
 const HUGE: &str = r#"
@@ -126,25 +150,7 @@ null = "uniform"
         ),
     )
     .unwrap();
-    let out = dir.path().join("out.jsonl");
-    let o = ldpstream(&[
-        "batch",
-        "--config",
-        cfg.to_str().unwrap(),
-        "--output",
-        out.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", text(&o));
-    assert!(
-        text(&o).contains("more groups than max_groups"),
-        "{}",
-        text(&o)
-    );
-    let records: Vec<Value> = std::fs::read_to_string(&out)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let records = batch_over_max_groups(&cfg);
     let groups: Vec<(String, u64)> = records
         .iter()
         .map(|r| {
@@ -309,25 +315,7 @@ null = "uniform"
 
     let cfg = dir.path().join("batch.toml");
     std::fs::write(&cfg, &stream).unwrap();
-    let out = dir.path().join("out.jsonl");
-    let o = ldpstream(&[
-        "batch",
-        "--config",
-        cfg.to_str().unwrap(),
-        "--output",
-        out.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", text(&o));
-    assert!(
-        text(&o).contains("more groups than max_groups"),
-        "{}",
-        text(&o)
-    );
-    let records: Vec<Value> = std::fs::read_to_string(&out)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let records = batch_over_max_groups(&cfg);
     expect(&records);
 
     // serve replays the same file; a simulator stream keeps it up once the replay ends.
