@@ -6,8 +6,9 @@
 #
 #   benches/large_domain_memory.sh [BIN] [REPORTS]   (BIN default target/release/ldpstream)
 #
-# Prints the peak RSS of the simulate and batch steps (GNU time's %M) and checks that
-# every report was counted.
+# Prints the peak RSS of the simulate, batch and serve steps (GNU time's %M) and checks
+# that every report was counted. serve replays the same file (max_groups = 20, since its
+# estimate cannot count the reports ahead and takes the dense bound; state in memory).
 set -euo pipefail
 bin=${1:-target/release/ldpstream}
 reports=${2:-1000000}
@@ -37,4 +38,29 @@ records = [json.loads(l) for l in open(sys.argv[1])]
 n = [r["n"] for r in records]
 assert len(records) == 20 and all(x == int(sys.argv[2]) for x in n), n
 print(f"records: {len(records)}, n per group {n[0]}, estimate_omitted: {records[0]['estimate_omitted'] is not None}")
+PY
+
+cat >"$dir/s.toml" <<TOML
+[serve]
+durable_state = false
+sink = [{ kind = "jsonl", path = "$dir/serve.jsonl" }]
+[[stream]]
+name = "wide"
+source = { kind = "parquet", paths = ["$dir/in.parquet"] }
+mechanism = { kind = "grr", epsilon = 1.0, domain = 16777216 }
+columns = { group_by = ["group"] }
+max_groups = 20
+[[stream.test]]
+name = "gof"
+kind = "gof"
+null = "uniform"
+TOML
+/usr/bin/time -f "serve: %M KiB peak RSS, %e s" \
+  "$bin" serve --config "$dir/s.toml" --listen 127.0.0.1:0 2>&1 | grep -E "^serve:|ERROR"
+python3 - "$dir/serve.jsonl" "$reports" <<'PY'
+import json, sys
+finals = [r for r in map(json.loads, open(sys.argv[1])) if r["final"]]
+n = [r["n"] for r in finals]
+assert len(finals) == 20 and all(x == int(sys.argv[2]) for x in n), n
+print(f"serve final records: {len(finals)}, n per group {n[0]}")
 PY

@@ -372,3 +372,51 @@ source = {{ kind = "simulator", rate = 100.0, p = "uniform", seed = 1 }}
     let log = serve.stderr.lock().unwrap().clone();
     assert!(log.contains("more groups than max_groups"), "{log}");
 }
+
+/// `serve` at the largest domain exported its null as one `ldpstream_null_probability`
+/// series per category (16.7 million at d = 2^24) and held it for `/api/v1/streams`: a
+/// 20-group replay peaked at 15 GB of RSS. Above 65,536 categories neither carries the
+/// null (as records omit their estimates), and `serve` stays far below 1 GiB.
+#[test]
+fn serve_at_the_largest_domain_exports_no_per_category_null() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.toml");
+    std::fs::write(
+        &cfg,
+        r#"
+[serve]
+snapshot_interval = "200ms"
+[[stream]]
+name = "wide"
+mechanism = { kind = "grr", epsilon = 1.0, domain = 16777216 }
+source = { kind = "simulator", rate = 1000.0, p = "uniform", seed = 1 }
+[[stream.test]]
+name = "gof"
+kind = "gof"
+null = "uniform"
+"#,
+    )
+    .unwrap();
+    let serve = common::Serve::start(&cfg, &["--duration", "120s"]);
+    common::eventually("a result", Duration::from_secs(60), || {
+        let (_, body) = serve.get("/api/v1/results");
+        let results: Vec<Value> = serde_json::from_str(&body).ok()?;
+        (!results.is_empty()).then_some(())
+    });
+    let (_, body) = serve.get("/api/v1/streams");
+    let streams: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(streams[0]["name"], "wide", "{streams}");
+    assert_eq!(streams[0]["tests"][0]["name"], "gof", "{streams}");
+    assert_eq!(streams[0]["tests"][0]["null"], Value::Null, "{streams}");
+    let (_, metrics) = serve.get("/metrics");
+    assert!(metrics.contains("ldpstream_test_reject{"), "{metrics}");
+    assert!(!metrics.contains("ldpstream_null_probability{"));
+    let status = std::fs::read_to_string(format!("/proc/{}/status", serve.child.id())).unwrap();
+    let rss_kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    assert!(rss_kib < 1 << 20, "serve holds {rss_kib} KiB");
+}

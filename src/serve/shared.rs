@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use ldpstream_config::StreamConfig;
-use ldpstream_engine::record::TestRecord;
+use ldpstream_engine::record::{TestRecord, MAX_RECORDED_CATEGORIES};
 use serde::Serialize;
 
 use super::history::History;
@@ -57,7 +57,8 @@ pub struct StreamInfo {
 pub struct TestInfo {
     pub name: String,
     /// The null distribution of a goodness-of-fit or identity test, as
-    /// `ldpstream_null_probability` exports it.
+    /// `ldpstream_null_probability` exports it; None above
+    /// [`MAX_RECORDED_CATEGORIES`], where records omit their estimates too.
     pub null: Option<Vec<f64>>,
 }
 
@@ -71,7 +72,12 @@ impl StreamInfo {
                 .iter()
                 .map(|t| TestInfo {
                     name: t.name.clone(),
-                    null: t.spec.null().map(|n| n.probabilities(domain)),
+                    // 2^24 doubles would be 128 MiB held and ~300 MB of JSON a request.
+                    null: t
+                        .spec
+                        .null()
+                        .filter(|_| domain <= MAX_RECORDED_CATEGORIES)
+                        .map(|n| n.probabilities(domain)),
                 })
                 .collect(),
         }

@@ -87,7 +87,7 @@ pub(super) fn log_where_state_lives(config: &Config, state: &StateLocation, rest
                 "a restart starts the sketches empty and generates new reports"
             }
         };
-        let message = format!("state in memory only ({state}); {replay}");
+        let message = format!("state: {state}; {replay}");
         if matches!(stream.source, SourceConfig::Simulator(_)) {
             info!(stream = %stream.name, "{message}");
         } else {
