@@ -24,6 +24,8 @@
 
 use statrs::function::gamma::ln_gamma;
 
+use crate::sketch::nonzero_cells;
+
 /// The concentrations averaged over: powers of four from 4 to 4^12 ≈ 1.7·10^7, which puts
 /// the best-tuned component within a factor of two of the optimum for detection times from
 /// tens to tens of millions of reports.
@@ -50,14 +52,6 @@ fn ln_rising(a: f64, c: u64) -> f64 {
 /// hundred distinct values, so the ln Γ work per κ falls from d to that.
 fn distinct_cells(counts: &[u64], q0: &[f64]) -> Vec<(f64, u64, u64)> {
     distinct_of_nonzero(nonzero_cells(counts), q0)
-}
-
-fn nonzero_cells(counts: &[u64]) -> impl Iterator<Item = (usize, u64)> + '_ {
-    counts
-        .iter()
-        .enumerate()
-        .filter(|(_, &c)| c > 0)
-        .map(|(k, &c)| (k, c))
 }
 
 /// [`distinct_cells`] from the non-zero cells `(k, c_k)` alone, so that a sparse table is

@@ -140,6 +140,16 @@ impl SparseCells<'_> {
     }
 }
 
+/// The non-zero cells of a dense table, as (category, count), in category order: the form
+/// the statistics walk, so that dense and sparse tables share one code path.
+pub fn nonzero_cells(counts: &[u64]) -> impl Iterator<Item = (usize, u64)> + '_ {
+    counts
+        .iter()
+        .enumerate()
+        .filter(|(_, &c)| c > 0)
+        .map(|(j, &c)| (j, c))
+}
+
 fn dense_is_smaller(d: usize, nonzero: usize) -> bool {
     d <= SPARSE_FROM_DOMAIN || nonzero > d / 4
 }
@@ -202,12 +212,7 @@ impl CountSketch {
     /// The non-zero cells, as (category, count), in category order.
     pub fn nonzero(&self) -> Box<dyn Iterator<Item = (usize, u64)> + '_> {
         match &self.table {
-            Table::Dense(c) => Box::new(
-                c.iter()
-                    .enumerate()
-                    .filter(|(_, &v)| v > 0)
-                    .map(|(j, &v)| (j, v)),
-            ),
+            Table::Dense(c) => Box::new(nonzero_cells(c)),
             Table::Sparse(t) => Box::new(t.cells().map(|(j, v)| (j as usize, v))),
         }
     }

@@ -15,7 +15,7 @@ mod signed;
 mod sums;
 
 pub use bits::BitSketch;
-pub use counts::{CountSketch, SPARSE_CELL_BYTES, SPARSE_FROM_DOMAIN};
+pub use counts::{nonzero_cells, CountSketch, SPARSE_CELL_BYTES, SPARSE_FROM_DOMAIN};
 pub use rejections::{RejectReason, Rejections};
 pub use signed::SignedSketch;
 pub use sums::{SumSketch, FIXED_POINT_SCALE};

@@ -1,12 +1,12 @@
 use super::{pearson_gof_cells, Decision};
 use crate::mechanism::Grr;
+use crate::sketch::nonzero_cells;
 
 /// Gaboardi–Rogers' `LocalExpGOF` (seed 002 Alg. 3, Thm 5.4): Pearson's χ² of the GenRR
 /// report counts against the report law `p̌0` implied by the null `p0`,
 /// `T = Σ_j (H_j − n p̌0_j)² / (n p̌0_j)`, referred to χ²_{d−1}.
 pub fn local_exp_gof(grr: &Grr, counts: &[u64], p0: &[f64]) -> Decision {
-    let nonzero = counts.iter().enumerate().filter(|(_, &h)| h > 0);
-    local_exp_gof_cells(grr, nonzero.map(|(j, &h)| (j, h)), counts.iter().sum(), p0)
+    local_exp_gof_cells(grr, nonzero_cells(counts), counts.iter().sum(), p0)
 }
 
 /// [`local_exp_gof`] from the non-zero cells in category order and their sum `n`, with the

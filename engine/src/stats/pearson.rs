@@ -1,12 +1,12 @@
 use super::{chi2_sf, Decision};
+use crate::sketch::nonzero_cells;
 
 /// Pearson's χ² of observed counts against cell probabilities `probs`:
 /// `T = Σ (H − n q)² / (n q)` over cells with `q > 0`, df = (cells with q > 0) − 1.
 /// A count in a cell the null says is impossible makes T infinite (p = 0).
 pub fn pearson_gof(counts: &[u64], probs: &[f64]) -> Decision {
-    let nonzero = counts.iter().enumerate().filter(|(_, &h)| h > 0);
     pearson_gof_cells(
-        nonzero.map(|(j, &h)| (j, h)),
+        nonzero_cells(counts),
         counts.iter().sum(),
         probs.iter().copied(),
     )
@@ -56,9 +56,8 @@ mod tests {
             let total: f64 = weights.iter().sum();
             let probs: Vec<f64> = weights.iter().map(|w| w / total.max(1.0)).collect();
             let dense = pearson_gof(&counts, &probs);
-            let nonzero = counts.iter().enumerate().filter(|(_, &h)| h > 0);
             let sparse = pearson_gof_cells(
-                nonzero.map(|(j, &h)| (j, h)).collect::<Vec<_>>(),
+                nonzero_cells(&counts).collect::<Vec<_>>(),
                 counts.iter().sum(),
                 probs.iter().copied(),
             );

@@ -64,12 +64,12 @@ impl StateEstimate {
         let sketch = empty.max_heap_bytes() as u64;
         let cell = SPARSE_CELL_BYTES as u64;
         let sparse = empty.starts_sparse();
-        let layout = ReportLayout::of(stream, mechanism);
-        let keyed = !layout.key_columns().is_empty();
+        let key_columns = ReportLayout::of(stream, mechanism).key_columns();
+        let keyed = !key_columns.is_empty();
         // A window's snapshot is one copy of its groups' sketches; a test grouped as the
         // stream folds borrows them, and only one that merges fold keys (a two-sample
         // test's sides, a curator test's blocks) builds a second, merged set.
-        let copies: u64 = if layout.key_columns() == stream.columns.group_by
+        let copies: u64 = if key_columns == stream.columns.group_by
             && !stream
                 .tests
                 .iter()

@@ -92,8 +92,6 @@ pub struct PaneStore {
     max_groups: usize,
     /// Every group the store holds, to decide whether a new one still fits under the cap.
     known: BTreeSet<GroupKey>,
-    /// Distinct groups whose reports went to the overflow group.
-    overflowed: BTreeSet<GroupKey>,
     /// Reports of groups beyond the cap, folded into the overflow group since this store
     /// was made (not checkpointed: a process-lifetime counter).
     overflowed_reports: u64,
@@ -113,7 +111,6 @@ impl PaneStore {
             finalized_through: None,
             max_groups: usize::MAX,
             known: BTreeSet::new(),
-            overflowed: BTreeSet::new(),
             overflowed_reports: 0,
         }
     }
@@ -122,12 +119,6 @@ impl PaneStore {
     pub fn with_max_groups(mut self, max_groups: usize) -> Self {
         self.max_groups = max_groups.max(1);
         self
-    }
-
-    /// How many distinct groups were merged into the overflow group so far (at most the
-    /// cap's worth are remembered, so the figure saturates there).
-    pub fn overflowed_groups(&self) -> usize {
-        self.overflowed.len()
     }
 
     /// Reports of groups beyond the cap that this store folded into the overflow group.
@@ -181,9 +172,6 @@ impl PaneStore {
                 }
                 key
             } else {
-                if self.overflowed.len() < self.max_groups {
-                    self.overflowed.insert(key);
-                }
                 other
             };
             match out.get_mut(&key) {
@@ -499,8 +487,8 @@ mod tests {
         );
         assert_eq!(all[&other].n(), 3, "c, d and e");
         assert_eq!(n(&all), 7);
-        // c, d and e overflowed; the count saturates at the cap (2).
-        assert_eq!(store.overflowed_groups(), 2);
+        // c, d and e overflowed, one report each.
+        assert_eq!(store.overflowed_reports(), 3);
         // A restored store keeps the groups it had and still caps new ones.
         let parts = RestoredPanes {
             retired: store.retired().clone(),
