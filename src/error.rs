@@ -65,6 +65,10 @@ pub enum Error {
     /// report twice or under other settings.
     #[error("merge: {message}")]
     PartialConflict { message: String },
+    /// The scale-out mode's state in Kafka: a message that does not decode, or an
+    /// instance that runs another config.
+    #[error("stream {stream:?} (scale-out state in Kafka): {message}")]
+    ScaleOut { stream: String, message: String },
     /// The config changed a stream in a way its checkpointed sketches cannot follow.
     #[error("checkpoint {path}: {message}")]
     CheckpointConflict { path: String, message: String },
@@ -138,6 +142,7 @@ impl Error {
             Error::NothingToTest { .. }
             | Error::Checkpoint { .. }
             | Error::Partial { .. }
+            | Error::ScaleOut { .. }
             | Error::Ledger { .. }
             | Error::Listen { .. }
             | Error::Thread { .. } => Fault::External,

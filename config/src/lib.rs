@@ -17,7 +17,7 @@ pub use duration::DurationMs;
 pub use error::ConfigError;
 pub use model::{
     ColumnsConfig, Config, EventTime, HttpTlsConfig, KafkaConfig, MechanismConfig, MessageFormat,
-    ServeConfig, SimulatorConfig, SinkConfig, SourceConfig, StreamConfig,
+    ScaleOutConfig, ServeConfig, SimulatorConfig, SinkConfig, SourceConfig, StreamConfig,
 };
 pub use null::NullSpec;
 pub use state_location::{InMemoryBecause, StateLocation};

@@ -246,6 +246,31 @@ pub struct KafkaConfig {
     /// Where a report's event time comes from (see [`EventTime`]).
     #[serde(default)]
     pub event_time: EventTime,
+    /// Several `serve` instances share the stream, with its state in Kafka
+    /// (docs/design/scale-out.md). Without it, one instance reads the whole group.
+    #[serde(default)]
+    pub scale_out: Option<ScaleOutConfig>,
+}
+
+/// Scale-out with the state in Kafka: instances in `group_id` split the input partitions
+/// and publish their partial sketches transactionally to `<group_id>-changelog` (one
+/// partition per input partition) and `<group_id>-partials` (one partition); the single
+/// owner of the latter merges them and writes each window's final record exactly once to
+/// `results_topic`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScaleOutConfig {
+    /// Where the final records go, in the same transaction that marks them emitted.
+    pub results_topic: String,
+    /// How often each owned input partition commits its folded reports, its partials and
+    /// its offsets in one transaction. Reports since the last commit are re-read by
+    /// whichever instance owns the partition after a failure.
+    #[serde(default = "default_commit_interval")]
+    pub commit_interval: DurationMs,
+}
+
+fn default_commit_interval() -> DurationMs {
+    DurationMs(1_000)
 }
 
 /// Where a Kafka report's event time comes from. Flink and Arroyo take the record's

@@ -58,6 +58,9 @@ impl Config {
                 SourceConfig::Parquet { .. } => {}
                 SourceConfig::Kafka(k) => {
                     validate_kafka(&format!("{at}.source"), k)?;
+                    if let Some(so) = &k.scale_out {
+                        validate_scale_out(&format!("{at}.source.scale_out"), k, so, stream)?;
+                    }
                     if k.event_time == crate::EventTime::None {
                         if let Some(test) = stream.tests.iter().find(|t| {
                             matches!(
@@ -538,6 +541,52 @@ fn validate_kafka(key: &str, k: &crate::KafkaConfig) -> Result<(), ConfigError> 
                 "set by ldpstream itself (brokers, group_id; auto-commit stays off)",
             ));
         }
+    }
+    Ok(())
+}
+
+/// What the scale-out mode does not carry across instances is refused up front, naming
+/// the key, rather than giving results that differ from one instance's.
+fn validate_scale_out(
+    key: &str,
+    k: &crate::KafkaConfig,
+    so: &crate::ScaleOutConfig,
+    stream: &crate::StreamConfig,
+) -> Result<(), ConfigError> {
+    if so.results_topic.trim().is_empty() || k.topics.contains(&so.results_topic) {
+        return Err(ConfigError::invalid(
+            format!("{key}.results_topic"),
+            format!("{:?}", so.results_topic),
+            "a non-empty topic name that is not one of `topics`",
+        ));
+    }
+    if k.topics.len() != 1 {
+        return Err(ConfigError::invalid(
+            key.to_string(),
+            format!("topics = {:?}", k.topics),
+            "exactly one input topic (the changelog has one partition per input partition)",
+        ));
+    }
+    if !(10..=3_600_000).contains(&so.commit_interval.millis()) {
+        return Err(ConfigError::invalid(
+            format!("{key}.commit_interval"),
+            format!("{}ms", so.commit_interval.millis()),
+            "between 10ms and 1h",
+        ));
+    }
+    if let Some(t) = stream.tests.iter().find(|t| t.spec.curator().is_some()) {
+        return Err(ConfigError::invalid(
+            key.to_string(),
+            format!("test {:?}", t.name),
+            "no curator-model (private) tests: their privacy ledger is kept on one machine",
+        ));
+    }
+    if let Some(t) = stream.tests.iter().find(|t| t.looks.is_some()) {
+        return Err(ConfigError::invalid(
+            key.to_string(),
+            format!("test {:?} with looks", t.name),
+            "tests without `looks` (scale-out emits each window's final record; event-time looks are single-instance)",
+        ));
     }
     Ok(())
 }
@@ -1282,6 +1331,43 @@ window = { kind = "global" }
             "kind = \"sliding\", size = \"1h\", slide = \"0m\"",
         ));
         assert!(e.contains("window.slide"), "{e}");
+    }
+
+    #[test]
+    fn scale_out_refuses_what_it_cannot_carry_across_instances() {
+        let so = |extra: &str, test: &str| {
+            format!(
+                "[[stream]]\nname = \"k\"\nsource = {{ kind = \"kafka\", brokers = \"b:9092\", topics = [\"in\"], group_id = \"g\", scale_out = {{ results_topic = \"out\"{extra} }} }}\nmechanism = {{ kind = \"raw\", domain = 4 }}\nbudget_epsilon = 1.0\n[[stream.test]]\nname = \"t\"\n{test}\n"
+            )
+        };
+        let gof = "kind = \"gof\"\nnull = \"uniform\"";
+        let c = Config::from_toml_str(&so("", gof), "t").unwrap();
+        let crate::SourceConfig::Kafka(k) = &c.streams[0].source else {
+            panic!("a Kafka source")
+        };
+        let scale_out = k.scale_out.as_ref().unwrap();
+        assert_eq!(
+            scale_out.commit_interval.millis(),
+            1_000,
+            "documented default"
+        );
+        let e = err(&so(", commit_interval = \"0ms\"", gof));
+        assert!(e.contains("scale_out.commit_interval = 0ms"), "{e}");
+        let e = err(&so(", commit_interval = \"2h\"", gof));
+        assert!(e.contains("between 10ms and 1h"), "{e}");
+        let e = err(&so("", gof).replace("results_topic = \"out\"", "results_topic = \"in\""));
+        assert!(e.contains("results_topic"), "{e}");
+        let e = err(&so("", gof).replace("topics = [\"in\"]", "topics = [\"in\", \"in2\"]"));
+        assert!(e.contains("exactly one input topic"), "{e}");
+        let e = err(&so("", "kind = \"uniformity\"\nepsilon = 1.0"));
+        assert!(e.contains("curator-model") && e.contains("\"t\""), "{e}");
+        let e = err(&so(
+            "",
+            "kind = \"gof\"\nnull = \"uniform\"\nsequential = true\nwindow = { kind = \"cumulative\", looks = \"1m\" }",
+        ));
+        assert!(e.contains("looks"), "{e}");
+        let e = err(&so(", partitions = 3", gof));
+        assert!(e.contains("partitions"), "{e}");
     }
 
     #[test]

@@ -78,6 +78,15 @@ pub enum ConnectorError {
         option: String,
         var: String,
     },
+    /// A scale-out state topic that cannot be created, has the wrong shape, or cannot be
+    /// read to its end.
+    #[error("Kafka state topic {topic:?} {message}")]
+    StateTopic { topic: String, message: String },
+    #[error(
+        "transactional producer {transactional_id:?} was fenced: another instance owns its \
+         partition now"
+    )]
+    Fenced { transactional_id: String },
     /// Records the broker did not acknowledge.
     #[error("Kafka sink (topic {topic:?}): {message}")]
     Delivery { topic: String, message: String },
@@ -119,6 +128,8 @@ impl ConnectorError {
             | Kafka { .. }
             | NoSuchTopic { .. }
             | Unreachable { .. }
+            | StateTopic { .. }
+            | Fenced { .. }
             | Delivery { .. } => Fault::External,
             Stream(e) if e.is_input() => Fault::External,
             Stream(_) | Serialize(_) | Engine(_) => Fault::Internal,

@@ -14,6 +14,7 @@ mod http;
 mod https;
 mod metrics;
 mod rate;
+mod scale_out;
 mod shared;
 mod state_dir;
 
@@ -270,6 +271,21 @@ pub async fn run(config: Config, options: ServeOptions) -> Result<(), Error> {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(StreamInfo::of(stream, mechanism.domain()));
+        if let SourceConfig::Kafka(kafka) = &stream.source {
+            if let Some(scale_out) = &kafka.scale_out {
+                // Its state is in Kafka, not in this instance's checkpoint.
+                threads.extend(scale_out::spawn(
+                    stream,
+                    kafka,
+                    scale_out,
+                    stop.clone(),
+                    shared.clone(),
+                    events_tx.clone(),
+                    config.serve.snapshot_interval.as_std(),
+                )?);
+                continue;
+            }
+        }
         let width = stream_pane_width(stream);
         let lateness = stream.allowed_lateness.millis() as i64;
         if let Some(Some(old)) = restored.get(&stream.name).map(|ck| &ck.settings) {
@@ -597,14 +613,7 @@ fn fold_one(rt: &StreamRuntime, metrics: &Metrics, source: SourceBatch) -> Resul
         &|t| view.open_pane_of(t),
         &mut delta,
     )?;
-    let mut rejected = [0u64; RejectReason::COUNT];
-    for grouped in delta.panes.values().chain(std::iter::once(&delta.untimed)) {
-        for sketch in grouped.values() {
-            for (i, reason) in RejectReason::ALL.iter().enumerate() {
-                rejected[i] += sketch.rejected().get(*reason);
-            }
-        }
-    }
+    let rejected = rejected_counts(&delta);
     let late = delta.late;
     let (groups_kept, overflow_reports) = {
         let mut state = rt.state();
@@ -629,11 +638,42 @@ fn fold_one(rt: &StreamRuntime, metrics: &Metrics, source: SourceBatch) -> Resul
     if rt.config.has_private_tests() {
         return Ok(());
     }
-    let name = rt.config.name.as_str();
-    metrics
-        .reports
-        .with_label_values(&[name])
-        .inc_by(batch.num_rows() as u64);
+    export_fold(
+        metrics,
+        &rt.config.name,
+        batch.num_rows() as u64,
+        late,
+        &rejected,
+        groups_kept,
+        overflow_reports,
+    );
+    Ok(())
+}
+
+/// The reports a delta's fold rejected, by reason.
+fn rejected_counts(delta: &PanedDelta) -> [u64; RejectReason::COUNT] {
+    let mut rejected = [0u64; RejectReason::COUNT];
+    for grouped in delta.panes.values().chain(std::iter::once(&delta.untimed)) {
+        for sketch in grouped.values() {
+            for (i, reason) in RejectReason::ALL.iter().enumerate() {
+                rejected[i] += sketch.rejected().get(*reason);
+            }
+        }
+    }
+    rejected
+}
+
+/// The counters of one folded batch.
+fn export_fold(
+    metrics: &Metrics,
+    name: &str,
+    rows: u64,
+    late: u64,
+    rejected: &[u64; RejectReason::COUNT],
+    groups_kept: usize,
+    overflow_reports: u64,
+) {
+    metrics.reports.with_label_values(&[name]).inc_by(rows);
     metrics.late.with_label_values(&[name]).inc_by(late);
     metrics
         .groups_kept
@@ -651,7 +691,25 @@ fn fold_one(rt: &StreamRuntime, metrics: &Metrics, source: SourceBatch) -> Resul
                 .inc_by(rejected[i]);
         }
     }
-    Ok(())
+}
+
+/// Makes records visible: metrics, the newest result per key, and the history.
+fn publish_records(shared: &Shared, records: &[TestRecord]) {
+    {
+        let mut latest = shared.results.lock().unwrap_or_else(|p| p.into_inner());
+        for r in records {
+            shared.metrics.observe_record(r);
+            latest.insert(
+                (r.stream.clone(), r.test.clone(), r.group.clone()),
+                r.clone(),
+            );
+        }
+    }
+    shared
+        .history
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .record(unix_millis(), records);
 }
 
 /// Copies every stream's due windows (short lock), evaluates them off the runtime's
@@ -758,22 +816,8 @@ async fn snapshot_round(
             book.save(path)
         })?;
     }
-    {
-        let mut latest = shared.results.lock().unwrap_or_else(|p| p.into_inner());
-        for r in &records {
-            shared.metrics.observe_record(r);
-            latest.insert(
-                (r.stream.clone(), r.test.clone(), r.group.clone()),
-                r.clone(),
-            );
-        }
-    }
+    publish_records(shared, &records);
     let now = unix_millis();
-    shared
-        .history
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .record(now, &records);
     {
         let mut rates = shared.rates.lock().unwrap_or_else(|p| p.into_inner());
         for name in &names {

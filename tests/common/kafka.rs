@@ -24,6 +24,10 @@ pub fn brokers() -> Option<String> {
 }
 
 pub fn create_topic(brokers: &str, name: &str) {
+    create_topic_with_partitions(brokers, name, 4);
+}
+
+pub fn create_topic_with_partitions(brokers: &str, name: &str, partitions: i32) {
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
         .set("bootstrap.servers", brokers)
         .create()
@@ -34,7 +38,7 @@ pub fn create_topic(brokers: &str, name: &str) {
         .unwrap();
     let results = rt
         .block_on(admin.create_topics(
-            &[NewTopic::new(name, 4, TopicReplication::Fixed(1))],
+            &[NewTopic::new(name, partitions, TopicReplication::Fixed(1))],
             &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))),
         ))
         .unwrap();

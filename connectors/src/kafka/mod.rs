@@ -9,6 +9,7 @@ pub mod group;
 mod json_message;
 pub mod sink;
 pub mod source;
+pub mod transactions;
 
 pub use decode::{encode_binary_u32, Decoded, MessageDecoder, BAD_MESSAGE};
 pub use sink::{record_key, KafkaSink};

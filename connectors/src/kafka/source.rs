@@ -28,7 +28,7 @@ use crate::position::{KafkaPosition, Position, TopicPartition};
 
 /// Defaults tuned for throughput on large fetch responses (see the README); any of them
 /// can be overridden through `options`.
-const DEFAULTS: [(&str, &str); 5] = [
+pub(crate) const DEFAULTS: [(&str, &str); 5] = [
     ("fetch.queue.backoff.ms", "10"),
     ("queued.min.messages", "500000"),
     ("session.timeout.ms", "6000"),

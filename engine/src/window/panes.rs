@@ -320,6 +320,25 @@ impl PaneStore {
         Ok(())
     }
 
+    /// Removes the panes the watermark has closed, which no report can change any more,
+    /// and returns their starts. For a store whose closed panes are kept elsewhere: the
+    /// scale-out mode's per-partition stores, whose panes live on in the partials topic.
+    pub fn take_closed(&mut self) -> Vec<i64> {
+        let Some(wm) = self.watermark() else {
+            return Vec::new();
+        };
+        let closed: Vec<i64> = self
+            .panes
+            .keys()
+            .copied()
+            .filter(|&p| p.saturating_add(self.width) <= wm)
+            .collect();
+        for p in &closed {
+            self.panes.remove(p);
+        }
+        closed
+    }
+
     /// The stored panes, for checkpoints.
     pub fn panes(&self) -> &BTreeMap<i64, Grouped> {
         &self.panes
@@ -402,6 +421,31 @@ mod tests {
 
     fn n(g: &Grouped) -> u64 {
         g.values().map(Sketch::n).sum()
+    }
+
+    #[test]
+    fn take_closed_removes_exactly_the_panes_the_watermark_closed() {
+        let m = mechanism();
+        let mut store = PaneStore::new(1_000, 500);
+        for pane in [0, 1_000, 2_000, 3_000] {
+            store.merge_pane(pane, delta(&m, 1, 2)).unwrap();
+        }
+        assert_eq!(store.take_closed(), Vec::<i64>::new(), "no watermark yet");
+        // Watermark 3_000 - 500: panes ending at or before 2_500 are closed.
+        store.observe(3_000);
+        assert_eq!(store.take_closed(), vec![0, 1_000]);
+        assert_eq!(
+            store.panes().keys().copied().collect::<Vec<_>>(),
+            vec![2_000, 3_000]
+        );
+        assert_eq!(
+            store.open_pane_of(1_500),
+            None,
+            "a report for a closed pane is late"
+        );
+        store.finish();
+        assert_eq!(store.take_closed(), vec![2_000, 3_000]);
+        assert!(store.panes().is_empty());
     }
 
     #[test]

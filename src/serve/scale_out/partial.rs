@@ -1,0 +1,205 @@
+//! The messages of the scale-out state topics: a partition's partial sketch of one pane,
+//! its progress (watermark, late count, end of input), and the merge's emitted-through
+//! marker. Keys are short ASCII strings, so a compacted topic keeps the newest value of
+//! each; sketches use the checkpoint encoding, with the settings they were counted under,
+//! so an instance running a different config is refused instead of merged.
+
+use std::collections::BTreeMap;
+
+use ldpstream_config::StreamConfig;
+use ldpstream_connectors::Position;
+use ldpstream_engine::stream::stream_pane_width;
+use ldpstream_engine::window::{Grouped, RestoredPanes};
+use serde::{Deserialize, Serialize};
+
+use crate::error::Error;
+use crate::serve::checkpoint::{self, describe_changes, settings_of, StreamCheckpoint};
+
+/// Which pane of a partition: an event-time pane, or the reports without event time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Pane {
+    Untimed,
+    At(i64),
+}
+
+/// A state-topic key, parsed.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Key {
+    Pane {
+        partition: i32,
+        pane: Pane,
+    },
+    Progress {
+        partition: i32,
+    },
+    Emitted,
+    /// The merge's panes that no bounded window needs any more, merged across partitions
+    /// (cumulative and global windows still count them).
+    Retired,
+}
+
+impl Key {
+    pub fn encode(&self) -> Vec<u8> {
+        match self {
+            Key::Pane {
+                partition,
+                pane: Pane::At(t),
+            } => format!("pane/{partition}/{t}"),
+            Key::Pane {
+                partition,
+                pane: Pane::Untimed,
+            } => format!("pane/{partition}/untimed"),
+            Key::Progress { partition } => format!("progress/{partition}"),
+            Key::Emitted => "emitted".to_string(),
+            Key::Retired => "retired".to_string(),
+        }
+        .into_bytes()
+    }
+
+    /// None for a key this version does not know (written by a newer one): ignored.
+    pub fn decode(bytes: &[u8]) -> Option<Key> {
+        let text = std::str::from_utf8(bytes).ok()?;
+        let mut parts = text.split('/');
+        let key = match (parts.next()?, parts.next(), parts.next()) {
+            ("pane", Some(p), Some("untimed")) => Key::Pane {
+                partition: p.parse().ok()?,
+                pane: Pane::Untimed,
+            },
+            ("pane", Some(p), Some(t)) => Key::Pane {
+                partition: p.parse().ok()?,
+                pane: Pane::At(t.parse().ok()?),
+            },
+            ("progress", Some(p), None) => Key::Progress {
+                partition: p.parse().ok()?,
+            },
+            ("emitted", None, None) => Key::Emitted,
+            ("retired", None, None) => Key::Retired,
+            _ => return None,
+        };
+        parts.next().is_none().then_some(key)
+    }
+}
+
+/// Where one input partition had got to when its partials were published.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Progress {
+    /// The largest event time folded (the partition's watermark is this minus the
+    /// allowed lateness).
+    pub max_event: Option<i64>,
+    /// Reports not folded because their pane had closed.
+    pub late: u64,
+    /// The partition delivered its end marker.
+    pub ended: bool,
+}
+
+/// What the merge has emitted: every bounded window ending at or before
+/// `finalized_through` (i64::MAX: every window, the input having ended).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Emitted {
+    pub finalized_through: i64,
+    /// The first pane ever merged: the cumulative window starts there, also once that
+    /// pane is retired.
+    #[serde(default)]
+    pub first_pane: Option<i64>,
+}
+
+pub fn encode_json<T: Serialize>(value: &T) -> Vec<u8> {
+    serde_json::to_vec(value).unwrap_or_default()
+}
+
+pub fn decode_json<'a, T: Deserialize<'a>>(
+    bytes: &'a [u8],
+    stream: &str,
+    what: &str,
+) -> Result<T, Error> {
+    serde_json::from_slice(bytes).map_err(|e| Error::ScaleOut {
+        stream: stream.to_string(),
+        message: format!("a {what} message in the state topics does not decode: {e}"),
+    })
+}
+
+/// One pane's sketches, every group, as a partial message.
+pub fn encode_pane(stream: &StreamConfig, pane: Pane, grouped: &Grouped) -> Vec<u8> {
+    let mut panes = RestoredPanes::default();
+    match pane {
+        Pane::Untimed => panes.retired = grouped.clone(),
+        Pane::At(t) => {
+            panes.panes.insert(t, grouped.clone());
+        }
+    }
+    checkpoint::encode(&[StreamCheckpoint {
+        name: stream.name.clone(),
+        pane_width: stream_pane_width(stream),
+        panes,
+        position: Position::Start,
+        ledger: None,
+        settings: Some(settings_of(stream)),
+    }])
+}
+
+/// The inverse of [`encode_pane`]; refuses sketches counted under other settings.
+pub fn decode_pane(stream: &StreamConfig, pane: Pane, bytes: &[u8]) -> Result<Grouped, Error> {
+    let origin = format!("state topic message of stream {:?}", stream.name);
+    let mut parts = checkpoint::decode(bytes, &origin)?;
+    let part = match parts.pop() {
+        Some(p) if parts.is_empty() => p,
+        _ => {
+            return Err(Error::ScaleOut {
+                stream: stream.name.clone(),
+                message: "a partial message holds no stream or more than one".into(),
+            })
+        }
+    };
+    if let Some(changes) = part
+        .settings
+        .as_ref()
+        .and_then(|old| describe_changes(&stream.name, old, &settings_of(stream)))
+    {
+        return Err(Error::ScaleOut {
+            stream: stream.name.clone(),
+            message: format!(
+                "another instance publishes partials counted under other settings: {changes}. \
+                 Every instance of a consumer group must run the same stream config"
+            ),
+        });
+    }
+    let mut panes: BTreeMap<i64, Grouped> = part.panes.panes;
+    Ok(match pane {
+        Pane::Untimed => part.panes.retired,
+        Pane::At(t) => panes.remove(&t).unwrap_or_default(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_round_trip_and_unknown_keys_are_none() {
+        for k in [
+            Key::Pane {
+                partition: 3,
+                pane: Pane::At(-60_000),
+            },
+            Key::Pane {
+                partition: 0,
+                pane: Pane::Untimed,
+            },
+            Key::Progress { partition: 11 },
+            Key::Emitted,
+            Key::Retired,
+        ] {
+            assert_eq!(Key::decode(&k.encode()), Some(k));
+        }
+        for bad in [
+            &b"pane/x/1"[..],
+            b"pane/1",
+            b"progress/1/2",
+            b"emitted/1",
+            b"\xff",
+            b"",
+        ] {
+            assert_eq!(Key::decode(bad), None, "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,301 @@
+//! `serve`'s scale-out mode against the real broker (issue 15, part 3): instances in one
+//! consumer group share a 6-partition topic, with their state in Kafka (changelog,
+//! partials, transactions). An instance joins mid-run, the one that owns the merge is
+//! killed with SIGKILL and replaced by one with an empty state directory, and still the
+//! results topic holds exactly one final record per window, equal to `batch`'s over the
+//! same reports.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message;
+use rdkafka::{Offset, TopicPartitionList};
+use serde_json::Value;
+
+mod common;
+use common::kafka::{brokers, create_topic_with_partitions, produce, unique};
+use common::{bin, eventually, write_timed_reports, Serve};
+
+const T0: i64 = 1_767_225_600_000;
+const PARTITIONS: i32 = 6;
+const RESULT_PARTITIONS: i32 = 2;
+
+/// The reports: a seeded stream over 6 partitions, in event-time order within each, one
+/// report every 5 ms of event time (300 s: five one-minute windows), two groups.
+fn reports(n: usize) -> Vec<(i32, u32, i64, &'static str)> {
+    let mut x: u64 = 7;
+    (0..n)
+        .map(|i| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let r = ((x >> 33) % 8) as u32;
+            let g = if (x >> 20) % 3 == 0 { "a" } else { "b" };
+            ((i % PARTITIONS as usize) as i32, r, T0 + 5 * i as i64, g)
+        })
+        .collect()
+}
+
+fn messages(rows: &[(i32, u32, i64, &str)]) -> Vec<(i32, Vec<u8>)> {
+    rows.iter()
+        .map(|(p, r, t, g)| {
+            (
+                *p,
+                format!(r#"{{"report":{r},"ts":{t},"g":"{g}"}}"#).into_bytes(),
+            )
+        })
+        .collect()
+}
+
+fn end_markers() -> Vec<(i32, Vec<u8>)> {
+    (0..PARTITIONS)
+        .map(|p| (p, br#"{"end":true}"#.to_vec()))
+        .collect()
+}
+
+const TESTS: &str = r#"
+mechanism = { kind = "grr", epsilon = 1.0, domain = 8 }
+columns = { group_by = ["g"] }
+allowed_lateness = "10s"
+[[stream.test]]
+name = "minute"
+kind = "gof"
+null = "uniform"
+window = { kind = "tumbling", size = "1m" }
+[[stream.test]]
+name = "all"
+kind = "gof"
+null = "uniform"
+window = { kind = "cumulative" }
+"#;
+
+/// A serve config for one instance: its own state directory, the shared group.
+fn instance(
+    dir: &Path,
+    name: &str,
+    brokers: &str,
+    topic: &str,
+    group: &str,
+    results: &str,
+) -> PathBuf {
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(
+        &path,
+        format!(
+            r#"
+[serve]
+snapshot_interval = "200ms"
+checkpoint_dir = "{dir}/{name}-state"
+[[stream]]
+name = "k"
+source = {{ kind = "kafka", brokers = "{brokers}", topics = ["{topic}"], group_id = "{group}", end_marker = true, scale_out = {{ results_topic = "{results}", commit_interval = "300ms" }} }}
+{TESTS}"#,
+            dir = dir.display()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// `batch`'s final records over the same reports, keyed by (test, window, group).
+fn batch_finals(dir: &Path, rows: &[(i32, u32, i64, &str)]) -> BTreeMap<String, Value> {
+    let parquet = dir.join("reports.parquet");
+    write_timed_reports(
+        &parquet,
+        rows.iter().map(|r| r.1).collect(),
+        rows.iter().map(|r| r.2).collect(),
+        Some(rows.iter().map(|r| r.3.to_string()).collect()),
+    );
+    let cfg = dir.join("batch.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[[stream]]\nname = \"k\"\nsource = {{ kind = \"parquet\", paths = [\"{}\"] }}\n{TESTS}",
+            parquet.display()
+        ),
+    )
+    .unwrap();
+    let o = Command::new(bin())
+        .args(["batch", "--config", cfg.to_str().unwrap(), "--output", "-"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["final"] == true)
+        .map(|r| (key(&r), r))
+        .collect()
+}
+
+fn key(r: &Value) -> String {
+    format!("{}|{}|{}", r["test"], r["window_start"], r["group"])
+}
+
+/// Every committed record of the results topic, read until `count` arrived, then for
+/// `settle` longer, so that a duplicate emitted late would be seen too.
+fn committed_results(brokers: &str, topic: &str, count: usize, settle: Duration) -> Vec<Value> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("group.id", unique("check"))
+        .set("isolation.level", "read_committed")
+        .create()
+        .unwrap();
+    let mut all = TopicPartitionList::new();
+    for p in 0..RESULT_PARTITIONS {
+        all.add_partition_offset(topic, p, Offset::Beginning)
+            .unwrap();
+    }
+    consumer.assign(&all).unwrap();
+    let mut out = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let mut complete_at: Option<Instant> = None;
+    while Instant::now() < deadline {
+        if out.len() >= count && complete_at.get_or_insert_with(Instant::now).elapsed() >= settle {
+            break;
+        }
+        if let Some(Ok(m)) = consumer.poll(Duration::from_millis(200)) {
+            out.push(serde_json::from_slice(m.payload().unwrap_or_default()).unwrap());
+        }
+    }
+    out
+}
+
+/// Checks exactly one final per window, equal to batch's.
+fn assert_once_and_equal(got: &[Value], expected: &BTreeMap<String, Value>) {
+    let mut seen: BTreeMap<String, Vec<&Value>> = BTreeMap::new();
+    for r in got {
+        assert_eq!(
+            r["final"], true,
+            "only final records go to the results topic: {r}"
+        );
+        seen.entry(key(r)).or_default().push(r);
+    }
+    let repeated: Vec<&String> = seen
+        .iter()
+        .filter(|(_, v)| v.len() > 1)
+        .map(|(k, _)| k)
+        .collect();
+    assert!(
+        repeated.is_empty(),
+        "final records emitted more than once: {repeated:?}"
+    );
+    let got: BTreeMap<String, Value> = seen.into_iter().map(|(k, v)| (k, v[0].clone())).collect();
+    assert_eq!(
+        got.len(),
+        expected.len(),
+        "windows: {:?}",
+        got.keys().collect::<Vec<_>>()
+    );
+    for (k, want) in expected {
+        let have = got
+            .get(k)
+            .unwrap_or_else(|| panic!("no final record for {k}"));
+        assert_eq!(have, want, "{k}");
+    }
+}
+
+/// An instance logging at info, so the test can see which one owns the merge.
+fn start(config: &Path) -> Serve {
+    Serve::start_with_env(config, &[], &[("RUST_LOG", "info")])
+}
+
+fn owns_merge(s: &Serve) -> bool {
+    s.stderr
+        .lock()
+        .unwrap()
+        .contains("this instance owns the partials topic")
+}
+
+#[test]
+fn instances_join_and_die_yet_each_window_has_one_final_equal_to_batch() {
+    let Some(brokers) = brokers() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (topic, results, group) = (unique("so-in"), unique("so-out"), unique("so"));
+    create_topic_with_partitions(&brokers, &topic, PARTITIONS);
+    create_topic_with_partitions(&brokers, &results, RESULT_PARTITIONS);
+    let rows = reports(60_000);
+    let expected = batch_finals(dir.path(), &rows);
+    // Five one-minute windows and the cumulative one, for each of the two groups.
+    assert_eq!(expected.len(), 12);
+    let msgs = messages(&rows);
+    let third = msgs.len() / 3;
+    let cfg = |name: &str| instance(dir.path(), name, &brokers, &topic, &group, &results);
+
+    let mut a = start(&cfg("a"));
+    let mut b = start(&cfg("b"));
+    produce(&brokers, &topic, &msgs[..third]);
+    // The first windows close on every partition's watermark and are emitted.
+    eventually("a first final record", Duration::from_secs(90), || {
+        (!committed_results(&brokers, &results, 1, Duration::ZERO).is_empty()).then_some(())
+    });
+
+    // A third instance joins: the group rebalances, partitions move with their state.
+    let mut c = start(&cfg("c"));
+    eventually(
+        "the group to settle with c",
+        Duration::from_secs(90),
+        || {
+            let settled = [&a, &b, &c].iter().all(|s| {
+                s.stderr
+                    .lock()
+                    .unwrap()
+                    .contains("input partitions assigned")
+            });
+            settled.then_some(())
+        },
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    produce(&brokers, &topic, &msgs[third..2 * third]);
+    // Mid-fold: the victim holds reports it has not committed yet.
+    std::thread::sleep(Duration::from_millis(700));
+
+    // SIGKILL the instance that owns the merge (stage 2), mid-run, and start a fresh one.
+    let owner = [&a, &b, &c].iter().position(|s| owns_merge(s));
+    eprintln!("the merge is owned by instance {owner:?} of a, b, c; killing it");
+    assert!(owner.is_some(), "one instance owns the merge");
+    let victim = match owner {
+        Some(0) => &mut a,
+        Some(2) => &mut c,
+        _ => &mut b,
+    };
+    victim.child.kill().unwrap();
+    victim.child.wait().unwrap();
+    let mut d = start(&cfg("d"));
+    produce(&brokers, &topic, &msgs[2 * third..]);
+    produce(&brokers, &topic, &end_markers());
+
+    let got = committed_results(&brokers, &results, expected.len(), Duration::from_secs(5));
+    assert_once_and_equal(&got, &expected);
+    for s in [&mut a, &mut b, &mut c, &mut d] {
+        if s.child.try_wait().unwrap().is_none() {
+            assert!(s.terminate(Duration::from_secs(30)).success());
+        }
+    }
+}
+
+#[test]
+fn one_scale_out_instance_equals_batch() {
+    let Some(brokers) = brokers() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (topic, results, group) = (unique("so1-in"), unique("so1-out"), unique("so1"));
+    create_topic_with_partitions(&brokers, &topic, PARTITIONS);
+    create_topic_with_partitions(&brokers, &results, RESULT_PARTITIONS);
+    let rows = reports(30_000);
+    let expected = batch_finals(dir.path(), &rows);
+    let mut msgs = messages(&rows);
+    msgs.extend(end_markers());
+    produce(&brokers, &topic, &msgs);
+    let mut one = Serve::start(
+        &instance(dir.path(), "one", &brokers, &topic, &group, &results),
+        &[],
+    );
+    let got = committed_results(&brokers, &results, expected.len(), Duration::from_secs(3));
+    assert_once_and_equal(&got, &expected);
+    assert!(one.terminate(Duration::from_secs(30)).success());
+}
