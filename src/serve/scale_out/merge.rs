@@ -407,6 +407,9 @@ fn round(
         }
         match state.producer.commit(&messages, None) {
             Ok(()) => {
+                if emitted.finalized_through == i64::MAX {
+                    info!(stream = %s.config.name, finals = finals.len(), "merge: every input partition ended; the last final records are out");
+                }
                 state.view.emitted = Some(emitted);
                 if let Some((retired, stale)) = retiring {
                     state.view.retired = retired;

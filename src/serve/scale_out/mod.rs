@@ -60,6 +60,8 @@ pub(super) fn spawn(
     let layout = ReportLayout::of(config, &mechanism);
     let topic = kafka.topics.first().cloned().unwrap_or_default();
     let input_partitions = partition_count(kafka, &topic)?;
+    // A transaction to a missing topic would fail at every round; say so at start.
+    partition_count(kafka, &scale_out.results_topic)?;
     let (changelog, partials) = state_topics(&kafka.group_id);
     ensure_compacted_topics(
         kafka,
