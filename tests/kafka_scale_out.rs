@@ -17,7 +17,9 @@ use rdkafka::{Offset, TopicPartitionList};
 use serde_json::Value;
 
 mod common;
-use common::kafka::{brokers, create_topic_with_partitions, produce, unique};
+use common::kafka::{
+    brokers, consume_all, create_topic, create_topic_with_partitions, produce, unique,
+};
 use common::{bin, eventually, write_timed_reports, Serve};
 
 const T0: i64 = 1_767_225_600_000;
@@ -289,13 +291,70 @@ fn one_scale_out_instance_equals_batch() {
     let rows = reports(30_000);
     let expected = batch_finals(dir.path(), &rows);
     let mut msgs = messages(&rows);
+    // Counted and dead-lettered, never folded, as without scale-out.
+    msgs.push((3, b"{not json".to_vec()));
     msgs.extend(end_markers());
     produce(&brokers, &topic, &msgs);
-    let mut one = Serve::start(
-        &instance(dir.path(), "one", &brokers, &topic, &group, &results),
-        &[],
+    let dead = unique("so1-dead");
+    create_topic(&brokers, &dead);
+    let cfg = instance(dir.path(), "one", &brokers, &topic, &group, &results);
+    let text = std::fs::read_to_string(&cfg).unwrap().replace(
+        "end_marker = true,",
+        &format!("end_marker = true, dead_letter_topic = \"{dead}\","),
     );
+    std::fs::write(&cfg, text).unwrap();
+    let mut one = Serve::start(&cfg, &[]);
     let got = committed_results(&brokers, &results, expected.len(), Duration::from_secs(3));
     assert_once_and_equal(&got, &expected);
+    let letters = consume_all(&brokers, &dead, 1, Duration::from_secs(60));
+    assert_eq!(letters[0].payload, b"{not json");
     assert!(one.terminate(Duration::from_secs(30)).success());
+}
+
+#[test]
+fn a_missing_results_topic_or_a_foreign_state_message_stops_serve_naming_it() {
+    let Some(brokers) = brokers() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (topic, group) = (unique("so2-in"), unique("so2"));
+    create_topic_with_partitions(&brokers, &topic, 2);
+    let missing = unique("so2-no-such-results");
+    let mut s = Serve::start(
+        &instance(dir.path(), "missing", &brokers, &topic, &group, &missing),
+        &[],
+    );
+    let status = s.wait(Duration::from_secs(60));
+    assert_eq!(status.code(), Some(1));
+    let log = s.stderr.lock().unwrap().clone();
+    assert!(log.contains(&missing), "{log}");
+
+    // Something else wrote a pane key into the partials topic: the merge refuses it rather
+    // than fold an unknown sketch into the results.
+    let results = unique("so2-out");
+    create_topic_with_partitions(&brokers, &results, RESULT_PARTITIONS);
+    let partials = format!("{group}-partials");
+    create_topic_with_partitions(&brokers, &partials, 1);
+    let producer: rdkafka::producer::BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", &brokers)
+        .create()
+        .unwrap();
+    producer
+        .send(
+            rdkafka::producer::BaseRecord::to(&partials)
+                .partition(0)
+                .key("pane/0/0")
+                .payload("not a sketch"),
+        )
+        .unwrap();
+    rdkafka::producer::Producer::flush(&producer, Duration::from_secs(30)).unwrap();
+    let mut s = Serve::start(
+        &instance(dir.path(), "foreign", &brokers, &topic, &group, &results),
+        &[],
+    );
+    let status = s.wait(Duration::from_secs(90));
+    assert_eq!(status.code(), Some(1));
+    let log = s.stderr.lock().unwrap().clone();
+    assert!(
+        log.contains("stream \"k\" (scale-out state in Kafka)") && log.contains("does not decode"),
+        "{log}"
+    );
 }

@@ -16,7 +16,7 @@ use super::client::client_config;
 use super::sink::Deliveries;
 use crate::error::ConnectorError;
 
-pub(super) struct DeadLetters {
+pub struct DeadLetters {
     topic: String,
     producer: BaseProducer<Deliveries>,
     /// Failures already counted into the metric.
@@ -26,7 +26,7 @@ pub(super) struct DeadLetters {
 impl DeadLetters {
     /// A producer with the source's own client options (security settings), so it reaches
     /// the same cluster the same way.
-    pub(super) fn open(kafka: &KafkaConfig, topic: &str) -> Result<Self, ConnectorError> {
+    pub fn open(kafka: &KafkaConfig, topic: &str) -> Result<Self, ConnectorError> {
         let mut config = client_config(
             // Whatever the consumer could read (up to librdkafka's default
             // receive.message.max.bytes) can be dead-lettered; where the topic's
@@ -53,12 +53,7 @@ impl DeadLetters {
 
     /// Queues a consumed message's payload, with its topic/partition@offset as the source.
     /// `topic` overrides the message's own topic name (a single-topic source knows it).
-    pub(super) fn send_message(
-        &self,
-        message: &BorrowedMessage<'_>,
-        topic: Option<&str>,
-        reason: &str,
-    ) {
+    pub fn send_message(&self, message: &BorrowedMessage<'_>, topic: Option<&str>, reason: &str) {
         let topic = topic.unwrap_or_else(|| message.topic());
         let source = format!("{topic}/{}@{}", message.partition(), message.offset());
         self.send(message.payload().unwrap_or_default(), reason, &source);
@@ -90,13 +85,13 @@ impl DeadLetters {
     }
 
     /// Serves delivery reports; returns failures not yet counted.
-    pub(super) fn poll(&mut self) -> u64 {
+    pub fn poll(&mut self) -> u64 {
         self.producer.poll(Duration::ZERO);
         self.new_failures()
     }
 
     /// Waits (bounded) for queued messages; returns failures not yet counted.
-    pub(super) fn flush(&mut self) -> u64 {
+    pub fn flush(&mut self) -> u64 {
         if let Err(e) = self.producer.flush(Duration::from_secs(10)) {
             warn!(topic = %self.topic, error = %e, "dead-letter messages still queued at shutdown");
         }

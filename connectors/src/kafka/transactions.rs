@@ -274,7 +274,7 @@ pub fn ensure_compacted_topics(
         }
     }
     for (name, partitions) in topics {
-        let have = partition_count(kafka, name)?;
+        let have = partition_count(kafka, name, Duration::from_secs(30))?;
         if have != *partitions {
             return Err(ConnectorError::StateTopic {
                 topic: name.clone(),
@@ -288,14 +288,19 @@ pub fn ensure_compacted_topics(
     Ok(())
 }
 
-/// The number of partitions of `topic`, retried for up to 30 s while it is being created.
-pub fn partition_count(kafka: &KafkaConfig, topic: &str) -> Result<i32, ConnectorError> {
+/// The number of partitions of `topic`, retried for up to `within` while it may still be
+/// being created.
+pub fn partition_count(
+    kafka: &KafkaConfig,
+    topic: &str,
+    within: Duration,
+) -> Result<i32, ConnectorError> {
     let mut config = base_config(kafka, &format!("metadata of {topic:?}"))?;
     config.set("group.id", "ldpstream-metadata");
     let consumer: BaseConsumer = config
         .create()
         .map_err(|e| err(format!("metadata client for {topic:?}"), e))?;
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + within;
     loop {
         let found = consumer
             .fetch_metadata(Some(topic), Duration::from_secs(5))

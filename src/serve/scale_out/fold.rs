@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use ldpstream_connectors::kafka::dead_letter::DeadLetters;
 use ldpstream_connectors::kafka::transactions::{
     consumer_config, new_nonce, read_to_marker, Outgoing, TxnProducer, MARKER_KEY,
 };
@@ -392,6 +393,14 @@ pub(super) fn run(
         })?;
     info!(stream = %s.config.name, group = %s.kafka.group_id, topic = %s.topic, "scale-out: joining the consumer group");
     let exported = !s.config.has_private_tests();
+    // As in the single-instance source. Not part of the transaction: after a take-over a
+    // re-read message can be dead-lettered a second time.
+    let mut dead_letters = s
+        .kafka
+        .dead_letter_topic
+        .as_deref()
+        .map(|t| DeadLetters::open(&s.kafka, t))
+        .transpose()?;
     let interval = s.scale_out.commit_interval.as_std();
     let mut last_commit = Instant::now();
     loop {
@@ -402,6 +411,10 @@ pub(super) fn run(
         if stopping || last_commit.elapsed() >= interval {
             commit_all(&s, &consumer, &metrics, exported)?;
             last_commit = Instant::now();
+            if let Some(dl) = &mut dead_letters {
+                let failed = if stopping { dl.flush() } else { dl.poll() };
+                events.dead_letters_failed(failed);
+            }
         }
         if stopping {
             return Ok(());
@@ -426,7 +439,13 @@ pub(super) fn run(
             message.payload().unwrap_or_default(),
             message.timestamp().to_millis(),
         ) {
-            Ok(Decoded::Report | Decoded::Invalid(_)) => {}
+            Ok(Decoded::Report) => {}
+            Ok(Decoded::Invalid(reason)) => {
+                // Folded anyway: the fold rejects it and counts it in the record by reason.
+                if let Some(dl) = &dead_letters {
+                    dl.send_message(&message, Some(&s.topic), reason.name());
+                }
+            }
             Ok(Decoded::EndMarker) if s.kafka.end_marker => {
                 fold_pending(&s, o, &metrics, exported)?;
                 o.ended = true;
@@ -434,7 +453,12 @@ pub(super) fn run(
                 info!(stream = %s.config.name, partition = message.partition(), "end marker: the partition's input ended");
             }
             Ok(Decoded::EndMarker) => {}
-            Err(_) => events.bad_message(),
+            Err(reason) => {
+                events.bad_message();
+                if let Some(dl) = &dead_letters {
+                    dl.send_message(&message, Some(&s.topic), &reason);
+                }
+            }
         }
         if o.decoder.rows() >= s.config.max_batch_rows {
             fold_pending(&s, o, &metrics, exported)?;

@@ -59,9 +59,9 @@ pub(super) fn spawn(
     let mechanism = Mechanism::from_config(&config.mechanism)?;
     let layout = ReportLayout::of(config, &mechanism);
     let topic = kafka.topics.first().cloned().unwrap_or_default();
-    let input_partitions = partition_count(kafka, &topic)?;
+    let input_partitions = partition_count(kafka, &topic, Duration::from_secs(30))?;
     // A transaction to a missing topic would fail at every round; say so at start.
-    partition_count(kafka, &scale_out.results_topic)?;
+    partition_count(kafka, &scale_out.results_topic, Duration::from_secs(5))?;
     let (changelog, partials) = state_topics(&kafka.group_id);
     ensure_compacted_topics(
         kafka,

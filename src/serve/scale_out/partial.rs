@@ -139,8 +139,13 @@ pub fn encode_pane(stream: &StreamConfig, pane: Pane, grouped: &Grouped) -> Vec<
 
 /// The inverse of [`encode_pane`]; refuses sketches counted under other settings.
 pub fn decode_pane(stream: &StreamConfig, pane: Pane, bytes: &[u8]) -> Result<Grouped, Error> {
-    let origin = format!("state topic message of stream {:?}", stream.name);
-    let mut parts = checkpoint::decode(bytes, &origin)?;
+    let mut parts = checkpoint::decode(bytes, "partial sketch").map_err(|e| Error::ScaleOut {
+        stream: stream.name.clone(),
+        message: format!(
+            "a partial sketch in the state topics does not decode ({e}); only ldpstream \
+                 instances of this group may write to them"
+        ),
+    })?;
     let part = match parts.pop() {
         Some(p) if parts.is_empty() => p,
         _ => {
@@ -173,6 +178,48 @@ pub fn decode_pane(stream: &StreamConfig, pane: Pane, bytes: &[u8]) -> Result<Gr
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ldpstream_config::Config;
+    use ldpstream_engine::mechanism::Mechanism;
+
+    fn stream(epsilon: f64) -> StreamConfig {
+        let text = format!(
+            "[[stream]]\nname = \"k\"\nsource = {{ kind = \"kafka\", brokers = \"b:9092\", topics = [\"in\"], group_id = \"g\", scale_out = {{ results_topic = \"out\" }} }}\nmechanism = {{ kind = \"grr\", epsilon = {epsilon}, domain = 4 }}\n[[stream.test]]\nname = \"t\"\nkind = \"gof\"\nnull = \"uniform\"\n"
+        );
+        Config::from_toml_str(&text, "t").unwrap().streams[0].clone()
+    }
+
+    #[test]
+    fn a_pane_round_trips_and_other_settings_are_refused_by_name() {
+        let s = stream(1.0);
+        let m = Mechanism::from_config(&s.mechanism).unwrap();
+        let mut sketch = m.new_sketch();
+        let reports = arrow::array::UInt32Array::from(vec![0, 1, 1, 3]);
+        ldpstream_engine::fold::fold_batch(&m, &mut sketch, &reports, None).unwrap();
+        let g = Grouped::from([(vec![Some("a".to_string())], sketch)]);
+        for pane in [Pane::At(120_000), Pane::Untimed] {
+            let bytes = encode_pane(&s, pane, &g);
+            let back = decode_pane(&s, pane, &bytes).unwrap();
+            assert_eq!(back.len(), 1);
+            assert_eq!(back.values().next().unwrap().n(), 4);
+        }
+        let bytes = encode_pane(&s, Pane::At(0), &g);
+        let e = decode_pane(&stream(2.0), Pane::At(0), &bytes)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("other settings") && e.contains("\"k\""), "{e}");
+        // A message that is not a partial at all: an error naming the stream, no panic.
+        let e = decode_pane(&s, Pane::At(0), b"garbage")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("\"k\""), "{e}");
+        let e = decode_json::<Progress>(b"{", "k", "progress")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("progress") && e.contains("does not decode"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn keys_round_trip_and_unknown_keys_are_none() {
