@@ -8,6 +8,7 @@
 
 pub mod checkpoint;
 mod events;
+mod fold_counters;
 mod group_labels;
 mod history;
 mod http;
@@ -29,7 +30,6 @@ use ldpstream_config::{Config, SourceConfig, StateLocation, StreamConfig};
 use ldpstream_connectors::{Position, Sinks, Source, SourceBatch};
 use ldpstream_engine::mechanism::Mechanism;
 use ldpstream_engine::record::TestRecord;
-use ldpstream_engine::sketch::RejectReason;
 use ldpstream_engine::stream::{
     evaluate_look, evaluate_snapshot, fold_paned_batch, stream_pane_width, take_due, take_looks,
     PanedDelta, Private, ReportLayout, SequentialLatches,
@@ -49,6 +49,8 @@ use crate::ledger_file::{
     BOOK_VERSION as LEDGER_BOOK_VERSION,
 };
 use checkpoint::StreamCheckpoint;
+use fold_counters::{export_fold, rejected_counts};
+use history::unix_millis;
 use history::History;
 use rate::ReportRates;
 use shared::StreamInfo;
@@ -274,14 +276,17 @@ pub async fn run(config: Config, options: ServeOptions) -> Result<(), Error> {
         if let SourceConfig::Kafka(kafka) = &stream.source {
             if let Some(scale_out) = &kafka.scale_out {
                 // Its state is in Kafka, not in this instance's checkpoint.
+                let events = events_tx.clone();
                 threads.extend(scale_out::spawn(
                     stream,
                     kafka,
                     scale_out,
                     stop.clone(),
                     shared.clone(),
-                    events_tx.clone(),
                     config.serve.snapshot_interval.as_std(),
+                    move |name, e| {
+                        let _ = events.send(WorkerEvent::Failed(name, e));
+                    },
                 )?);
                 continue;
             }
@@ -650,68 +655,6 @@ fn fold_one(rt: &StreamRuntime, metrics: &Metrics, source: SourceBatch) -> Resul
     Ok(())
 }
 
-/// The reports a delta's fold rejected, by reason.
-fn rejected_counts(delta: &PanedDelta) -> [u64; RejectReason::COUNT] {
-    let mut rejected = [0u64; RejectReason::COUNT];
-    for grouped in delta.panes.values().chain(std::iter::once(&delta.untimed)) {
-        for sketch in grouped.values() {
-            for (i, reason) in RejectReason::ALL.iter().enumerate() {
-                rejected[i] += sketch.rejected().get(*reason);
-            }
-        }
-    }
-    rejected
-}
-
-/// The counters of one folded batch.
-fn export_fold(
-    metrics: &Metrics,
-    name: &str,
-    rows: u64,
-    late: u64,
-    rejected: &[u64; RejectReason::COUNT],
-    groups_kept: usize,
-    overflow_reports: u64,
-) {
-    metrics.reports.with_label_values(&[name]).inc_by(rows);
-    metrics.late.with_label_values(&[name]).inc_by(late);
-    metrics
-        .groups_kept
-        .with_label_values(&[name])
-        .set(i64::try_from(groups_kept).unwrap_or(i64::MAX));
-    metrics
-        .overflow_reports
-        .with_label_values(&[name])
-        .inc_by(overflow_reports);
-    for (i, reason) in RejectReason::ALL.iter().enumerate() {
-        if rejected[i] > 0 {
-            metrics
-                .rejected
-                .with_label_values(&[name, reason.name()])
-                .inc_by(rejected[i]);
-        }
-    }
-}
-
-/// Makes records visible: metrics, the newest result per key, and the history.
-fn publish_records(shared: &Shared, records: &[TestRecord]) {
-    {
-        let mut latest = shared.results.lock().unwrap_or_else(|p| p.into_inner());
-        for r in records {
-            shared.metrics.observe_record(r);
-            latest.insert(
-                (r.stream.clone(), r.test.clone(), r.group.clone()),
-                r.clone(),
-            );
-        }
-    }
-    shared
-        .history
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .record(unix_millis(), records);
-}
-
 /// Copies every stream's due windows (short lock), evaluates them off the runtime's
 /// worker threads, and publishes the records to the sinks, the metrics and the API.
 async fn snapshot_round(
@@ -816,7 +759,7 @@ async fn snapshot_round(
             book.save(path)
         })?;
     }
-    publish_records(shared, &records);
+    shared.publish(&records);
     let now = unix_millis();
     {
         let mut rates = shared.rates.lock().unwrap_or_else(|p| p.into_inner());
@@ -828,11 +771,4 @@ async fn snapshot_round(
     // move its other tasks (HTTP) off this worker meanwhile.
     tokio::task::block_in_place(|| sinks.write(&records))?;
     Ok(())
-}
-
-/// Wall-clock time for the history's x axis (event time may lag or be absent).
-fn unix_millis() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }

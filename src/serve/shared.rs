@@ -38,6 +38,24 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// Makes records visible: metrics, the newest result per key, and the history.
+    pub(super) fn publish(&self, records: &[TestRecord]) {
+        {
+            let mut latest = self.results.lock().unwrap_or_else(|p| p.into_inner());
+            for r in records {
+                self.metrics.observe_record(r);
+                latest.insert(
+                    (r.stream.clone(), r.test.clone(), r.group.clone()),
+                    r.clone(),
+                );
+            }
+        }
+        self.history
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .record(super::history::unix_millis(), records);
+    }
+
     pub(super) fn is_ready(&self) -> bool {
         self.ready.load(Ordering::Acquire)
             && self.connecting.load(Ordering::Acquire) == 0

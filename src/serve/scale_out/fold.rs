@@ -32,9 +32,10 @@ use rdkafka::Offset;
 use tracing::{debug, error, info, warn};
 
 use super::partial::{decode_json, decode_pane, encode_json, encode_pane, Key, Pane, Progress};
-use super::ScaleOutStream;
+use super::stream::ScaleOutStream;
 use crate::error::Error;
-use crate::serve::{export_fold, rejected_counts, Metrics};
+use crate::serve::fold_counters::{export_fold, rejected_counts};
+use crate::serve::metrics::Metrics;
 
 /// How long a take-over may spend reading a changelog partition back.
 const RESTORE_TIMEOUT: Duration = Duration::from_secs(120);

@@ -33,9 +33,9 @@ use tracing::{error, info, warn};
 use super::partial::{
     decode_json, decode_pane, encode_json, encode_pane, Emitted, Key, Pane, Progress,
 };
-use super::ScaleOutStream;
+use super::stream::ScaleOutStream;
 use crate::error::Error;
-use crate::serve::{publish_records, Shared};
+use crate::serve::shared::Shared;
 
 /// The merge's view of the partials topic, while this instance owns it.
 struct MergeState {
@@ -431,7 +431,7 @@ fn round(
         }
     }
     drop(guard);
-    publish_records(shared, &records);
+    shared.publish(&records);
     shared
         .metrics
         .snapshot_seconds

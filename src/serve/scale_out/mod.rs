@@ -6,6 +6,7 @@
 mod fold;
 mod merge;
 mod partial;
+mod stream;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -15,28 +16,12 @@ use ldpstream_config::{KafkaConfig, ScaleOutConfig, StreamConfig};
 use ldpstream_connectors::kafka::transactions::{ensure_compacted_topics, partition_count};
 use ldpstream_engine::mechanism::Mechanism;
 use ldpstream_engine::stream::{stream_pane_width, ReportLayout};
-use tokio::sync::mpsc;
+use stream::ScaleOutStream;
 use tracing::info;
 
-use super::{events::StreamEvents, Shared, WorkerEvent};
+use super::events::StreamEvents;
+use super::shared::Shared;
 use crate::error::Error;
-
-/// A scale-out stream and the names of its topics.
-pub(super) struct ScaleOutStream {
-    config: StreamConfig,
-    kafka: KafkaConfig,
-    scale_out: ScaleOutConfig,
-    mechanism: Mechanism,
-    layout: ReportLayout,
-    width: i64,
-    lateness: i64,
-    /// The consumer group, which also names the state topics and transactional ids.
-    app: String,
-    topic: String,
-    input_partitions: i32,
-    changelog: String,
-    partials: String,
-}
 
 /// The state topics of a stream whose consumer group is `group_id`.
 pub fn state_topics(group_id: &str) -> (String, String) {
@@ -53,8 +38,8 @@ pub(super) fn spawn(
     scale_out: &ScaleOutConfig,
     stop: Arc<AtomicBool>,
     shared: Arc<Shared>,
-    events: mpsc::UnboundedSender<WorkerEvent>,
     snapshot_interval: Duration,
+    on_failure: impl Fn(String, Error) + Clone + Send + 'static,
 ) -> Result<Vec<std::thread::JoinHandle<()>>, Error> {
     let mechanism = Mechanism::from_config(&config.mechanism)?;
     let layout = ReportLayout::of(config, &mechanism);
@@ -97,17 +82,17 @@ pub(super) fn spawn(
     };
     let observer = Arc::new(StreamEvents::new(&name, shared.clone()));
     let fold = {
-        let (s, stop, events, metrics) = (
+        let (s, stop, on_failure, metrics) = (
             s.clone(),
             stop.clone(),
-            events.clone(),
+            on_failure.clone(),
             shared.metrics.clone(),
         );
         std::thread::Builder::new()
             .name(format!("fold-{name}"))
             .spawn(move || {
                 if let Err(e) = fold::run(s.clone(), stop, metrics, observer) {
-                    let _ = events.send(WorkerEvent::Failed(s.config.name.clone(), e));
+                    on_failure(s.config.name.clone(), e);
                 }
             })
             .map_err(thread_err)?
@@ -116,7 +101,7 @@ pub(super) fn spawn(
         .name(format!("merge-{name}"))
         .spawn(move || {
             if let Err(e) = merge::run(s.clone(), stop, shared, snapshot_interval) {
-                let _ = events.send(WorkerEvent::Failed(s.config.name.clone(), e));
+                on_failure(s.config.name.clone(), e);
             }
         })
         .map_err(thread_err)?;
