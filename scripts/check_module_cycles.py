@@ -7,7 +7,8 @@ A module is a source file (`a/mod.rs` is module `a`). Module A depends on module
 names a path into B: `crate::b::…`, `super::b…` or `super::Item` (its parent), or
 `self::b::…` and `b::…` for its own child modules. Declaring a child (`mod b;`) and
 re-exporting from it (`pub use b::…`) in a parent are not dependencies: they are how a
-folder is laid out, not a use. Test modules (`#[cfg(test)] mod tests`) are skipped. This
+folder is laid out, not a use. Test modules (`#[cfg(test)] mod tests`, also `pub(super)`
+ones shared by sibling tests) are skipped. This
 is the check `cargo modules dependencies --acyclic` makes, without compiling
 rust-analyzer to run it.
 """
@@ -40,7 +41,7 @@ TOKENS = re.compile(r'r#+"(?s:.*?)"#+|"(?:\\.|[^"\\])*"|//[^\n]*|/\*(?s:.*?)\*/|
 def strip(text):
     """The code without tests, comments and string or char literals (scanned left to
     right, so `//` inside a string and quotes inside a comment are both harmless)."""
-    text = re.split(r"#\[cfg\(test\)\]\s*mod tests", text)[0]
+    text = re.split(r"#\[cfg\(test\)\]\s*(?:pub(?:\([^)]*\))?\s+)?mod tests", text)[0]
     return TOKENS.sub(lambda m: '""' if m.group(0)[:1] in "r\"'" else "", text)
 
 

@@ -128,6 +128,13 @@ fn e_value_in(record: &serde_json::Value) -> Option<f64> {
     record.get("e_value")?.as_f64()
 }
 
+/// Wall-clock time for the history's x axis (event time may lag or be absent).
+pub(super) fn unix_millis() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -196,11 +203,4 @@ mod tests {
         assert_eq!(e_value_in(&with), Some(12.5));
         assert_eq!(e_value_in(&serde_json::json!({"e_value": null})), None);
     }
-}
-
-/// Wall-clock time for the history's x axis (event time may lag or be absent).
-pub(super) fn unix_millis() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }

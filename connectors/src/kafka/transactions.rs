@@ -379,6 +379,35 @@ pub fn read_to_marker(
     }
 }
 
+/// The offset `group` last committed for `topic`/`partition` (None: nothing yet), asked
+/// without joining the group.
+pub fn committed_offset(
+    kafka: &KafkaConfig,
+    group: &str,
+    topic: &str,
+    partition: i32,
+) -> Result<Option<i64>, ConnectorError> {
+    let mut config = base_config(kafka, &format!("offsets of group {group:?}"))?;
+    config
+        .set("group.id", group)
+        .set("enable.auto.commit", "false")
+        .set("isolation.level", "read_committed");
+    let consumer: BaseConsumer = config
+        .create()
+        .map_err(|e| err(format!("offsets of group {group:?}"), e))?;
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition(topic, partition);
+    let committed = consumer
+        .committed_offsets(tpl, Duration::from_secs(30))
+        .map_err(|e| err(format!("committed offset of {topic:?}/{partition}"), e))?;
+    Ok(committed
+        .find_partition(topic, partition)
+        .and_then(|e| match e.offset() {
+            Offset::Offset(o) => Some(o),
+            _ => None,
+        }))
+}
+
 /// A message's key and payload (None: a tombstone).
 pub type KeyedPayload = (Vec<u8>, Option<Vec<u8>>);
 

@@ -12,12 +12,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ldpstream_connectors::kafka::dead_letter::DeadLetters;
 use ldpstream_connectors::kafka::transactions::{
-    consumer_config, new_nonce, read_to_marker, Outgoing, TxnProducer, MARKER_KEY,
+    committed_offset, new_nonce, read_to_marker, KeyedPayload, Outgoing, TxnProducer, MARKER_KEY,
 };
 use ldpstream_connectors::kafka::{Decoded, MessageDecoder};
 use ldpstream_connectors::{ConnectorError, SourceEvents};
@@ -31,7 +31,10 @@ use rdkafka::types::RDKafkaRespErr;
 use rdkafka::Offset;
 use tracing::{debug, error, info, warn};
 
-use super::partial::{decode_json, decode_pane, encode_json, encode_pane, Key, Pane, Progress};
+use super::client::{lock, next_message, subscribed};
+use super::partial::{
+    decode_json, decode_tagged_pane, encode_json, encode_pane, Key, Pane, Progress,
+};
 use super::stream::ScaleOutStream;
 use crate::error::Error;
 use crate::serve::fold_counters::{export_fold, rejected_counts};
@@ -47,6 +50,8 @@ struct Owned {
     decoder: MessageDecoder,
     /// The offset after the last message taken, once one was.
     next: Option<i64>,
+    /// The offset the partition's last committed transaction committed (where it resumed).
+    committed: Option<i64>,
     /// Panes changed since the last commit.
     dirty: BTreeSet<Pane>,
     /// Closed panes dropped from the store, still to be deleted from the changelog.
@@ -64,10 +69,6 @@ struct FoldContext {
     failure: Mutex<Option<Error>>,
     events: Arc<dyn SourceEvents>,
     assigned_once: AtomicBool,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl FoldContext {
@@ -88,40 +89,10 @@ impl FoldContext {
         )?;
         let messages = read_to_marker(&s.kafka, &s.changelog, partition, &nonce, RESTORE_TIMEOUT)?;
         let read = messages.len();
-        let mut latest: BTreeMap<Key, Vec<u8>> = BTreeMap::new();
-        for (key, payload) in messages {
-            let Some(key) = Key::decode(&key) else {
-                continue;
-            };
-            match payload {
-                Some(p) => latest.insert(key, p),
-                None => latest.remove(&key),
-            };
-        }
-        let mut parts = RestoredPanes::default();
-        let mut progress = Progress::default();
-        for (key, payload) in &latest {
-            match key {
-                Key::Pane {
-                    partition: p,
-                    pane: Pane::At(t),
-                } if *p == partition => {
-                    let g = decode_pane(&s.config, Pane::At(*t), payload)?;
-                    parts.first_pane = Some(parts.first_pane.map_or(*t, |f: i64| f.min(*t)));
-                    parts.panes.insert(*t, g);
-                }
-                Key::Pane {
-                    partition: p,
-                    pane: Pane::Untimed,
-                } if *p == partition => {
-                    parts.retired = decode_pane(&s.config, Pane::Untimed, payload)?;
-                }
-                Key::Progress { partition: p } if *p == partition => {
-                    progress = decode_json(payload, &s.config.name, "progress")?;
-                }
-                _ => {}
-            }
-        }
+        // After the fencing above no transaction on the partition is open, and this is the
+        // offset its last committed one committed.
+        let committed = committed_offset(&s.kafka, &s.app, &s.topic, partition)?;
+        let (mut parts, progress, skipped) = restore_partition(s, partition, messages, committed)?;
         parts.max_event = progress.max_event;
         parts.late = progress.late;
         let mut store = PaneStore::restore(s.width, s.lateness, s.config.max_groups, parts)?;
@@ -134,6 +105,8 @@ impl FoldContext {
             changelog_messages = read,
             panes = store.panes().len(),
             ended = progress.ended,
+            committed_offset = ?committed,
+            uncommitted_values_skipped = skipped,
             secs = t0.elapsed().as_secs_f64(),
             "took the partition over: state restored from the changelog"
         );
@@ -143,6 +116,7 @@ impl FoldContext {
             decoder: MessageDecoder::new(&s.config, &s.mechanism, s.kafka.format)
                 .with_event_time(s.kafka.event_time),
             next: None,
+            committed,
             dirty: BTreeSet::new(),
             dropped: Vec::new(),
             ended: progress.ended,
@@ -150,7 +124,7 @@ impl FoldContext {
         })
     }
 
-    fn assign(&self, consumer: &BaseConsumer<Self>, tpl: &TopicPartitionList) {
+    fn assign(&self, consumer: &BaseConsumer<Self>, tpl: &mut TopicPartitionList) {
         let wanted: Vec<i32> = tpl.elements().iter().map(|e| e.partition()).collect();
         let mut owned = lock(&self.owned);
         owned.retain(|p, _| wanted.contains(p));
@@ -190,9 +164,16 @@ impl FoldContext {
                 }
             }
         }
+        // Each partition resumes exactly where the state it was restored to ends.
+        for (p, o) in owned.iter() {
+            if let Some(c) = o.committed {
+                if let Err(e) = tpl.set_partition_offset(&self.stream.topic, *p, Offset::Offset(c))
+                {
+                    warn!(stream = %self.stream.config.name, partition = p, error = %e, "setting the resume offset failed");
+                }
+            }
+        }
         drop(owned);
-        // Offsets unset: each partition resumes at the offset its last transaction
-        // committed, which the fencing above made final.
         if let Err(e) = consumer.assign(tpl) {
             lock(&self.failure).get_or_insert(Error::Connector(ConnectorError::Kafka {
                 context: "assigning the partitions".into(),
@@ -219,6 +200,67 @@ impl FoldContext {
         }
         info!(stream = %self.stream.config.name, partitions = ?gone, "input partitions revoked");
     }
+}
+
+/// A partition's state from its changelog messages, in log order: the newest value of each
+/// key, skipping values tagged with an input offset after `committed`.
+fn restore_partition(
+    s: &ScaleOutStream,
+    partition: i32,
+    messages: Vec<KeyedPayload>,
+    committed: Option<i64>,
+) -> Result<(RestoredPanes, Progress, usize), Error> {
+    // A value tagged with a later offset is from a transaction that did not commit (a
+    // broker's `read_committed` should have hidden it; Tansu's does not): taking it
+    // would count the reports after the committed offset twice.
+    let after_commit = |tag: Option<i64>| match (tag, committed) {
+        (Some(t), Some(c)) => t > c,
+        (Some(_), None) => true,
+        (None, _) => false,
+    };
+    let mut parts = RestoredPanes::default();
+    let mut progress = Progress::default();
+    let mut skipped = 0usize;
+    for (key, payload) in messages {
+        let Some(key) = Key::decode(&key) else {
+            continue;
+        };
+        match (key, payload) {
+            (Key::Pane { partition: p, pane }, Some(bytes)) if p == partition => {
+                let (g, tag) = decode_tagged_pane(&s.config, pane, &bytes)?;
+                if after_commit(tag) {
+                    skipped += 1;
+                    continue;
+                }
+                match pane {
+                    Pane::At(t) => {
+                        parts.panes.insert(t, g);
+                    }
+                    Pane::Untimed => parts.retired = g,
+                }
+            }
+            (
+                Key::Pane {
+                    partition: p,
+                    pane: Pane::At(t),
+                },
+                None,
+            ) if p == partition => {
+                parts.panes.remove(&t);
+            }
+            (Key::Progress { partition: p }, Some(bytes)) if p == partition => {
+                let read: Progress = decode_json(&bytes, &s.config.name, "progress")?;
+                if after_commit(read.next) {
+                    skipped += 1;
+                    continue;
+                }
+                progress = read;
+            }
+            _ => {}
+        }
+    }
+    parts.first_pane = parts.panes.keys().next().copied();
+    Ok((parts, progress, skipped))
 }
 
 impl ClientContext for FoldContext {}
@@ -309,18 +351,21 @@ fn commit_partition(
             payload,
         });
     };
+    // Every value says which input offset its transaction commits.
+    let tag = o.next.or(o.committed);
     for pane in &o.dirty {
         let grouped = match pane {
             Pane::Untimed => Some(o.store.retired()),
             Pane::At(t) => o.store.panes().get(t),
         };
         if let Some(g) = grouped {
+            let tagged = tag.map(|t| (s.topic.as_str(), partition, t));
             both(
                 Key::Pane {
                     partition,
                     pane: *pane,
                 },
-                Some(encode_pane(&s.config, *pane, g)),
+                Some(encode_pane(&s.config, *pane, g, tagged)),
             );
         }
     }
@@ -328,6 +373,7 @@ fn commit_partition(
         max_event: o.store.max_event(),
         late: o.store.late(),
         ended: o.ended,
+        next: tag,
     };
     both(Key::Progress { partition }, Some(encode_json(&progress)));
     for t in &o.dropped {
@@ -360,6 +406,7 @@ fn commit_partition(
     o.dirty.clear();
     o.dropped.clear();
     o.changed = false;
+    o.committed = tag;
     o.dropped = o.store.take_closed();
     Ok(())
 }
@@ -380,18 +427,7 @@ pub(super) fn run(
         events: events.clone(),
         assigned_once: AtomicBool::new(false),
     };
-    let consumer: BaseConsumer<FoldContext> = consumer_config(&s.kafka, &s.kafka.group_id)?
-        .create_with_context(context)
-        .map_err(|e| ConnectorError::Kafka {
-            context: "stage-1 consumer".into(),
-            source: e,
-        })?;
-    consumer
-        .subscribe(&[s.topic.as_str()])
-        .map_err(|e| ConnectorError::Kafka {
-            context: format!("subscribing to {:?}", s.topic),
-            source: e,
-        })?;
+    let consumer = subscribed(&s.kafka, &s.kafka.group_id, &s.topic, context)?;
     info!(stream = %s.config.name, group = %s.kafka.group_id, topic = %s.topic, "scale-out: joining the consumer group");
     let exported = !s.config.has_private_tests();
     // As in the single-instance source. Not part of the transaction: after a take-over a
@@ -420,15 +456,8 @@ pub(super) fn run(
         if stopping {
             return Ok(());
         }
-        let Some(message) = consumer.poll(Duration::from_millis(50)) else {
+        let Some(message) = next_message(&consumer, &s.config.name) else {
             continue;
-        };
-        let message = match message {
-            Ok(m) => m,
-            Err(e) => {
-                warn!(stream = %s.config.name, error = %e, "Kafka consumer error");
-                continue;
-            }
         };
         let mut owned = lock(&consumer.context().owned);
         let Some(o) = owned.get_mut(&message.partition()) else {
@@ -524,4 +553,98 @@ fn commit_all(
             })?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::serve::scale_out::stream::tests::{pane, stream};
+
+    fn value(s: &ScaleOutStream, t: i64, n: usize, tag: i64) -> KeyedPayload {
+        let key = Key::Pane {
+            partition: 1,
+            pane: Pane::At(t),
+        };
+        let g = pane(s, 0, n);
+        (
+            key.encode(),
+            Some(encode_pane(
+                &s.config,
+                Pane::At(t),
+                &g,
+                Some(("in", 1, tag)),
+            )),
+        )
+    }
+
+    fn progress(max_event: i64, tag: i64) -> KeyedPayload {
+        let p = Progress {
+            max_event: Some(max_event),
+            late: 0,
+            ended: false,
+            next: Some(tag),
+        };
+        (
+            Key::Progress { partition: 1 }.encode(),
+            Some(encode_json(&p)),
+        )
+    }
+
+    fn n(parts: &RestoredPanes, t: i64) -> u64 {
+        parts.panes[&t].values().map(|k| k.n()).sum()
+    }
+
+    /// Tansu 0.6.0's `read_committed` returns the messages of an aborted transaction
+    /// (checked with confluent-kafka: a transaction aborted, or left open by a producer
+    /// that a new one with its id fenced, is read back). Its values would count the
+    /// reports after the committed offset twice, so the restore leaves them out.
+    #[test]
+    fn the_restore_skips_values_of_transactions_that_did_not_commit() {
+        let s = stream();
+        let messages = vec![
+            value(&s, 0, 3, 100),
+            progress(10, 100),
+            // Committed at 250: the pane grew, a second one appeared.
+            value(&s, 0, 5, 250),
+            value(&s, 60_000, 2, 250),
+            progress(60_010, 250),
+            // Aborted (the owner was killed mid-commit): tagged with 400.
+            value(&s, 0, 9, 400),
+            progress(70_000, 400),
+            // Another partition's key and an unknown key are not this partition's state.
+            (
+                Key::Progress { partition: 0 }.encode(),
+                Some(b"not json".to_vec()),
+            ),
+            (b"something/else".to_vec(), Some(b"x".to_vec())),
+        ];
+        let (parts, progress_read, skipped) =
+            restore_partition(&s, 1, messages.clone(), Some(250)).unwrap();
+        assert_eq!((n(&parts, 0), n(&parts, 60_000)), (5, 2));
+        assert_eq!(progress_read.max_event, Some(60_010));
+        assert_eq!(skipped, 2);
+        // Had the third transaction committed, it would be the state.
+        let (parts, progress_read, skipped) =
+            restore_partition(&s, 1, messages.clone(), Some(400)).unwrap();
+        assert_eq!(n(&parts, 0), 9);
+        assert_eq!((progress_read.max_event, skipped), (Some(70_000), 0));
+        // Nothing committed yet: nothing tagged is state.
+        let (parts, _, skipped) = restore_partition(&s, 1, messages, None).unwrap();
+        assert!(parts.panes.is_empty());
+        assert_eq!(skipped, 7);
+        // A tombstone deletes the pane whatever its transaction.
+        let gone = vec![
+            value(&s, 0, 3, 100),
+            (
+                Key::Pane {
+                    partition: 1,
+                    pane: Pane::At(0),
+                }
+                .encode(),
+                None,
+            ),
+        ];
+        let (parts, _, _) = restore_partition(&s, 1, gone, Some(100)).unwrap();
+        assert!(parts.panes.is_empty());
+    }
 }

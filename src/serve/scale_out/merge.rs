@@ -9,13 +9,11 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ldpstream_connectors::kafka::record_key;
-use ldpstream_connectors::kafka::transactions::{
-    consumer_config, new_nonce, Outgoing, TxnProducer, MARKER_KEY,
-};
+use ldpstream_connectors::kafka::transactions::{new_nonce, Outgoing, TxnProducer, MARKER_KEY};
 use ldpstream_connectors::ConnectorError;
 use ldpstream_engine::record::TestRecord;
 use ldpstream_engine::stream::{
@@ -30,6 +28,7 @@ use rdkafka::types::RDKafkaRespErr;
 use rdkafka::Offset;
 use tracing::{error, info, warn};
 
+use super::client::{lock, next_message, subscribed};
 use super::partial::{
     decode_json, decode_pane, encode_json, encode_pane, Emitted, Key, Pane, Progress,
 };
@@ -61,10 +60,6 @@ struct MergeContext {
     stream: Arc<ScaleOutStream>,
     state: Mutex<Option<MergeState>>,
     failure: Mutex<Option<Error>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl MergeContext {
@@ -156,20 +151,29 @@ impl MergeState {
             }
             return Ok(());
         }
-        self.view.apply(s, key, payload)
+        self.view.apply(s, key, payload, self.caught_up)
     }
 }
 
 impl PartialsView {
+    /// Applies one message of the partials topic. Once `owning` (this instance has read
+    /// the topic back and is the only one writing the merge's keys), the emitted and
+    /// retired values read are this owner's own, already applied when their transaction
+    /// committed: the consumer may reach them a round or two later, and taking an older
+    /// one back would emit its windows a second time.
     fn apply(
         &mut self,
         s: &ScaleOutStream,
         key: &[u8],
         payload: Option<&[u8]>,
+        owning: bool,
     ) -> Result<(), Error> {
         let Some(key) = Key::decode(key) else {
             return Ok(());
         };
+        if owning && matches!(key, Key::Emitted | Key::Retired) {
+            return Ok(());
+        }
         match (key, payload) {
             (Key::Pane { partition, pane }, Some(p)) => {
                 let g = decode_pane(&s.config, pane, p)?;
@@ -287,19 +291,7 @@ pub(super) fn run(
         failure: Mutex::new(None),
     };
     let group = format!("{}-merge", s.app);
-    let consumer: BaseConsumer<MergeContext> = consumer_config(&s.kafka, &group)?
-        .set("auto.offset.reset", "earliest")
-        .create_with_context(context)
-        .map_err(|e| ConnectorError::Kafka {
-            context: "merge consumer".into(),
-            source: e,
-        })?;
-    consumer
-        .subscribe(&[s.partials.as_str()])
-        .map_err(|e| ConnectorError::Kafka {
-            context: format!("subscribing to {:?}", s.partials),
-            source: e,
-        })?;
+    let consumer = subscribed(&s.kafka, &group, &s.partials, context)?;
     let mut latches = SequentialLatches::default();
     let mut last_round = Instant::now();
     while !stop.load(Ordering::Acquire) {
@@ -310,15 +302,8 @@ pub(super) fn run(
             last_round = Instant::now();
             round(&s, &consumer, &shared, &mut latches)?;
         }
-        let Some(message) = consumer.poll(Duration::from_millis(50)) else {
+        let Some(message) = next_message(&consumer, &s.config.name) else {
             continue;
-        };
-        let message = match message {
-            Ok(m) => m,
-            Err(e) => {
-                warn!(stream = %s.config.name, error = %e, "merge consumer error");
-                continue;
-            }
         };
         let mut state = lock(&consumer.context().state);
         if let Some(state) = state.as_mut() {
@@ -390,7 +375,7 @@ fn round(
                 topic: s.partials.clone(),
                 partition: Some(0),
                 key: Key::Retired.encode(),
-                payload: Some(encode_pane(&s.config, Pane::Untimed, retired)),
+                payload: Some(encode_pane(&s.config, Pane::Untimed, retired, None)),
             });
             for (pane, partition) in stale {
                 messages.push(Outgoing {
@@ -442,69 +427,17 @@ fn round(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ldpstream_config::{Config, SourceConfig};
-    use ldpstream_engine::mechanism::Mechanism;
-    use ldpstream_engine::stream::{stream_pane_width, ReportLayout};
+    use crate::serve::scale_out::stream::tests::{pane, stream};
 
     const MINUTE: i64 = 60_000;
-
-    fn stream() -> ScaleOutStream {
-        let config = Config::from_toml_str(
-            r#"
-[[stream]]
-name = "k"
-source = { kind = "kafka", brokers = "b:9092", topics = ["in"], group_id = "g", scale_out = { results_topic = "out" } }
-mechanism = { kind = "grr", epsilon = 1.0, domain = 4 }
-[[stream.test]]
-name = "minute"
-kind = "gof"
-null = "uniform"
-window = { kind = "tumbling", size = "1m" }
-[[stream.test]]
-name = "all"
-kind = "gof"
-null = "uniform"
-window = { kind = "cumulative" }
-"#,
-            "test",
-        )
-        .unwrap();
-        let config = config.streams[0].clone();
-        let SourceConfig::Kafka(kafka) = config.source.clone() else {
-            unreachable!()
-        };
-        let mechanism = Mechanism::from_config(&config.mechanism).unwrap();
-        ScaleOutStream {
-            layout: ReportLayout::of(&config, &mechanism),
-            width: stream_pane_width(&config),
-            lateness: 0,
-            scale_out: kafka.scale_out.clone().unwrap(),
-            kafka,
-            mechanism,
-            app: "g".into(),
-            topic: "in".into(),
-            input_partitions: 2,
-            changelog: "g-changelog".into(),
-            partials: "g-partials".into(),
-            config,
-        }
-    }
-
-    /// `n` reports of category `x`, ungrouped.
-    fn pane(s: &ScaleOutStream, x: u32, n: usize) -> Grouped {
-        let mut sketch = s.mechanism.new_sketch();
-        let reports = arrow::array::UInt32Array::from(vec![x; n]);
-        ldpstream_engine::fold::fold_batch(&s.mechanism, &mut sketch, &reports, None).unwrap();
-        Grouped::from([(Vec::new(), sketch)])
-    }
 
     fn put_pane(v: &mut PartialsView, s: &ScaleOutStream, partition: i32, t: i64, g: &Grouped) {
         let key = Key::Pane {
             partition,
             pane: Pane::At(t),
         };
-        let bytes = encode_pane(&s.config, Pane::At(t), g);
-        v.apply(s, &key.encode(), Some(&bytes)).unwrap();
+        let bytes = encode_pane(&s.config, Pane::At(t), g, None);
+        v.apply(s, &key.encode(), Some(&bytes), false).unwrap();
     }
 
     fn put_progress(v: &mut PartialsView, s: &ScaleOutStream, partition: i32, p: Progress) {
@@ -512,6 +445,7 @@ window = { kind = "cumulative" }
             s,
             &Key::Progress { partition }.encode(),
             Some(&encode_json(&p)),
+            false,
         )
         .unwrap();
     }
@@ -542,6 +476,7 @@ window = { kind = "cumulative" }
             &s,
             0,
             Progress {
+                next: None,
                 max_event: Some(2 * MINUTE),
                 late: 1,
                 ended: false,
@@ -554,6 +489,7 @@ window = { kind = "cumulative" }
             &s,
             1,
             Progress {
+                next: None,
                 max_event: Some(MINUTE - 1),
                 late: 0,
                 ended: false,
@@ -566,6 +502,7 @@ window = { kind = "cumulative" }
             &s,
             1,
             Progress {
+                next: None,
                 max_event: Some(MINUTE),
                 late: 2,
                 ended: false,
@@ -580,6 +517,7 @@ window = { kind = "cumulative" }
                 &s,
                 p,
                 Progress {
+                    next: None,
                     max_event: Some(MINUTE),
                     late: 0,
                     ended: true,
@@ -602,6 +540,7 @@ window = { kind = "cumulative" }
                 &s,
                 p,
                 Progress {
+                    next: None,
                     max_event: Some(3 * MINUTE),
                     late: 0,
                     ended: false,
@@ -629,6 +568,7 @@ window = { kind = "cumulative" }
                 &s,
                 p,
                 Progress {
+                    next: None,
                     max_event: Some(3 * MINUTE),
                     late: 0,
                     ended: true,
@@ -651,5 +591,42 @@ window = { kind = "cumulative" }
             .map(|w| w.bounds.unwrap().start)
             .collect();
         assert_eq!(minutes, vec![2 * MINUTE]);
+    }
+
+    /// The owner's consumer reaches its own emitted markers after it committed newer ones;
+    /// taking an older one back emitted a window's final record twice (seen once in
+    /// tests/kafka_scale_out.rs before this).
+    #[test]
+    fn the_owner_never_takes_back_an_older_emitted_marker_of_its_own() {
+        let s = stream();
+        let mut v = PartialsView::default();
+        let marker = |through: i64| {
+            encode_json(&Emitted {
+                finalized_through: through,
+                first_pane: Some(0),
+            })
+        };
+        // Catching up: the previous owner's markers, in order.
+        for through in [MINUTE, 2 * MINUTE] {
+            v.apply(&s, &Key::Emitted.encode(), Some(&marker(through)), false)
+                .unwrap();
+        }
+        assert_eq!(v.emitted.map(|e| e.finalized_through), Some(2 * MINUTE));
+        // Owning: this owner committed 3 and 4 minutes, then reads its 3-minute marker.
+        v.emitted = Some(Emitted {
+            finalized_through: 4 * MINUTE,
+            first_pane: Some(0),
+        });
+        v.apply(&s, &Key::Emitted.encode(), Some(&marker(3 * MINUTE)), true)
+            .unwrap();
+        assert_eq!(v.emitted.map(|e| e.finalized_through), Some(4 * MINUTE));
+        let before = v.retired.clone();
+        let stale = encode_pane(&s.config, Pane::Untimed, &pane(&s, 1, 9), None);
+        v.apply(&s, &Key::Retired.encode(), Some(&stale), true)
+            .unwrap();
+        assert_eq!(
+            v.retired, before,
+            "its own older retired sketch is not taken back"
+        );
     }
 }

@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 
 use ldpstream_config::StreamConfig;
+use ldpstream_connectors::position::KafkaPosition;
 use ldpstream_connectors::Position;
 use ldpstream_engine::stream::stream_pane_width;
 use ldpstream_engine::window::{Grouped, RestoredPanes};
@@ -90,6 +91,9 @@ pub struct Progress {
     pub late: u64,
     /// The partition delivered its end marker.
     pub ended: bool,
+    /// The input offset this state was committed with (see [`encode_pane`]).
+    #[serde(default)]
+    pub next: Option<i64>,
 }
 
 /// What the merge has emitted: every bounded window ending at or before
@@ -118,8 +122,17 @@ pub fn decode_json<'a, T: Deserialize<'a>>(
     })
 }
 
-/// One pane's sketches, every group, as a partial message.
-pub fn encode_pane(stream: &StreamConfig, pane: Pane, grouped: &Grouped) -> Vec<u8> {
+/// One pane's sketches, every group, as a partial message. `next` tags a stage-1 value
+/// with the input offset its transaction commits (partition `partition` of `topic`): a
+/// reader that knows the committed offset can tell a value of an aborted transaction
+/// from a committed one even on a broker whose `read_committed` shows aborted
+/// transactions (Tansu 0.6.0 does).
+pub fn encode_pane(
+    stream: &StreamConfig,
+    pane: Pane,
+    grouped: &Grouped,
+    next: Option<(&str, i32, i64)>,
+) -> Vec<u8> {
     let mut panes = RestoredPanes::default();
     match pane {
         Pane::Untimed => panes.retired = grouped.clone(),
@@ -131,7 +144,13 @@ pub fn encode_pane(stream: &StreamConfig, pane: Pane, grouped: &Grouped) -> Vec<
         name: stream.name.clone(),
         pane_width: stream_pane_width(stream),
         panes,
-        position: Position::Start,
+        position: match next {
+            Some((topic, partition, offset)) => Position::Kafka(KafkaPosition {
+                next: [((topic.to_string(), partition), offset.max(0) as u64)].into(),
+                ..KafkaPosition::default()
+            }),
+            None => Position::Start,
+        },
         ledger: None,
         settings: Some(settings_of(stream)),
     }])
@@ -139,6 +158,15 @@ pub fn encode_pane(stream: &StreamConfig, pane: Pane, grouped: &Grouped) -> Vec<
 
 /// The inverse of [`encode_pane`]; refuses sketches counted under other settings.
 pub fn decode_pane(stream: &StreamConfig, pane: Pane, bytes: &[u8]) -> Result<Grouped, Error> {
+    decode_tagged_pane(stream, pane, bytes).map(|(g, _)| g)
+}
+
+/// [`decode_pane`] with the input offset the value was tagged with.
+pub fn decode_tagged_pane(
+    stream: &StreamConfig,
+    pane: Pane,
+    bytes: &[u8],
+) -> Result<(Grouped, Option<i64>), Error> {
     let mut parts = checkpoint::decode(bytes, "partial sketch").map_err(|e| Error::ScaleOut {
         stream: stream.name.clone(),
         message: format!(
@@ -168,11 +196,19 @@ pub fn decode_pane(stream: &StreamConfig, pane: Pane, bytes: &[u8]) -> Result<Gr
             ),
         });
     }
+    let tag = part
+        .position
+        .kafka()
+        .next
+        .values()
+        .next()
+        .map(|&o| i64::try_from(o).unwrap_or(i64::MAX));
     let mut panes: BTreeMap<i64, Grouped> = part.panes.panes;
-    Ok(match pane {
+    let grouped = match pane {
         Pane::Untimed => part.panes.retired,
         Pane::At(t) => panes.remove(&t).unwrap_or_default(),
-    })
+    };
+    Ok((grouped, tag))
 }
 
 #[cfg(test)]
@@ -197,12 +233,13 @@ mod tests {
         ldpstream_engine::fold::fold_batch(&m, &mut sketch, &reports, None).unwrap();
         let g = Grouped::from([(vec![Some("a".to_string())], sketch)]);
         for pane in [Pane::At(120_000), Pane::Untimed] {
-            let bytes = encode_pane(&s, pane, &g);
-            let back = decode_pane(&s, pane, &bytes).unwrap();
+            let bytes = encode_pane(&s, pane, &g, Some(("in", 3, 1234)));
+            let (back, tag) = decode_tagged_pane(&s, pane, &bytes).unwrap();
+            assert_eq!(tag, Some(1234));
             assert_eq!(back.len(), 1);
             assert_eq!(back.values().next().unwrap().n(), 4);
         }
-        let bytes = encode_pane(&s, Pane::At(0), &g);
+        let bytes = encode_pane(&s, Pane::At(0), &g, None);
         let e = decode_pane(&stream(2.0), Pane::At(0), &bytes)
             .unwrap_err()
             .to_string();

@@ -20,3 +20,64 @@ pub(super) struct ScaleOutStream {
     pub(super) changelog: String,
     pub(super) partials: String,
 }
+
+#[cfg(test)]
+pub(super) mod tests {
+    //! A scale-out stream for the stages' unit tests: GenRR over 4 categories, a
+    //! one-minute tumbling test and a cumulative one, two input partitions.
+
+    use super::*;
+    use ldpstream_config::{Config, SourceConfig};
+    use ldpstream_engine::stream::stream_pane_width;
+    use ldpstream_engine::window::Grouped;
+
+    pub(in crate::serve::scale_out) fn stream() -> ScaleOutStream {
+        let config = Config::from_toml_str(
+            r#"
+[[stream]]
+name = "k"
+source = { kind = "kafka", brokers = "b:9092", topics = ["in"], group_id = "g", scale_out = { results_topic = "out" } }
+mechanism = { kind = "grr", epsilon = 1.0, domain = 4 }
+[[stream.test]]
+name = "minute"
+kind = "gof"
+null = "uniform"
+window = { kind = "tumbling", size = "1m" }
+[[stream.test]]
+name = "all"
+kind = "gof"
+null = "uniform"
+window = { kind = "cumulative" }
+"#,
+            "test",
+        )
+        .unwrap();
+        let config = config.streams[0].clone();
+        let SourceConfig::Kafka(kafka) = config.source.clone() else {
+            unreachable!()
+        };
+        let mechanism = Mechanism::from_config(&config.mechanism).unwrap();
+        ScaleOutStream {
+            layout: ReportLayout::of(&config, &mechanism),
+            width: stream_pane_width(&config),
+            lateness: 0,
+            scale_out: kafka.scale_out.clone().unwrap(),
+            kafka,
+            mechanism,
+            app: "g".into(),
+            topic: "in".into(),
+            input_partitions: 2,
+            changelog: "g-changelog".into(),
+            partials: "g-partials".into(),
+            config,
+        }
+    }
+
+    /// `n` reports of category `x`, ungrouped.
+    pub(in crate::serve::scale_out) fn pane(s: &ScaleOutStream, x: u32, n: usize) -> Grouped {
+        let mut sketch = s.mechanism.new_sketch();
+        let reports = arrow::array::UInt32Array::from(vec![x; n]);
+        ldpstream_engine::fold::fold_batch(&s.mechanism, &mut sketch, &reports, None).unwrap();
+        Grouped::from([(Vec::new(), sketch)])
+    }
+}
