@@ -26,6 +26,10 @@ pub enum InMemoryBecause {
     /// Every stream reads the simulator, whose reports a restart generates afresh: there
     /// is nothing to resume.
     OnlySimulatedInput,
+    /// Every stream reads the simulator or keeps its state in Kafka (`scale_out`): there
+    /// is nothing for this instance to keep, and instances sharing a config file on one
+    /// machine must not contend for one directory.
+    NothingLocal,
 }
 
 impl Config {
@@ -43,6 +47,14 @@ impl Config {
             .any(|s| !matches!(s.source, SourceConfig::Simulator(_)));
         if !real_input {
             return StateLocation::Memory(InMemoryBecause::OnlySimulatedInput);
+        }
+        let local = self.streams.iter().any(|s| match &s.source {
+            SourceConfig::Simulator(_) => false,
+            SourceConfig::Kafka(k) => k.scale_out.is_none(),
+            SourceConfig::Parquet { .. } => true,
+        });
+        if !local {
+            return StateLocation::Memory(InMemoryBecause::NothingLocal);
         }
         StateLocation::BesideConfig(config_path.with_extension("state"))
     }
@@ -72,6 +84,10 @@ impl std::fmt::Display for StateLocation {
             StateLocation::Memory(InMemoryBecause::OnlySimulatedInput) => f.write_str(
                 "memory only (every stream reads the simulator, which a restart runs afresh; \
                  set serve.checkpoint_dir to keep it anyway)",
+            ),
+            StateLocation::Memory(InMemoryBecause::NothingLocal) => f.write_str(
+                "nothing local (every stream reads the simulator or keeps its state in Kafka \
+                 with scale_out)",
             ),
         }
     }
@@ -122,6 +138,21 @@ mod tests {
         assert_eq!(
             config("", SIMULATOR).state_location(at),
             StateLocation::Memory(InMemoryBecause::OnlySimulatedInput)
+        );
+    }
+
+    #[test]
+    fn scale_out_streams_keep_nothing_local() {
+        let at = Path::new("c.toml");
+        let scale_out = r#"{ kind = "kafka", brokers = "b:9092", topics = ["in"], group_id = "g", scale_out = { results_topic = "out" } }"#;
+        assert_eq!(
+            config("", scale_out).state_location(at),
+            StateLocation::Memory(InMemoryBecause::NothingLocal)
+        );
+        let single = r#"{ kind = "kafka", brokers = "b:9092", topics = ["in"], group_id = "g" }"#;
+        assert_eq!(
+            config("", single).state_location(at),
+            StateLocation::BesideConfig(PathBuf::from("c.state"))
         );
     }
 

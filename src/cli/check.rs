@@ -22,6 +22,18 @@ pub fn run(args: CheckArgs) -> Result<()> {
         "serve keeps its state in: {}",
         config.state_location(&args.config)
     );
+    for stream in &config.streams {
+        if let SourceConfig::Kafka(k) = &stream.source {
+            if let Some(so) = &k.scale_out {
+                let (changelog, partials) = ldpstream::serve::scale_out_state_topics(&k.group_id);
+                println!(
+                    "stream {:?} (scale_out) keeps its state in Kafka instead: {changelog}, \
+                     {partials}; final records to {}",
+                    stream.name, so.results_topic
+                );
+            }
+        }
+    }
     let parquet_only = config
         .streams
         .iter()

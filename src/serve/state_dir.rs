@@ -76,6 +76,10 @@ pub(super) fn log_where_state_lives(config: &Config, state: &StateLocation, rest
     }
     for stream in &config.streams {
         let replay = match &stream.source {
+            SourceConfig::Kafka(k) if k.scale_out.is_some() => {
+                info!(stream = %stream.name, "state: in Kafka (scale_out), not in this instance");
+                continue;
+            }
             SourceConfig::Kafka(_) => {
                 "a restart starts the sketches empty and re-reads every partition from its \
                  beginning (committed offsets are progress reports only)"

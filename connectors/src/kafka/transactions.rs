@@ -319,7 +319,15 @@ pub fn partition_count(
                     brokers: kafka.brokers.clone(),
                 })
             }
-            Err(e) => return Err(err(format!("metadata of {topic:?}"), e)),
+            Err(e) => {
+                return Err(err(
+                    format!(
+                        "metadata of {topic:?} from brokers {} (tried for {within:?})",
+                        kafka.brokers
+                    ),
+                    e,
+                ))
+            }
         }
     }
 }
