@@ -2,6 +2,9 @@
 # Kafka source throughput: a bare rdkafka consumer that only counts messages versus
 # `ldpstream serve` (decode, fold, windows, snapshots) on the same topic, same run.
 #   benches/kafka_throughput.sh [N] [binary|json] [RUNS]   (default 5000000 binary 3)
+#   benches/kafka_throughput.sh --instances [N] [FAILOVER_N]
+# The second form measures serve's scale-out mode (state in Kafka) with 1, 2 and 3
+# instances and the failover time after a SIGKILL; it runs benches/scale_out.sh.
 # Alternates bare, serve, bare, serve, ... and prints each run and the median ratio.
 # serve's rate is the one it logs: messages read from the group's assignment to the last
 # end marker (the same span the bare consumer times, from assign to its last message);
@@ -10,6 +13,10 @@
 # Needs release builds: cargo build --release -p ldpstream -p ldpstream-benches --bin ldpstream --bin kafka-bench
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = "--instances" ]; then
+  shift
+  exec benches/scale_out.sh "$@"
+fi
 n=${1:-5000000}
 format=${2:-binary}
 runs=${3:-3}
