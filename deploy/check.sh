@@ -81,7 +81,8 @@ promtool --version 2>&1 | head -1
 step "1. Dockerfile (hadolint) and shell scripts (shellcheck)"
 run "$venv/bin/hadolint" deploy/docker/Dockerfile
 run "$venv/bin/shellcheck" deploy/check.sh deploy/docker/build.sh deploy/docker/healthcheck.sh \
-  deploy/kafka/start-local.sh deploy/kafka/stop-local.sh
+  deploy/kafka/start-local.sh deploy/kafka/stop-local.sh deploy/kafka/install-tansu-users.sh \
+  scripts/test-scram.sh
 
 step "2. compose.yml (Compose Specification schema, referenced files)"
 run "$py" - deploy/compose.yml deploy/check/compose-spec.json <<'EOF'

@@ -50,14 +50,28 @@ pub fn wait_for_port(port: u16) {
 
 /// A broker listening on `listen` and advertising `advertise` (a proxy's port, or itself).
 pub fn broker(tansu: &Path, listen: u16, advertise: u16, extra: &[&str]) -> Proc {
+    let mut extra_with_storage = vec!["--storage-engine", "memory://tansu/"];
+    extra_with_storage.extend_from_slice(extra);
+    broker_in(
+        tansu,
+        Path::new("."),
+        listen,
+        advertise,
+        &extra_with_storage,
+    )
+}
+
+/// [`broker`] started in `cwd` with the storage engine given in `extra` (Tansu resolves a
+/// `sqlite://` path against its working directory).
+pub fn broker_in(tansu: &Path, cwd: &Path, listen: u16, advertise: u16, extra: &[&str]) -> Proc {
     let child = Command::new(tansu)
+        .current_dir(cwd)
         .arg("broker")
         .args(["--listener-url", &format!("tcp://127.0.0.1:{listen}")])
         .args([
             "--advertised-listener-url",
             &format!("tcp://127.0.0.1:{advertise}"),
         ])
-        .args(["--storage-engine", "memory://tansu/"])
         .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
