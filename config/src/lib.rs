@@ -10,6 +10,7 @@ mod model;
 mod null;
 mod state_location;
 mod test_spec;
+mod topic_names;
 mod validate;
 mod window;
 
@@ -24,6 +25,7 @@ pub use state_location::{InMemoryBecause, StateLocation};
 pub use test_spec::{
     Calibration, CuratorSpec, InnerTester, KindKeyError, TestConfig, TestKind, TestMethod, TestSpec,
 };
+pub use topic_names::scale_out_state_topics;
 pub use validate::{compact, MAX_EPSILON, MAX_RHO, MIN_EPSILON, MIN_LAPLACE_EPSILON, MIN_RHO};
 pub use window::WindowConfig;
 

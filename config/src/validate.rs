@@ -259,6 +259,7 @@ impl Config {
             }
         }
         validate_serve(self)?;
+        crate::topic_names::validate_topic_names(self)?;
         if self.max_state_memory.is_some_and(|m| m.as_u64() == 0) {
             return Err(ConfigError::invalid(
                 "max_state_memory",
@@ -570,7 +571,7 @@ fn validate_scale_out(
     if !(10..=3_600_000).contains(&so.commit_interval.millis()) {
         return Err(ConfigError::invalid(
             format!("{key}.commit_interval"),
-            format!("{}ms", so.commit_interval.millis()),
+            so.commit_interval.to_string(),
             "between 10ms and 1h",
         ));
     }
@@ -1352,7 +1353,7 @@ window = { kind = "global" }
             "documented default"
         );
         let e = err(&so(", commit_interval = \"0ms\"", gof));
-        assert!(e.contains("scale_out.commit_interval = 0ms"), "{e}");
+        assert!(e.contains("scale_out.commit_interval = \"0ms\""), "{e}");
         let e = err(&so(", commit_interval = \"2h\"", gof));
         assert!(e.contains("between 10ms and 1h"), "{e}");
         let e = err(&so("", gof).replace("results_topic = \"out\"", "results_topic = \"in\""));

@@ -25,7 +25,7 @@ pub fn run(args: CheckArgs) -> Result<()> {
     for stream in &config.streams {
         if let SourceConfig::Kafka(k) = &stream.source {
             if let Some(so) = &k.scale_out {
-                let (changelog, partials) = ldpstream::serve::scale_out_state_topics(&k.group_id);
+                let (changelog, partials) = ldpstream_config::scale_out_state_topics(&k.group_id);
                 println!(
                     "stream {:?} (scale_out) keeps its state in Kafka instead: {changelog}, \
                      {partials}; final records to {}",

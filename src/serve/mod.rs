@@ -41,7 +41,6 @@ use tracing::{error, info, warn};
 
 use group_labels::GroupLabels;
 pub use metrics::Metrics;
-pub use scale_out::state_topics as scale_out_state_topics;
 pub use shared::Shared;
 
 use crate::error::Error;

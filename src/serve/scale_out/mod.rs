@@ -24,14 +24,6 @@ use super::events::StreamEvents;
 use super::shared::Shared;
 use crate::error::Error;
 
-/// The state topics of a stream whose consumer group is `group_id`.
-pub fn state_topics(group_id: &str) -> (String, String) {
-    (
-        format!("{group_id}-changelog"),
-        format!("{group_id}-partials"),
-    )
-}
-
 /// Creates the state topics if needed and starts the stream's two stages.
 pub(super) fn spawn(
     config: &StreamConfig,
@@ -48,7 +40,7 @@ pub(super) fn spawn(
     let input_partitions = partition_count(kafka, &topic, Duration::from_secs(30))?;
     // A transaction to a missing topic would fail at every round; say so at start.
     partition_count(kafka, &scale_out.results_topic, Duration::from_secs(5))?;
-    let (changelog, partials) = state_topics(&kafka.group_id);
+    let (changelog, partials) = ldpstream_config::scale_out_state_topics(&kafka.group_id);
     ensure_compacted_topics(
         kafka,
         &[(changelog.clone(), input_partitions), (partials.clone(), 1)],
