@@ -9,8 +9,6 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
 mod common;
 use common::kafka::{produce, unique};
 use common::own_broker::{broker, create_topic, free_port, proxy, tansu};
@@ -51,17 +49,6 @@ fn messages(from: u32, to: u32) -> Vec<(i32, Vec<u8>)> {
             )
         })
         .collect()
-}
-
-fn final_record(path: &Path) -> Value {
-    let finals: Vec<Value> = std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .filter(|r| r["final"] == true)
-        .collect();
-    assert_eq!(finals.len(), 1, "{finals:?}");
-    finals.into_iter().next().unwrap()
 }
 
 #[test]
@@ -116,7 +103,7 @@ fn ingestion_resumes_after_a_30_s_broker_outage_and_counts_match_a_clean_run() {
         (serve.get("/readyz").0 == 200).then_some(())
     });
     assert!(serve.wait(Duration::from_secs(120)).success());
-    let after_outage = final_record(&dir.path().join("outage.jsonl"));
+    let after_outage = common::final_record(&dir.path().join("outage.jsonl"));
     assert_eq!(after_outage["n"], 5000, "{after_outage}");
     assert!(serve
         .stderr
@@ -137,7 +124,7 @@ fn ingestion_resumes_after_a_30_s_broker_outage_and_counts_match_a_clean_run() {
     let cfg = config(dir.path(), "clean", &shared, &clean_topic);
     let mut clean = Serve::start(&cfg, &[]);
     assert!(clean.wait(Duration::from_secs(120)).success());
-    let clean = final_record(&dir.path().join("clean.jsonl"));
+    let clean = common::final_record(&dir.path().join("clean.jsonl"));
     for field in ["n", "statistic", "p_value", "estimate", "rejected_reports"] {
         assert_eq!(after_outage[field], clean[field], "{field}");
     }

@@ -21,8 +21,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
 mod common;
 use common::certs::tls_files;
 use common::kafka::{produce_with, unique};
@@ -58,6 +56,39 @@ null = "uniform"
     )
     .unwrap();
     path
+}
+
+/// 1,000 JSON reports over the 2 partitions of `topic`, then an end marker on each.
+fn produce_reports(brokers: &str, options: &[(&str, &str)], topic: &str) {
+    let mut messages: Vec<(i32, Option<i64>, Vec<u8>)> = (0..1000)
+        .map(|i| {
+            (
+                i % 2,
+                None,
+                format!("{{\"report\": {}}}", i % 4).into_bytes(),
+            )
+        })
+        .collect();
+    messages.extend((0..2).map(|p| (p, None, b"{\"end\": true}".to_vec())));
+    produce_with(brokers, options, topic, &messages);
+}
+
+/// `serve` refused a SCRAM-SHA-256 login as user "alice": its error names the brokers,
+/// the mechanism and the user, and no password appears anywhere in its output.
+fn assert_sasl_refused(stderr: &str, brokers: &str, passwords: &[&str]) {
+    assert!(
+        stderr.contains(brokers)
+            && stderr.contains("sasl.mechanism SCRAM-SHA-256")
+            && stderr.contains("sasl.username \"alice\"")
+            && stderr.contains("SASL authentication error"),
+        "{stderr}"
+    );
+    for password in passwords {
+        assert!(
+            !stderr.contains(password),
+            "a password was printed: {stderr}"
+        );
+    }
 }
 
 /// Runs `serve` to its end (or failure) with a deadline, returning (exit code, stderr).
@@ -114,30 +145,14 @@ fn serve_reads_a_topic_over_tls_and_refuses_an_untrusted_broker() {
     let ca = dir.path().join("ca.pem");
     let ca = ca.to_str().unwrap();
     let secure = [("security.protocol", "SSL"), ("ssl.ca.location", ca)];
-    let mut messages: Vec<(i32, Option<i64>, Vec<u8>)> = (0..1000)
-        .map(|i| {
-            (
-                i % 2,
-                None,
-                format!("{{\"report\": {}}}", i % 4).into_bytes(),
-            )
-        })
-        .collect();
-    messages.extend((0..2).map(|p| (p, None, b"{\"end\": true}".to_vec())));
-    produce_with(&brokers, &secure, &topic, &messages);
+    produce_reports(&brokers, &secure, &topic);
 
     let options = format!(r#""security.protocol" = "SSL", "ssl.ca.location" = "{ca}""#);
     let cfg = config(dir.path(), &brokers, &topic, &options, "");
     let mut serve = Serve::start(&cfg, &[]);
     assert!(serve.wait(Duration::from_secs(120)).success());
-    let finals: Vec<Value> = std::fs::read_to_string(dir.path().join("out.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .filter(|r| r["final"] == true)
-        .collect();
-    assert_eq!(finals.len(), 1, "{finals:?}");
-    assert_eq!(finals[0]["n"], 1000, "{}", finals[0]);
+    let last = common::final_record(&dir.path().join("out.jsonl"));
+    assert_eq!(last["n"], 1000, "{last}");
 
     // The same broker, verified against a CA that did not sign it: a clear error at once
     // (not 30 s of retries), naming the brokers, the protocol and the failed verification.
@@ -177,17 +192,7 @@ fn rejected_sasl_credentials_name_the_broker_and_mechanism_never_the_password() 
         Duration::from_secs(60),
     );
     assert_eq!(code, Some(1), "{stderr}");
-    assert!(
-        stderr.contains(&brokers)
-            && stderr.contains("sasl.mechanism SCRAM-SHA-256")
-            && stderr.contains("sasl.username \"alice\"")
-            && stderr.contains("SASL authentication error"),
-        "{stderr}"
-    );
-    assert!(
-        !stderr.contains(password),
-        "the password was printed: {stderr}"
-    );
+    assert_sasl_refused(&stderr, &brokers, &[password]);
     assert!(started.elapsed() < Duration::from_secs(25), "{stderr}");
     // The log says which security features this librdkafka has.
     assert!(
@@ -234,17 +239,7 @@ fn a_scram_user_reads_a_topic_and_a_wrong_password_is_refused() {
         ("sasl.username", "alice"),
         ("sasl.password", password),
     ];
-    let mut messages: Vec<(i32, Option<i64>, Vec<u8>)> = (0..1000)
-        .map(|i| {
-            (
-                i % 2,
-                None,
-                format!("{{\"report\": {}}}", i % 4).into_bytes(),
-            )
-        })
-        .collect();
-    messages.extend((0..2).map(|p| (p, None, b"{\"end\": true}".to_vec())));
-    produce_with(&brokers, &login, &topic, &messages);
+    produce_reports(&brokers, &login, &topic);
 
     let options = r#""security.protocol" = "SASL_PLAINTEXT", "sasl.mechanism" = "SCRAM-SHA-256", "sasl.username" = "alice""#;
     let env = r#""sasl.password" = "LDPSTREAM_TEST_KAFKA_PASSWORD""#;
@@ -259,14 +254,8 @@ fn a_scram_user_reads_a_topic_and_a_wrong_password_is_refused() {
         !stderr.contains(password),
         "the password was printed: {stderr}"
     );
-    let finals: Vec<Value> = std::fs::read_to_string(dir.path().join("out.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .filter(|r| r["final"] == true)
-        .collect();
-    assert_eq!(finals.len(), 1, "{finals:?}");
-    assert_eq!(finals[0]["n"], 1000, "{}", finals[0]);
+    let last = common::final_record(&dir.path().join("out.jsonl"));
+    assert_eq!(last["n"], 1000, "{last}");
 
     let wrong = "wrong-pw-5d0c27";
     let cfg = config(dir.path(), &brokers, &topic, options, env);
@@ -277,16 +266,6 @@ fn a_scram_user_reads_a_topic_and_a_wrong_password_is_refused() {
         Duration::from_secs(60),
     );
     assert_eq!(code, Some(1), "{stderr}");
-    assert!(
-        stderr.contains(&brokers)
-            && stderr.contains("sasl.mechanism SCRAM-SHA-256")
-            && stderr.contains("sasl.username \"alice\"")
-            && stderr.contains("SASL authentication error"),
-        "{stderr}"
-    );
-    assert!(
-        !stderr.contains(wrong) && !stderr.contains(password),
-        "a password was printed: {stderr}"
-    );
+    assert_sasl_refused(&stderr, &brokers, &[wrong, password]);
     assert!(started.elapsed() < Duration::from_secs(25), "{stderr}");
 }

@@ -220,3 +220,15 @@ pub fn write_timed_reports(
     w.write(&batch).unwrap();
     w.close().unwrap();
 }
+
+/// The one final record in a JSON-lines sink file (asserting there is exactly one).
+pub fn final_record(path: &Path) -> serde_json::Value {
+    let finals: Vec<serde_json::Value> = std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|r| r["final"] == true)
+        .collect();
+    assert_eq!(finals.len(), 1, "{finals:?}");
+    finals.into_iter().next().unwrap()
+}

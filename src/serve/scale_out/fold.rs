@@ -274,7 +274,12 @@ impl ConsumerContext for FoldContext {
     ) {
         match err {
             RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => self.assign(consumer, tpl),
-            _ => self.revoke(consumer),
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => self.revoke(consumer),
+            other => {
+                // Nothing is owned any more; the next assignment restores from the changelog.
+                error!(stream = %self.stream.config.name, error = ?other, "consumer-group rebalance failed");
+                self.revoke(consumer);
+            }
         }
     }
 }

@@ -440,7 +440,20 @@ mod tests {
         v.apply(s, &key.encode(), Some(&bytes), false).unwrap();
     }
 
-    fn put_progress(v: &mut PartialsView, s: &ScaleOutStream, partition: i32, p: Progress) {
+    /// Partition `partition`'s progress: its newest event time, late count and whether
+    /// it ended.
+    fn put_progress(
+        v: &mut PartialsView,
+        s: &ScaleOutStream,
+        partition: i32,
+        (max_event, late, ended): (Option<i64>, u64, bool),
+    ) {
+        let p = Progress {
+            next: None,
+            max_event,
+            late,
+            ended,
+        };
         v.apply(
             s,
             &Key::Progress { partition }.encode(),
@@ -471,58 +484,18 @@ mod tests {
         let mut v = PartialsView::default();
         put_pane(&mut v, &s, 0, 0, &pane(&s, 1, 3));
         put_pane(&mut v, &s, 1, 0, &pane(&s, 2, 4));
-        put_progress(
-            &mut v,
-            &s,
-            0,
-            Progress {
-                next: None,
-                max_event: Some(2 * MINUTE),
-                late: 1,
-                ended: false,
-            },
-        );
+        put_progress(&mut v, &s, 0, (Some(2 * MINUTE), 1, false));
         // Partition 1 has published no progress: nothing may close.
         assert_eq!(finals(&s, &v), vec![]);
-        put_progress(
-            &mut v,
-            &s,
-            1,
-            Progress {
-                next: None,
-                max_event: Some(MINUTE - 1),
-                late: 0,
-                ended: false,
-            },
-        );
+        put_progress(&mut v, &s, 1, (Some(MINUTE - 1), 0, false));
         // The slower partition holds the first minute open.
         assert_eq!(finals(&s, &v), vec![]);
-        put_progress(
-            &mut v,
-            &s,
-            1,
-            Progress {
-                next: None,
-                max_event: Some(MINUTE),
-                late: 2,
-                ended: false,
-            },
-        );
+        put_progress(&mut v, &s, 1, (Some(MINUTE), 2, false));
         assert_eq!(finals(&s, &v), vec![(Some(0), 7)]);
         assert_eq!(v.merged_store(&s).unwrap().late(), 3);
         // Both ended: the cumulative window is final too.
         for p in 0..2 {
-            put_progress(
-                &mut v,
-                &s,
-                p,
-                Progress {
-                    next: None,
-                    max_event: Some(MINUTE),
-                    late: 0,
-                    ended: true,
-                },
-            );
+            put_progress(&mut v, &s, p, (Some(MINUTE), 0, true));
         }
         assert_eq!(finals(&s, &v), vec![(Some(0), 7), (Some(0), 7)]);
     }
@@ -535,17 +508,7 @@ mod tests {
             put_pane(&mut v, &s, p, t, &pane(&s, 0, n));
         }
         for p in 0..2 {
-            put_progress(
-                &mut v,
-                &s,
-                p,
-                Progress {
-                    next: None,
-                    max_event: Some(3 * MINUTE),
-                    late: 0,
-                    ended: false,
-                },
-            );
+            put_progress(&mut v, &s, p, (Some(3 * MINUTE), 0, false));
         }
         let (retired, stale) = v.retiring(&s, 2 * MINUTE).unwrap().unwrap();
         assert_eq!(
@@ -563,17 +526,7 @@ mod tests {
             v.panes.remove(&k);
         }
         for p in 0..2 {
-            put_progress(
-                &mut v,
-                &s,
-                p,
-                Progress {
-                    next: None,
-                    max_event: Some(3 * MINUTE),
-                    late: 0,
-                    ended: true,
-                },
-            );
+            put_progress(&mut v, &s, p, (Some(3 * MINUTE), 0, true));
         }
         let mut store = v.merged_store(&s).unwrap();
         let due = take_due(&s.config, &mut store, false).unwrap();
