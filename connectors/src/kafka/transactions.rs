@@ -8,6 +8,7 @@
 //! after `init_transactions` is, under `read_committed`, reached only once every earlier
 //! transaction on the partition is committed or aborted.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use ldpstream_config::KafkaConfig;
@@ -38,19 +39,19 @@ fn err(context: String, source: KafkaError) -> ConnectorError {
 fn base_config(kafka: &KafkaConfig, owner: &str) -> Result<ClientConfig, ConnectorError> {
     // The source's consumer-only options would make a producer warn; only the shared
     // connection and security settings carry over.
-    let shared: std::collections::BTreeMap<String, String> = kafka
-        .options
-        .iter()
-        .filter(|(k, _)| is_connection_option(k))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    let shared_env: std::collections::BTreeMap<String, String> = kafka
-        .options_from_env
-        .iter()
-        .filter(|(k, _)| is_connection_option(k))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    let mut config = client_config(&[], &shared, &shared_env, owner)?;
+    let connection_only = |options: &BTreeMap<String, String>| -> BTreeMap<String, String> {
+        options
+            .iter()
+            .filter(|(k, _)| is_connection_option(k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    };
+    let mut config = client_config(
+        &[],
+        &connection_only(&kafka.options),
+        &connection_only(&kafka.options_from_env),
+        owner,
+    )?;
     config.set("bootstrap.servers", &kafka.brokers);
     Ok(config)
 }

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use ldpstream_connectors::kafka::dead_letter::DeadLetters;
 use ldpstream_connectors::kafka::transactions::{
-    committed_offset, new_nonce, read_to_marker, KeyedPayload, Outgoing, TxnProducer, MARKER_KEY,
+    committed_offset, new_nonce, read_to_marker, KeyedPayload, TxnProducer, MARKER_KEY,
 };
 use ldpstream_connectors::kafka::{Decoded, MessageDecoder};
 use ldpstream_connectors::{ConnectorError, SourceEvents};
@@ -79,12 +79,7 @@ impl FoldContext {
         let producer = TxnProducer::open(&s.kafka, &format!("{}-fold-{partition}", s.app))?;
         let nonce = new_nonce(producer.id());
         producer.commit(
-            &[Outgoing {
-                topic: s.changelog.clone(),
-                partition: Some(partition),
-                key: MARKER_KEY.to_vec(),
-                payload: Some(nonce.clone()),
-            }],
+            &[s.to_changelog(partition, MARKER_KEY.to_vec(), Some(nonce.clone()))],
             None,
         )?;
         let messages = read_to_marker(&s.kafka, &s.changelog, partition, &nonce, RESTORE_TIMEOUT)?;
@@ -285,12 +280,7 @@ impl ConsumerContext for FoldContext {
 }
 
 /// Folds what the partition's decoder holds into its store.
-fn fold_pending(
-    s: &ScaleOutStream,
-    o: &mut Owned,
-    metrics: &Metrics,
-    exported: bool,
-) -> Result<(), Error> {
+fn fold_pending(s: &ScaleOutStream, o: &mut Owned, metrics: &Metrics) -> Result<(), Error> {
     if o.decoder.rows() == 0 {
         return Ok(());
     }
@@ -314,17 +304,17 @@ fn fold_pending(
     let late = delta.late;
     let before = o.store.overflowed_reports();
     delta.apply(&mut o.store)?;
-    if exported {
-        export_fold(
-            metrics,
-            &s.config.name,
-            batch.num_rows() as u64,
-            late,
-            &rejected,
-            o.store.groups_kept(),
-            o.store.overflowed_reports() - before,
-        );
-    }
+    // Exported unconditionally: private tests, whose counts would leak, are refused in
+    // scale-out mode.
+    export_fold(
+        metrics,
+        &s.config.name,
+        batch.num_rows() as u64,
+        late,
+        &rejected,
+        o.store.groups_kept(),
+        o.store.overflowed_reports() - before,
+    );
     o.changed = true;
     Ok(())
 }
@@ -343,18 +333,8 @@ fn commit_partition(
     }
     let mut messages = Vec::new();
     let mut both = |key: Key, payload: Option<Vec<u8>>| {
-        messages.push(Outgoing {
-            topic: s.changelog.clone(),
-            partition: Some(partition),
-            key: key.encode(),
-            payload: payload.clone(),
-        });
-        messages.push(Outgoing {
-            topic: s.partials.clone(),
-            partition: Some(0),
-            key: key.encode(),
-            payload,
-        });
+        messages.push(s.to_changelog(partition, key.encode(), payload.clone()));
+        messages.push(s.to_partials(key.encode(), payload));
     };
     // Every value says which input offset its transaction commits.
     let tag = o.next.or(o.committed);
@@ -382,16 +362,11 @@ fn commit_partition(
     };
     both(Key::Progress { partition }, Some(encode_json(&progress)));
     for t in &o.dropped {
-        messages.push(Outgoing {
-            topic: s.changelog.clone(),
-            partition: Some(partition),
-            key: Key::Pane {
-                partition,
-                pane: Pane::At(*t),
-            }
-            .encode(),
-            payload: None,
-        });
+        let pane = Key::Pane {
+            partition,
+            pane: Pane::At(*t),
+        };
+        messages.push(s.to_changelog(partition, pane.encode(), None));
     }
     let offsets = match o.next {
         Some(next) => {
@@ -409,7 +384,6 @@ fn commit_partition(
         .commit(&messages, offsets.as_ref().map(|tpl| (tpl, group)))?;
     debug!(stream = %s.config.name, partition, messages = messages.len(), next = ?o.next, "partition committed");
     o.dirty.clear();
-    o.dropped.clear();
     o.changed = false;
     o.committed = tag;
     o.dropped = o.store.take_closed();
@@ -434,7 +408,6 @@ pub(super) fn run(
     };
     let consumer = subscribed(&s.kafka, &s.kafka.group_id, &s.topic, context)?;
     info!(stream = %s.config.name, group = %s.kafka.group_id, topic = %s.topic, "scale-out: joining the consumer group");
-    let exported = !s.config.has_private_tests();
     // As in the single-instance source. Not part of the transaction: after a take-over a
     // re-read message can be dead-lettered a second time.
     let mut dead_letters = s
@@ -451,7 +424,7 @@ pub(super) fn run(
         }
         let stopping = stop.load(Ordering::Acquire);
         if stopping || last_commit.elapsed() >= interval {
-            commit_all(&s, &consumer, &metrics, exported)?;
+            commit_all(&s, &consumer, &metrics)?;
             last_commit = Instant::now();
             if let Some(dl) = &mut dead_letters {
                 let failed = if stopping { dl.flush() } else { dl.poll() };
@@ -482,7 +455,7 @@ pub(super) fn run(
                 }
             }
             Ok(Decoded::EndMarker) if s.kafka.end_marker => {
-                fold_pending(&s, o, &metrics, exported)?;
+                fold_pending(&s, o, &metrics)?;
                 o.ended = true;
                 o.store.finish();
                 info!(stream = %s.config.name, partition = message.partition(), "end marker: the partition's input ended");
@@ -496,7 +469,7 @@ pub(super) fn run(
             }
         }
         if o.decoder.rows() >= s.config.max_batch_rows {
-            fold_pending(&s, o, &metrics, exported)?;
+            fold_pending(&s, o, &metrics)?;
         }
     }
 }
@@ -505,7 +478,6 @@ fn commit_all(
     s: &ScaleOutStream,
     consumer: &BaseConsumer<FoldContext>,
     metrics: &Metrics,
-    exported: bool,
 ) -> Result<(), Error> {
     let Some(group) = consumer.group_metadata() else {
         return Ok(());
@@ -513,7 +485,7 @@ fn commit_all(
     let mut owned = lock(&consumer.context().owned);
     let mut failed = Vec::new();
     for (p, o) in owned.iter_mut() {
-        fold_pending(s, o, metrics, exported)?;
+        fold_pending(s, o, metrics)?;
         match commit_partition(s, *p, o, &group) {
             Ok(()) => {}
             Err(Error::Connector(ConnectorError::Fenced { .. })) => {
@@ -536,20 +508,8 @@ fn commit_all(
     // changelog, its messages from the committed offset.
     for p in failed {
         let restored = consumer.context().take_over(p)?;
+        let offset = restored.committed.map_or(Offset::Beginning, Offset::Offset);
         owned.insert(p, restored);
-        let mut tpl = TopicPartitionList::new();
-        tpl.add_partition(&s.topic, p);
-        let committed = consumer
-            .committed_offsets(tpl, Duration::from_secs(30))
-            .map_err(|e| ConnectorError::Kafka {
-                context: format!("committed offset of {:?}/{p}", s.topic),
-                source: e,
-            })?;
-        let offset = committed
-            .find_partition(&s.topic, p)
-            .map(|e| e.offset())
-            .filter(|o| matches!(o, Offset::Offset(_)))
-            .unwrap_or(Offset::Beginning);
         consumer
             .seek(&s.topic, p, offset, Duration::from_secs(30))
             .map_err(|e| ConnectorError::Kafka {

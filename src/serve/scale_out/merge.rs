@@ -68,12 +68,7 @@ impl MergeContext {
         let producer = TxnProducer::open(&s.kafka, &format!("{}-merge", s.app))?;
         let nonce = new_nonce(producer.id());
         producer.commit(
-            &[Outgoing {
-                topic: s.partials.clone(),
-                partition: Some(0),
-                key: MARKER_KEY.to_vec(),
-                payload: Some(nonce.clone()),
-            }],
+            &[s.to_partials(MARKER_KEY.to_vec(), Some(nonce.clone()))],
             None,
         )?;
         Ok(MergeState {
@@ -242,9 +237,7 @@ impl PartialsView {
         }
         Ok(store)
     }
-}
 
-impl PartialsView {
     /// Once windows through `through` are emitted, the panes no bounded window needs any
     /// more (as `PaneStore::mark_finalized` retires them): the new retired sketches and
     /// the partials they absorb. Every partition's watermark has passed these panes, so
@@ -363,31 +356,17 @@ fn round(
             finalized_through: through.unwrap_or(i64::MIN),
             first_pane: store.first_pane(),
         };
-        messages.push(Outgoing {
-            topic: s.partials.clone(),
-            partition: Some(0),
-            key: Key::Emitted.encode(),
-            payload: Some(encode_json(&emitted)),
-        });
+        messages.push(s.to_partials(Key::Emitted.encode(), Some(encode_json(&emitted))));
         let retiring = state.view.retiring(s, emitted.finalized_through)?;
         if let Some((retired, stale)) = &retiring {
-            messages.push(Outgoing {
-                topic: s.partials.clone(),
-                partition: Some(0),
-                key: Key::Retired.encode(),
-                payload: Some(encode_pane(&s.config, Pane::Untimed, retired, None)),
-            });
+            let retired = encode_pane(&s.config, Pane::Untimed, retired, None);
+            messages.push(s.to_partials(Key::Retired.encode(), Some(retired)));
             for (pane, partition) in stale {
-                messages.push(Outgoing {
-                    topic: s.partials.clone(),
-                    partition: Some(0),
-                    key: Key::Pane {
-                        partition: *partition,
-                        pane: *pane,
-                    }
-                    .encode(),
-                    payload: None,
-                });
+                let key = Key::Pane {
+                    partition: *partition,
+                    pane: *pane,
+                };
+                messages.push(s.to_partials(key.encode(), None));
             }
         }
         match state.producer.commit(&messages, None) {

@@ -1,6 +1,7 @@
 //! A scale-out stream as both stages see it: its config and the names of its topics.
 
 use ldpstream_config::{KafkaConfig, ScaleOutConfig, StreamConfig};
+use ldpstream_connectors::kafka::transactions::Outgoing;
 use ldpstream_engine::mechanism::Mechanism;
 use ldpstream_engine::stream::ReportLayout;
 
@@ -19,6 +20,34 @@ pub(super) struct ScaleOutStream {
     pub(super) input_partitions: i32,
     pub(super) changelog: String,
     pub(super) partials: String,
+}
+
+impl ScaleOutStream {
+    /// A message for input partition `partition`'s own partition of the changelog
+    /// (`payload` None: a tombstone).
+    pub(super) fn to_changelog(
+        &self,
+        partition: i32,
+        key: Vec<u8>,
+        payload: Option<Vec<u8>>,
+    ) -> Outgoing {
+        Outgoing {
+            topic: self.changelog.clone(),
+            partition: Some(partition),
+            key,
+            payload,
+        }
+    }
+
+    /// A message for the partials topic's one partition.
+    pub(super) fn to_partials(&self, key: Vec<u8>, payload: Option<Vec<u8>>) -> Outgoing {
+        Outgoing {
+            topic: self.partials.clone(),
+            partition: Some(0),
+            key,
+            payload,
+        }
+    }
 }
 
 #[cfg(test)]
