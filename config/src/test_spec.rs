@@ -72,7 +72,7 @@ fn default_alpha() -> f64 {
     0.05
 }
 
-/// Concrete tests, named as in STATISTICS.md.
+/// Concrete tests, named as in docs/STATISTICS.md.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 pub enum TestMethod {
     /// Gaboardi–Rogers' chi-square test on GenRR counts (seed 002, Alg. 3).

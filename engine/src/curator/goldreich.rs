@@ -3,7 +3,7 @@ use rand::Rng;
 use crate::error::EngineError;
 
 /// Goldreich's reduction of identity to a known q on [d] to uniformity on [6d]
-/// (STATISTICS.md §8, seed 004 last paragraph):
+/// (docs/STATISTICS.md §8, seed 004 last paragraph):
 /// 1. mix: keep x w.p. ½, else replace it by a uniform point of [d], so q' = (q+u)/2 ≥ 1/(2d);
 /// 2. give type i a block S_i of m_i = ⌊6d q'_i⌋ points of [6d], the rest S_0;
 ///    map i to a uniform point of S_i w.p. m_i/(6d q'_i), else to a uniform point of S_0.

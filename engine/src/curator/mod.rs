@@ -1,4 +1,4 @@
-//! Curator-model private testers (STATISTICS.md §8, seed 004): a trusted aggregator holds
+//! Curator-model private testers (docs/STATISTICS.md §8, seed 004): a trusted aggregator holds
 //! raw counts and the *test* is differentially private. Every release spends budget from a
 //! [`ledger::PrivacyLedger`].
 //!

@@ -1,6 +1,6 @@
 //! Study planning: the asymptotic power of each mechanism's identity test against a chosen
 //! alternative, the sample size each needs for a target power, and a chart comparing them
-//! (STATISTICS.md §7).
+//! (docs/STATISTICS.md §7).
 //!
 //! Every test statistic is asymptotically noncentral `χ²_ν(λ)` under a local alternative,
 //! so power is `P(χ²_ν(λ) > χ²_{ν,1−α})`; the mechanisms differ only in ν and in how much

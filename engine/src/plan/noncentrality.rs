@@ -1,6 +1,6 @@
 //! The noncentrality each mechanism's identity test has under an alternative.
 //!
-//! Under `p1 = p0 + Δ/√n` every test statistic of STATISTICS.md §3 tends to a noncentral
+//! Under `p1 = p0 + Δ/√n` every test statistic of docs/STATISTICS.md §3 tends to a noncentral
 //! `χ²_ν(λ)`. Writing `Δ = √n (p1 − p0)` for a fixed alternative makes λ linear in n, so
 //! each mechanism reduces to a per-report noncentrality times n.
 
@@ -103,7 +103,7 @@ impl PlanMechanism {
                 let a = (epsilon / 4.0).tanh();
                 let cosh = (epsilon / 4.0).cosh();
                 let b = 1.0 / (4.0 * cosh * cosh);
-                // Σ(p0) = Diag(α² p0 + b) − α² p0 p0ᵀ (STATISTICS.md §1.2).
+                // Σ(p0) = Diag(α² p0 + b) − α² p0 p0ᵀ (docs/STATISTICS.md §1.2).
                 a * a * quad_form_inverse(p0, a * a, b, &delta)
             }
             PlanMechanism::Gauss { rho } => quad_form_inverse(p0, 1.0, 1.0 / rho, &delta),

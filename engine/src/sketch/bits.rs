@@ -1,5 +1,5 @@
-use super::codec::{write_header, Reader};
-use super::{add_table, Rejections};
+use super::codec::Reader;
+use super::Rejections;
 use crate::error::EngineError;
 
 /// Bit-flip reports: how many reports had bit j set, for each of the d bits, and `n`.
@@ -37,35 +37,8 @@ impl BitSketch {
         &self.bit_counts
     }
 
-    pub fn n(&self) -> u64 {
-        self.n
-    }
-
-    pub fn rejected(&self) -> &Rejections {
-        &self.rejected
-    }
-
-    pub fn rejected_mut(&mut self) -> &mut Rejections {
-        &mut self.rejected
-    }
-
     pub(crate) fn parts_mut(&mut self) -> (&mut [u64], &mut u64) {
         (&mut self.bit_counts, &mut self.n)
-    }
-
-    pub fn merge(&mut self, other: &BitSketch) -> Result<(), EngineError> {
-        add_table(&mut self.bit_counts, &other.bit_counts)?;
-        self.n += other.n;
-        self.rejected.merge(&other.rejected);
-        Ok(())
-    }
-
-    /// Body: d (u32), n (u64), d bit counts (u64).
-    pub(crate) fn write_body(&self, out: &mut Vec<u8>) {
-        write_header(out, self.bit_counts.len(), self.n);
-        for c in &self.bit_counts {
-            out.extend_from_slice(&c.to_le_bytes());
-        }
     }
 
     pub(crate) fn read_body(r: &mut Reader) -> Result<Self, EngineError> {
@@ -75,3 +48,5 @@ impl BitSketch {
         BitSketch::from_counts(counts, n)
     }
 }
+
+crate::table_sketch!(BitSketch { bit_counts });

@@ -1,7 +1,8 @@
 use std::borrow::Cow;
 
 use super::codec::{write_header, Reader};
-use super::{add_table, checked_sum, Rejections};
+use super::table::{add_checked, check_add, checked_n};
+use super::{checked_sum, Rejections};
 use crate::error::EngineError;
 
 /// Above this domain a count table starts sparse: only its non-zero cells are kept, so a
@@ -279,7 +280,10 @@ impl CountSketch {
         self.settle();
     }
 
-    /// Exact merge: counts, `n` and rejections add.
+    /// Exact merge: counts, `n` and rejections add. Refused, leaving `self` unchanged, on
+    /// another domain or an `n` past `u64::MAX` (a crafted sketch file). Every cell is at
+    /// most its sketch's `n` (checked when a sketch is read), so a merged `n` that fits
+    /// proves every merged cell fits too.
     pub fn merge(&mut self, other: &CountSketch) -> Result<(), EngineError> {
         if self.domain() != other.domain() {
             return Err(EngineError::ShapeMismatch {
@@ -287,8 +291,13 @@ impl CountSketch {
                 found: other.domain(),
             });
         }
+        let n = checked_n(self.n, other.n)?;
+        self.rejected.check_merge(&other.rejected)?;
         match (&mut self.table, &other.table) {
-            (Table::Dense(a), Table::Dense(b)) => add_table(a, b)?,
+            (Table::Dense(a), Table::Dense(b)) => {
+                check_add(a, b, "counts")?;
+                add_checked(a, b);
+            }
             (Table::Dense(a), Table::Sparse(b)) => {
                 for (j, c) in b.cells() {
                     a[j as usize] += c;
@@ -303,7 +312,7 @@ impl CountSketch {
             }
             (Table::Sparse(a), Table::Sparse(b)) => a.add_sorted(b.cells()),
         }
-        self.n += other.n;
+        self.n = n;
         self.rejected.merge(&other.rejected);
         self.settle();
         Ok(())

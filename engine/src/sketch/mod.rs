@@ -8,11 +8,12 @@
 //! are still read.
 
 mod bits;
-mod codec;
+pub(crate) mod codec;
 pub(crate) mod counts;
 mod rejections;
 mod signed;
 mod sums;
+pub(crate) mod table;
 
 pub use bits::BitSketch;
 pub use counts::{nonzero_cells, CountSketch, SPARSE_CELL_BYTES, SPARSE_FROM_DOMAIN};
@@ -22,23 +23,6 @@ pub use sums::{SumSketch, FIXED_POINT_SCALE};
 
 use crate::error::EngineError;
 use codec::Reader;
-
-/// Adds `from` into `into` entry by entry: the exact merge of two tables of one shape.
-pub(crate) fn add_table<T: Copy + std::ops::AddAssign>(
-    into: &mut [T],
-    from: &[T],
-) -> Result<(), EngineError> {
-    if from.len() != into.len() {
-        return Err(EngineError::ShapeMismatch {
-            expected: into.len(),
-            found: from.len(),
-        });
-    }
-    for (a, &b) in into.iter_mut().zip(from) {
-        *a += b;
-    }
-    Ok(())
-}
 
 /// The first bytes of every serialized sketch.
 pub const MAGIC: [u8; 4] = *b"LDPS";

@@ -1,5 +1,7 @@
 use std::collections::BTreeMap;
 
+use crate::error::EngineError;
+
 /// Why a report was not folded. The order is part of the sketch serialization: append new
 /// reasons at the end, never reorder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -74,9 +76,28 @@ impl Rejections {
         self.counts.iter().sum()
     }
 
+    /// Adds `other`'s counts. A sum past `u64::MAX` stays at the maximum: sketch merges
+    /// refuse that case first with [`check_merge`](Self::check_merge), so only summaries
+    /// for display can reach it.
     pub fn merge(&mut self, other: &Rejections) {
         for (a, b) in self.counts.iter_mut().zip(other.counts) {
-            *a += b;
+            *a = a.saturating_add(b);
+        }
+    }
+
+    /// Refuses a merge that would overflow a count (a crafted sketch file).
+    pub(crate) fn check_merge(&self, other: &Rejections) -> Result<(), EngineError> {
+        match self
+            .counts
+            .iter()
+            .zip(other.counts)
+            .position(|(a, b)| a.checked_add(b).is_none())
+        {
+            None => Ok(()),
+            Some(r) => Err(EngineError::Corrupt(format!(
+                "merging overflows the rejection count {}",
+                RejectReason::ALL[r].name()
+            ))),
         }
     }
 

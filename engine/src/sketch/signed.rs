@@ -1,5 +1,5 @@
-use super::codec::{write_header, Reader};
-use super::{add_table, checked_sum, Rejections};
+use super::codec::Reader;
+use super::{checked_sum, Rejections};
 use crate::error::EngineError;
 
 /// Reports of a public ±1 family (Hadamard rows or cohorts): for each row j, how many
@@ -62,36 +62,8 @@ impl SignedSketch {
             .collect()
     }
 
-    pub fn n(&self) -> u64 {
-        self.n
-    }
-
-    pub fn rejected(&self) -> &Rejections {
-        &self.rejected
-    }
-
-    pub fn rejected_mut(&mut self) -> &mut Rejections {
-        &mut self.rejected
-    }
-
     pub(crate) fn parts_mut(&mut self) -> (&mut [u64], &mut [u64], &mut u64) {
         (&mut self.plus, &mut self.minus, &mut self.n)
-    }
-
-    pub fn merge(&mut self, other: &SignedSketch) -> Result<(), EngineError> {
-        add_table(&mut self.plus, &other.plus)?;
-        add_table(&mut self.minus, &other.minus)?;
-        self.n += other.n;
-        self.rejected.merge(&other.rejected);
-        Ok(())
-    }
-
-    /// Body: rows (u32), n (u64), rows plus counts (u64), rows minus counts (u64).
-    pub(crate) fn write_body(&self, out: &mut Vec<u8>) {
-        write_header(out, self.plus.len(), self.n);
-        for c in self.plus.iter().chain(&self.minus) {
-            out.extend_from_slice(&c.to_le_bytes());
-        }
     }
 
     pub(crate) fn read_body(r: &mut Reader) -> Result<Self, EngineError> {
@@ -109,3 +81,5 @@ impl SignedSketch {
         Ok(sketch)
     }
 }
+
+crate::table_sketch!(SignedSketch { plus, minus });

@@ -1,5 +1,5 @@
-use super::codec::{write_header, Reader};
-use super::{add_table, Rejections};
+use super::codec::Reader;
+use super::Rejections;
 use crate::error::EngineError;
 
 /// Noise reports are real vectors; their sum is kept in fixed point at this resolution
@@ -70,35 +70,8 @@ impl SumSketch {
             .collect()
     }
 
-    pub fn n(&self) -> u64 {
-        self.n
-    }
-
-    pub fn rejected(&self) -> &Rejections {
-        &self.rejected
-    }
-
-    pub fn rejected_mut(&mut self) -> &mut Rejections {
-        &mut self.rejected
-    }
-
     pub(crate) fn parts_mut(&mut self) -> (&mut [i128], &mut u64) {
         (&mut self.sums, &mut self.n)
-    }
-
-    pub fn merge(&mut self, other: &SumSketch) -> Result<(), EngineError> {
-        add_table(&mut self.sums, &other.sums)?;
-        self.n += other.n;
-        self.rejected.merge(&other.rejected);
-        Ok(())
-    }
-
-    /// Body: d (u32), n (u64), d sums (i128, little-endian two's complement).
-    pub(crate) fn write_body(&self, out: &mut Vec<u8>) {
-        write_header(out, self.sums.len(), self.n);
-        for s in &self.sums {
-            out.extend_from_slice(&s.to_le_bytes());
-        }
     }
 
     pub(crate) fn read_body(r: &mut Reader) -> Result<Self, EngineError> {
@@ -123,3 +96,5 @@ impl SumSketch {
         })
     }
 }
+
+crate::table_sketch!(SumSketch { sums });

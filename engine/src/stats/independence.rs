@@ -1,4 +1,4 @@
-//! Independence tests on an r×c table flattened row-major (STATISTICS.md §4). Degrees of
+//! Independence tests on an r×c table flattened row-major (docs/STATISTICS.md §4). Degrees of
 //! freedom are (r−1)(c−1) for every χ² test here; seed 002's Alg. 7 says d−1, a typo.
 
 use super::bilinear_fit::{

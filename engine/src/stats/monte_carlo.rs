@@ -1,4 +1,4 @@
-//! Finite-sample calibration (STATISTICS.md §6): the null law of any statistic is simulated
+//! Finite-sample calibration (docs/STATISTICS.md §6): the null law of any statistic is simulated
 //! from the sketch's own law, without generating events.
 
 use rand::Rng;

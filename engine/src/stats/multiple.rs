@@ -1,4 +1,4 @@
-//! Multiple-testing control across the groups of one window (STATISTICS.md §9).
+//! Multiple-testing control across the groups of one window (docs/STATISTICS.md §9).
 
 /// Benjamini–Hochberg adjusted p-values (q-values), in the input order. Entries without a
 /// p-value, or with a NaN one (a test that could not run), are left out of the family, so

@@ -1,4 +1,4 @@
-//! Two-sample tests (STATISTICS.md §5, seed 003): do two privatized samples share one
+//! Two-sample tests (docs/STATISTICS.md §5, seed 003): do two privatized samples share one
 //! distribution?
 
 use super::rank_one::bitflip_form;
