@@ -4,6 +4,7 @@
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use ldpstream_config::{Config, SourceConfig, StateLocation};
@@ -29,11 +30,14 @@ pub(super) fn prepare(dir: &Path, state: &StateLocation) -> Result<File, Error> 
         .tempfile_in(dir)
         .map_err(|e| fail("cannot write in it", e))?;
     let path = dir.join(LOCK);
+    // O_NOFOLLOW: a LOCK planted as a symlink would otherwise have its target truncated and
+    // overwritten with our pid; refusing it (ELOOP) names the file instead.
     let mut lock = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .read(true)
         .write(true)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(&path)
         .map_err(|e| fail(&format!("cannot open {LOCK}"), e))?;
     // SAFETY: flock on a descriptor this function owns; no memory is involved.
@@ -97,5 +101,28 @@ pub(super) fn log_where_state_lives(config: &Config, state: &StateLocation, rest
         } else {
             warn!(stream = %stream.name, "{message}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    // The probe's lock_symlink_clobber: state/LOCK -> a file of the operator's; before
+    // O_NOFOLLOW, starting serve truncated that file and wrote "pid N" into it.
+    #[test]
+    fn a_symlinked_lock_is_refused_and_its_target_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        std::fs::create_dir(&state).unwrap();
+        let precious = dir.path().join("precious.txt");
+        std::fs::write(&precious, "keep me\n").unwrap();
+        std::os::unix::fs::symlink(&precious, state.join(LOCK)).unwrap();
+        let err = prepare(&state, &StateLocation::Configured(PathBuf::from(&state))).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("cannot open LOCK"), "{text}");
+        assert_eq!(std::fs::read_to_string(&precious).unwrap(), "keep me\n");
     }
 }

@@ -3,8 +3,10 @@
 #![allow(dead_code)]
 
 pub mod certs;
+pub mod cli;
 pub mod kafka;
 pub mod own_broker;
+pub mod serve;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;

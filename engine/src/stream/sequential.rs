@@ -8,10 +8,16 @@ use std::collections::BTreeMap;
 use crate::record::TestRecord;
 use crate::sequential::SequentialState;
 
-/// One e-process per (test, window start, group) of a stream.
+/// The group as the record carries it: column → value, a null value apart from `""`.
+type GroupKey = Option<BTreeMap<String, Option<String>>>;
+
+/// One e-process per (test, window start, group) of a stream. Keyed by the structured
+/// group, never its `k=v` label, which writes a null group and `""` alike (and
+/// `("x,b=y", "z")` like `("x", "y,b=z")`): two groups sharing one running maximum would
+/// let one group's e-values reject the other.
 #[derive(Debug, Default, Clone)]
 pub struct SequentialLatches {
-    states: BTreeMap<(String, Option<String>, String), SequentialState>,
+    states: BTreeMap<(String, Option<String>, GroupKey), SequentialState>,
 }
 
 impl SequentialLatches {
@@ -21,7 +27,7 @@ impl SequentialLatches {
     pub fn observe(&mut self, records: &mut [TestRecord]) {
         for r in records.iter_mut() {
             let Some(e) = r.e_value else { continue };
-            let key = (r.test.clone(), r.window_start.clone(), r.group_label());
+            let key = (r.test.clone(), r.window_start.clone(), r.group.clone());
             let state = self.states.entry(key.clone()).or_default();
             let look = state.observe(e, r.alpha);
             r.anytime_p_value = Some(look.anytime_p_value);
@@ -81,5 +87,32 @@ mod tests {
         assert_eq!(later[1].anytime_p_value, Some(1.0 / 30.0));
         // w2's final record ends its state; w1 is still open.
         assert_eq!(latches.len(), 1);
+    }
+
+    fn grouped(value: Option<&str>, e: f64) -> TestRecord {
+        let mut r = look("w", e, false);
+        r.group = Some(BTreeMap::from([(
+            "g".to_string(),
+            value.map(str::to_string),
+        )]));
+        r
+    }
+
+    // The probe's sequential_latch_group_collision: a skewed null group beside a uniform
+    // "" group; both labelled `g=`, they shared one running maximum and the "" group
+    // showed reject: true with its own e-values near 0.5.
+    #[test]
+    fn groups_whose_labels_look_alike_keep_their_own_state() {
+        let mut latches = SequentialLatches::default();
+        let mut looks = vec![grouped(None, 1e6), grouped(Some(""), 0.5)];
+        assert_eq!(looks[0].group_label(), looks[1].group_label());
+        latches.observe(&mut looks);
+        assert!(looks[0].reject);
+        assert!(
+            !looks[1].reject,
+            "the \"\" group took the null group's rejection"
+        );
+        assert_eq!(looks[1].anytime_p_value, Some(1.0));
+        assert_eq!(latches.len(), 2);
     }
 }

@@ -1,0 +1,122 @@
+//! `plan`: every mechanism's power and sample size, the curves, the sequential column and the bounds on ε.
+
+use crate::common::cli::{ldpstream, stderr};
+
+/// The planner at the README's example: d = 16, ε = 1, a 0.2 Paninski alternative.
+const PLAN_POWER_0_8: &[&str] = &[
+    "plan",
+    "--domain",
+    "16",
+    "--epsilon",
+    "1",
+    "--alternative",
+    "paninski:0.2",
+    "--power",
+    "0.8",
+];
+
+#[test]
+fn plan_prints_every_mechanism_and_draws_the_curves() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("power.svg");
+    let o = ldpstream(&[
+        "plan",
+        "--domain",
+        "16",
+        "--epsilon",
+        "1",
+        "--alternative",
+        "paninski:0.2",
+        "--n",
+        "20000",
+        "--plot",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    for name in ["LocalExpGOF", "LocalBitFlipGOF", "LocalNoiseGOF", "best"] {
+        assert!(out.contains(name), "{out}");
+    }
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        text.starts_with("<svg") && text.contains("LocalBitFlipGOF"),
+        "{}",
+        &text[..200.min(text.len())]
+    );
+
+    let o = ldpstream(PLAN_POWER_0_8);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("n for power"),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+
+    let o = ldpstream(&[
+        "plan",
+        "--domain",
+        "1",
+        "--epsilon",
+        "1",
+        "--alternative",
+        "paninski:0.2",
+        "--n",
+        "10",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--domain"), "{}", stderr(&o));
+    let o = ldpstream(&[
+        "plan",
+        "--domain",
+        "4",
+        "--epsilon",
+        "-1",
+        "--alternative",
+        "paninski:0.2",
+        "--n",
+        "10",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
+
+#[test]
+fn plan_sequential_prints_reports_to_detection_beside_the_fixed_n() {
+    let o = ldpstream(&[PLAN_POWER_0_8, &["--sequential"]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("sequential tests"), "{out}");
+    // The GenRR row: the median reports to detection is a modest multiple of the fixed n
+    // (about 1.3 in engine/tests/sequential.rs).
+    let grr = out
+        .lines()
+        .skip_while(|l| !l.contains("sequential tests"))
+        .find(|l| l.starts_with("GenRR") || l.starts_with("grr"))
+        .unwrap_or_else(|| panic!("no GenRR row in {out}"));
+    let ratio: f64 = grr
+        .split('(')
+        .nth(1)
+        .and_then(|s| s.split('×').next())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no ratio in {grr:?}"));
+    assert!((1.0..1.5).contains(&ratio), "{grr}");
+}
+
+/// `plan --epsilon 1e308` blamed `rho = inf` and printed ε with 309 digits.
+#[test]
+fn plan_bounds_epsilon_and_prints_it_compactly() {
+    let o = ldpstream(&[
+        "plan",
+        "--domain",
+        "4",
+        "--epsilon",
+        "1e308",
+        "--alternative",
+        "paninski:0.1",
+        "--n",
+        "1000",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(e.contains("--epsilon 1e308 must be at most 700"), "{e}");
+    assert!(!e.contains("rho") && e.len() < 300, "{e}");
+}
