@@ -5,9 +5,9 @@
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use ldpstream_config::{Config, TestMethod};
-use ldpstream_engine::evaluate::{evaluate, Scope};
 use ldpstream_engine::mechanism::Mechanism;
 use ldpstream_engine::sketch::{BitSketch, Sketch};
+use ldpstream_engine::snapshot_test::{evaluate, Scope};
 use ldpstream_engine::stats::{gof_statistic, local_exp_ind};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

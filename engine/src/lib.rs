@@ -5,15 +5,15 @@
 
 pub mod audit;
 pub mod curator;
+pub mod eprocess;
 pub mod error;
-pub mod evaluate;
 pub mod fold;
 pub mod mechanism;
 pub mod mle;
 pub mod plan;
 pub mod record;
-pub mod sequential;
 pub mod sketch;
+pub mod snapshot_test;
 pub mod stats;
 pub mod stream;
 pub mod window;

@@ -206,9 +206,9 @@ fn unique_elements_has_power_in_the_sparse_regime() {
 #[test]
 fn unique_elements_is_refused_in_the_dense_regime() {
     use ldpstream_engine::curator::ledger::PrivacyLedger;
-    use ldpstream_engine::evaluate::{evaluate_private, Scope};
     use ldpstream_engine::mechanism::Mechanism;
     use ldpstream_engine::sketch::{CountSketch, Sketch};
+    use ldpstream_engine::snapshot_test::{evaluate_private, Scope};
     let config = ldpstream_config::Config::from_toml_str(
         r#"
 [[stream]]

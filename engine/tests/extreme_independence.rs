@@ -26,7 +26,7 @@ fn check(what: &str, statistic: f64, p: Option<f64>) -> bool {
     p < 0.05
 }
 
-/// The rule `evaluate` applies before a rejection counts (evaluate.rs, `independence`).
+/// The rule `evaluate` applies before a rejection counts (snapshot_test.rs, `independence`).
 fn decides(m: &Mechanism, n: u64, min_expected: f64) -> bool {
     marginal_information(m, n).is_none_or(|i| i >= 1.0) && min_expected > 5.0
 }

@@ -294,7 +294,7 @@ fn local_exp_ind_power_matches_the_noncentral_prediction() {
 fn sheffet_q_monte_carlo_null_is_calibrated() {
     // The Monte Carlo p-value under the product of estimated marginals: size near α.
     use ldpstream_config::{Calibration, Config};
-    use ldpstream_engine::evaluate::{evaluate, Scope};
+    use ldpstream_engine::snapshot_test::{evaluate, Scope};
     let config = Config::from_toml_str(
         "[[stream]]\nname = \"s\"\nsource = { kind = \"parquet\", paths = [\"x\"] }\nmechanism = { kind = \"hadamard\", epsilon = 1.0, domain = 4 }\n[[stream.test]]\nname = \"q\"\nkind = \"independence\"\nmethod = \"SheffetQ\"\nrows = 2\ncols = 2\nmc_samples = 99\n",
         "t",
@@ -326,8 +326,8 @@ fn sheffet_q_monte_carlo_null_is_calibrated() {
 /// enter (and enlarge) the Benjamini–Hochberg family.
 #[test]
 fn two_sample_without_degrees_of_freedom_is_inconclusive() {
-    use ldpstream_engine::evaluate::{evaluate_two_sample, Scope};
     use ldpstream_engine::sketch::CountSketch;
+    use ldpstream_engine::snapshot_test::{evaluate_two_sample, Scope};
     use ldpstream_engine::stats::bh_q_values;
     let config = ldpstream_config::Config::from_toml_str(
         r#"

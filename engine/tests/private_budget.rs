@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 
 use ldpstream_config::Config;
 use ldpstream_engine::curator::ledger::PrivacyLedger;
-use ldpstream_engine::evaluate::{evaluate_private, Scope};
 use ldpstream_engine::mechanism::Mechanism;
 use ldpstream_engine::sketch::{CountSketch, Sketch};
+use ldpstream_engine::snapshot_test::{evaluate_private, Scope};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 

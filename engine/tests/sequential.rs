@@ -6,14 +6,14 @@
 //! validity and power tables quoted in the README.
 
 use ldpstream_config::TestMethod;
+use ldpstream_engine::eprocess::{
+    crosses, dirichlet, gaussian, gof_e_process, independence_e_process, null_report_law,
+    two_sample_e_process, SequentialState, Validity,
+};
 use ldpstream_engine::mechanism::{
     BitFlip, Channel, Cohort, Grr, Hadamard, Mechanism, Noise, NoiseKind,
 };
 use ldpstream_engine::plan::{required_n, Alternative, PlanMechanism};
-use ldpstream_engine::sequential::{
-    crosses, dirichlet, gaussian, gof_e_process, independence_e_process, null_report_law,
-    two_sample_e_process, SequentialState, Validity,
-};
 use ldpstream_engine::sketch::{BitSketch, CountSketch, SignedSketch, Sketch, SumSketch};
 use ldpstream_engine::stats::{
     bitflip_two_sample, chi2_sf, genrr_two_sample, gof_statistic, local_bitflip_ind, local_exp_ind,
@@ -619,7 +619,7 @@ fn e_values_survive_merges_and_restarts_exactly() {
 #[test]
 fn evaluate_fills_the_sequential_fields() {
     use ldpstream_config::Config;
-    use ldpstream_engine::evaluate::{evaluate, Scope};
+    use ldpstream_engine::snapshot_test::{evaluate, Scope};
     let toml = "[[stream]]\nname = \"s\"\nsource = { kind = \"parquet\", paths = [\"x\"] }\nmechanism = { kind = \"grr\", epsilon = 1.0, domain = 4 }\n[[stream.test]]\nname = \"g\"\nkind = \"gof\"\nnull = \"uniform\"\nsequential = true\n";
     let config = Config::from_toml_str(toml, "t").unwrap();
     let stream = &config.streams[0];

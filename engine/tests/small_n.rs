@@ -3,9 +3,9 @@
 //! there are fewer reports than categories. Seeded; nothing here depends on speed.
 
 use ldpstream_config::{Calibration, Config, MechanismConfig, TestMethod};
-use ldpstream_engine::evaluate::{evaluate, Scope};
 use ldpstream_engine::mechanism::{simulate_sketch, Mechanism};
 use ldpstream_engine::sketch::{CountSketch, Sketch};
+use ldpstream_engine::snapshot_test::{evaluate, Scope};
 use ldpstream_engine::stats::{run_gof, GofParams};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

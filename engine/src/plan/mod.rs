@@ -7,15 +7,15 @@
 //! of the distance between null and alternative survives their noise into λ.
 
 mod alternative;
+mod detection;
 mod ncx2;
 mod noncentrality;
 mod power;
-mod sequential;
 mod svg;
 
 pub use alternative::{Alternative, Hypotheses};
+pub use detection::{sequential_detection, Detection};
 pub use ncx2::{chi2_isf, ncx2_sf};
 pub use noncentrality::{noncentrality, PlanMechanism};
 pub use power::{asymptotic_power, power, required_n};
-pub use sequential::{sequential_detection, Detection};
 pub use svg::power_svg;

@@ -8,9 +8,9 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use crate::error::EngineError;
 
 use super::alternative::Hypotheses;
+use super::detection::Detection;
 use super::noncentrality::PlanMechanism;
 use super::power::{asymptotic_power, required_n};
-use super::sequential::Detection;
 
 const WIDTH: u32 = 960;
 const CHART_HEIGHT: u32 = 560;

@@ -11,15 +11,15 @@ use tracing::warn;
 
 use super::due::{for_each_due, rfc3339, stream_pane_width, WindowSnapshot};
 use super::error::StreamError;
+use super::latches::SequentialLatches;
 use super::layout::{block_column, ReportLayout};
 use super::looks::{for_each_look, Look};
 use super::paned::PanedDelta;
-use super::sequential::SequentialLatches;
 use crate::curator::ledger::PrivacyLedger;
-use crate::evaluate::{evaluate, evaluate_private, evaluate_two_sample, BlockCounts, Scope};
 use crate::mechanism::Mechanism;
 use crate::record::TestRecord;
 use crate::sketch::Sketch;
+use crate::snapshot_test::{evaluate, evaluate_private, evaluate_two_sample, BlockCounts, Scope};
 use crate::stats::bh_q_values;
 use crate::window::{Bounds, GroupKey, Grouped, PaneStore};
 use crate::EngineError;

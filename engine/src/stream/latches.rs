@@ -5,8 +5,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::eprocess::SequentialState;
 use crate::record::TestRecord;
-use crate::sequential::SequentialState;
 
 /// The group as the record carries it: column → value, a null value apart from `""`.
 type GroupKey = Option<BTreeMap<String, Option<String>>>;

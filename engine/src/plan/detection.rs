@@ -5,7 +5,7 @@
 //! report along one direction, u the mechanism's per-report noncentrality (so the fixed-n
 //! statistic is `χ²_ν(n·u)`). We simulate that walk at looks every `fixed_n/LOOKS_PER_FIXED_N`
 //! reports and stop at the first look where the Gaussian-mixture e-value of
-//! [`crate::sequential::gaussian`] reaches 1/α. The Dirichlet–multinomial mixture of the
+//! [`crate::eprocess::gaussian`] reaches 1/α. The Dirichlet–multinomial mixture of the
 //! categorical mechanisms has the same large-n form (its log e-value is
 //! `½·(n/(n+κ))·χ² − (ν/2)·ln(1+n/κ)` to first order), so one simulation serves all.
 //!
@@ -18,8 +18,8 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 use rand_distr::{ChiSquared, Distribution, StandardNormal};
 
+use crate::eprocess::gaussian::{log_e_mixture, PRECISION_GRID};
 use crate::error::EngineError;
-use crate::sequential::gaussian::{log_e_mixture, PRECISION_GRID};
 
 use super::alternative::Hypotheses;
 use super::noncentrality::PlanMechanism;

@@ -6,13 +6,13 @@ use ldpstream_config::{Calibration, CuratorSpec, StreamConfig, TestConfig, TestM
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 
+use crate::eprocess::{
+    anytime_p_value, crosses, gof_e_process, independence_e_process, two_sample_e_process, EProcess,
+};
 use crate::error::EngineError;
 use crate::mechanism::{Estimate, Mechanism, NoiseKind};
 use crate::mle::Mle;
 use crate::record::{TestRecord, MAX_RECORDED_CATEGORIES};
-use crate::sequential::{
-    anytime_p_value, crosses, gof_e_process, independence_e_process, two_sample_e_process, EProcess,
-};
 use crate::sketch::Sketch;
 use crate::stats::{
     bitflip_two_sample, genrr_two_sample, local_bitflip_ind, local_exp_ind, local_noise_ind,
@@ -70,7 +70,7 @@ struct Outcome {
 impl Outcome {
     /// Sequential mode: the decision is Ville's `e ≥ 1/α` on this look alone; the running
     /// maximum across looks (and "once rejected, stays rejected") is the caller's, kept in a
-    /// [`crate::sequential::SequentialState`]. A test the data cannot yet support stays
+    /// [`crate::eprocess::SequentialState`]. A test the data cannot yet support stays
     /// unrejected, as in fixed-n mode.
     fn sequential(mut self, e: EProcess, alpha: f64) -> Self {
         let e_value = e.e_value();
