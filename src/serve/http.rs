@@ -31,7 +31,7 @@ pub fn router(shared: Arc<Shared>, token: Option<String>) -> Router {
         .route("/api/v1/history", get(history))
         .route("/api/v1/streams", get(streams));
     if let Some(token) = token {
-        let token: Arc<[u8]> = Arc::from(token.into_bytes());
+        let token: Arc<[u8; 32]> = Arc::new(openssl::sha::sha256(token.as_bytes()));
         guarded = guarded.route_layer(middleware::from_fn(move |request, next| {
             require_token(token.clone(), request, next)
         }));
@@ -43,14 +43,26 @@ pub fn router(shared: Arc<Shared>, token: Option<String>) -> Router {
         .with_state(shared)
 }
 
-/// 401 with no detail unless the request carries the bearer token. Compared in constant
-/// time, so the time a wrong guess takes does not tell how much of it was right.
-async fn require_token(token: Arc<[u8]>, request: Request, next: Next) -> Response {
+/// The credentials of an `Authorization: Bearer <token>` header. The scheme is matched
+/// case-insensitively (RFC 7235 §2.1), so `bearer` and `BEARER` work as well.
+fn bearer_credentials(value: &[u8]) -> Option<&[u8]> {
+    let space = value.iter().position(|&b| b == b' ')?;
+    let (scheme, rest) = value.split_at(space);
+    scheme
+        .eq_ignore_ascii_case(b"bearer")
+        .then(|| rest.trim_ascii_start())
+}
+
+/// 401 with no detail unless the request carries the bearer token. The SHA-256 digests are
+/// compared, in constant time: a wrong guess's timing tells neither how much of it was
+/// right nor how long the token is.
+async fn require_token(token_digest: Arc<[u8; 32]>, request: Request, next: Next) -> Response {
     let presented = request
         .headers()
         .get(header::AUTHORIZATION)
-        .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "));
-    let ok = presented.is_some_and(|p| bool::from(p.ct_eq(&token[..])));
+        .and_then(|v| bearer_credentials(v.as_bytes()));
+    let ok =
+        presented.is_some_and(|p| bool::from(openssl::sha::sha256(p).ct_eq(&token_digest[..])));
     if ok {
         next.run(request).await
     } else {
@@ -137,4 +149,18 @@ async fn streams(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
         })
         .collect();
     Json(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bearer_credentials;
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive() {
+        for header in [&b"Bearer abc"[..], b"bearer abc", b"BEARER  abc"] {
+            assert_eq!(bearer_credentials(header), Some(&b"abc"[..]));
+        }
+        assert_eq!(bearer_credentials(b"Basic abc"), None);
+        assert_eq!(bearer_credentials(b"Bearerabc"), None);
+    }
 }

@@ -9,6 +9,7 @@ use prometheus::{
 use std::collections::BTreeMap;
 
 use ldpstream_engine::record::{TestRecord, MAX_RECORDED_CATEGORIES};
+use ldpstream_engine::sketch::RejectReason;
 
 use super::group_labels::GroupLabels;
 use prometheus::core::Collector;
@@ -292,6 +293,27 @@ impl Metrics {
             registry: r,
             groups,
         })
+    }
+
+    /// Exports every counter whose label set is known at start at 0, so that a dashboard
+    /// panel or a `rate()` over it shows 0 rather than "no data" until the first event (the
+    /// Prometheus instrumentation guide's advice for labels known in advance).
+    pub fn export_zeros<'a>(&self, streams: impl IntoIterator<Item = &'a str>) {
+        for stream in streams {
+            for vec in [
+                &self.reports,
+                &self.late,
+                &self.dead_letters_failed,
+                &self.overflow_reports,
+            ] {
+                vec.with_label_values(&[stream]).inc_by(0);
+            }
+            for reason in RejectReason::ALL {
+                self.rejected
+                    .with_label_values(&[stream, reason.name()])
+                    .inc_by(0);
+            }
+        }
     }
 
     /// Sets the result gauges from a record; the newest window's record wins.

@@ -123,6 +123,14 @@ pub async fn run(config: Config, options: ServeOptions) -> Result<(), Error> {
             .iter()
             .flat_map(|s| s.columns.group_by.iter().map(String::as_str)),
     ))?;
+    // Curator-model streams export no report counters at all (their counts are not private).
+    metrics.export_zeros(
+        config
+            .streams
+            .iter()
+            .filter(|s| !s.has_private_tests())
+            .map(|s| s.name.as_str()),
+    );
     let shared = Arc::new(Shared {
         metrics: metrics.clone(),
         results: Mutex::new(BTreeMap::new()),

@@ -66,6 +66,17 @@ fn serve_simulator_metrics_show_the_switch() {
         );
     }
     assert!(sample(&metrics, "ldpstream_reports_total", "stream=\"sim\"").unwrap() > 50_000.0);
+    // Known label sets are exported at 0 from the start, so the dashboard's rejected panel
+    // shows 0 rather than "no data".
+    assert_eq!(
+        sample(
+            &metrics,
+            "ldpstream_reports_rejected_total",
+            "reason=\"padding_bits_set\""
+        ),
+        Some(0.0),
+        "{metrics}"
+    );
     promtool_check(&metrics);
 
     let (status, body) = serve.get("/api/v1/results");
