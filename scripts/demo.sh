@@ -8,5 +8,10 @@
 # Stop with Ctrl-C (or pass --duration 3m); it exits 0 after a last round of results.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --quiet --bin ldpstream
+# The first release build compiles Arrow, Parquet, librdkafka and OpenSSL: a few minutes
+# on two cores. Say so, and let cargo show its progress, rather than a silent terminal.
+if [ ! -x "${CARGO_TARGET_DIR:-target}/release/ldpstream" ]; then
+  echo "demo: building ldpstream (release) for the first time; this takes a few minutes..." >&2
+fi
+cargo build --release --bin ldpstream
 exec "${CARGO_TARGET_DIR:-target}/release/ldpstream" serve --config config/demo.toml "$@"
