@@ -33,6 +33,6 @@ pub use test_spec::{
     Calibration, CuratorSpec, InnerTester, KindKeyError, TestKind, TestMethod, TestSpec,
 };
 pub use topic_names::scale_out_state_topics;
-pub use validate::{MAX_EPSILON, MAX_RHO, MIN_EPSILON, MIN_LAPLACE_EPSILON, MIN_RHO};
-pub use values::Alpha;
+pub use validate::{MAX_RHO, MIN_LAPLACE_EPSILON, MIN_RHO};
+pub use values::{Alpha, Domain, Epsilon, MAX_DOMAIN, MAX_EPSILON, MIN_EPSILON};
 pub use window::WindowConfig;

@@ -6,7 +6,8 @@
 //! everything downstream matches exhaustively on the variant instead of on a bag of options.
 //! Checks that need the stream (the null's length, `rows × cols` against the domain, `by`
 //! against the report column, ε's range, the method) stay in `validate/hypothesis_test.rs`,
-//! which knows the stream.
+//! which knows the stream and turns the parsed [`TestTable`] into a [`crate::TestConfig`]
+//! whose method carries its own keys (`test_config.rs`).
 
 use serde::Deserialize;
 

@@ -3,22 +3,14 @@
 use crate::error::ConfigError;
 use crate::model::MechanismConfig;
 use crate::number_text::compact;
+use crate::values::{Domain, Epsilon, MAX_DOMAIN, MAX_EPSILON, MIN_EPSILON};
 
-/// Largest domain any mechanism accepts: sketches are dense tables of this size.
-pub const MAX_DOMAIN: u32 = 1 << 24;
 /// Largest cohort count.
 pub const MAX_COHORTS: u32 = 1 << 20;
 /// Largest cohorts × domain² of a cohort mechanism (the engine's `MAX_GRAM_WORK`).
 pub const MAX_COHORT_GRAM_WORK: f64 = 4.0e9;
 /// How far a channel column's sum may be from 1.
 pub const CHANNEL_SUM_TOLERANCE: f64 = 1e-9;
-/// Smallest local ε: below it a test needs more than 1/ε² = 10¹⁸ reports to see anything,
-/// beyond what a sketch's 64-bit counters hold.
-pub const MIN_EPSILON: f64 = 1e-9;
-/// Largest local ε. The randomizers draw their lie with probability about e^{−ε} exactly,
-/// and the engine computes every probability from e^{−ε}; both need e^{−ε} to be a normal
-/// double, and e^{−708} is the last one.
-pub const MAX_EPSILON: f64 = 700.0;
 /// Smallest ε of Laplace noise: one coordinate of Lap(2/ε) must stay far inside the ±2³¹ a
 /// sum sketch accepts (at ε = 1e-7 it leaves it with probability e^{−107}).
 pub const MIN_LAPLACE_EPSILON: f64 = 1e-7;
@@ -48,7 +40,7 @@ fn local_rho(key: String, value: f64) -> Result<(), ConfigError> {
 /// A mechanism's ε: finite, positive, and within the range where the randomizers stay
 /// exactly ε-LDP and the statistics stay computable. The message says which side failed
 /// and why.
-fn local_epsilon(key: String, value: f64, laplace: bool) -> Result<(), ConfigError> {
+fn local_epsilon(key: String, value: f64, laplace: bool) -> Result<Epsilon, ConfigError> {
     let min = if laplace {
         MIN_LAPLACE_EPSILON
     } else {
@@ -73,19 +65,21 @@ fn local_epsilon(key: String, value: f64, laplace: bool) -> Result<(), ConfigErr
             ),
         ));
     }
-    if value < min {
-        let why = if laplace {
-            "Lap(2/ε) noise would overflow the ±2^31 a sum sketch accepts per coordinate"
-        } else {
-            "a test would need more than 1/ε² = 10^18 reports to detect anything"
-        };
-        return Err(ConfigError::invalid(
-            key,
-            shown,
-            format!("at least {min:e}: below it {why}"),
-        ));
+    match Epsilon::new(value) {
+        Some(epsilon) if value >= min => Ok(epsilon),
+        _ => {
+            let why = if laplace {
+                "Lap(2/ε) noise would overflow the ±2^31 a sum sketch accepts per coordinate"
+            } else {
+                "a test would need more than 1/ε² = 10^18 reports to detect anything"
+            };
+            Err(ConfigError::invalid(
+                key,
+                shown,
+                format!("at least {min:e}: below it {why}"),
+            ))
+        }
     }
-    Ok(())
 }
 
 fn positive(key: String, value: f64) -> Result<(), ConfigError> {
@@ -127,7 +121,7 @@ fn validate_mechanism_at(m: &str, mechanism: &MechanismConfig) -> Result<(), Con
         | MechanismConfig::Bitflip { epsilon, .. }
         | MechanismConfig::Hadamard { epsilon, .. }
         | MechanismConfig::Cohort { epsilon, .. } => {
-            local_epsilon(format!("{m}.epsilon"), *epsilon, false)?
+            local_epsilon(format!("{m}.epsilon"), *epsilon, false)?;
         }
         MechanismConfig::Gauss { rho, max_abs, .. } => {
             local_rho(format!("{m}.rho"), *rho)?;
@@ -165,7 +159,7 @@ fn validate_mechanism_at(m: &str, mechanism: &MechanismConfig) -> Result<(), Con
     }
     if !matches!(mechanism, MechanismConfig::Matrix { .. }) {
         let domain = mechanism.domain();
-        if !(2..=MAX_DOMAIN).contains(&domain) {
+        if Domain::new(domain).is_none() {
             return Err(ConfigError::invalid(
                 format!("{m}.domain"),
                 domain,

@@ -12,7 +12,7 @@ mod stream;
 mod test_support;
 mod window;
 
-pub use mechanism::{MAX_EPSILON, MAX_RHO, MIN_EPSILON, MIN_LAPLACE_EPSILON, MIN_RHO};
+pub use mechanism::{MAX_RHO, MIN_LAPLACE_EPSILON, MIN_RHO};
 
 use crate::error::ConfigError;
 use crate::model::Config;
