@@ -126,7 +126,7 @@ fn validate_written_topics(
 
 #[cfg(test)]
 mod tests {
-    use crate::Config;
+    use crate::model::Config;
 
     fn stream(name: &str, topic: &str, group: &str, extra: &str) -> String {
         format!(
