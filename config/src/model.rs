@@ -2,23 +2,22 @@ use serde::Deserialize;
 
 use crate::duration::DurationMs;
 use crate::null::NullSpec;
-use crate::test_spec::{TestConfig, TestKind, TestMethod};
+use crate::test_config::TestConfig;
+use crate::test_spec::{TestKind, TestMethod};
 
-/// The whole configuration file.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// The whole configuration, validated: every `Config` comes from
+/// [`Config::from_toml_str`] or [`Config::from_path`], which parse the file
+/// ([`crate::toml_form::ConfigFile`]) and check it.
+#[derive(Debug, Clone)]
 pub struct Config {
     /// The streams to ingest and test (`[[stream]]` tables).
-    #[serde(rename = "stream", default)]
     pub streams: Vec<StreamConfig>,
     /// Settings of the long-running service (`ldpstream serve`); `batch` ignores them.
-    #[serde(default)]
     pub serve: ServeConfig,
     /// The most state all streams together may hold (sketches × groups × panes, plus
     /// snapshot and Monte Carlo buffers), e.g. `"8 GiB"`. `batch` and `serve` refuse a
     /// config whose estimate (`ldpstream check`) exceeds it. Default: half the machine's
     /// memory.
-    #[serde(default)]
     pub max_state_memory: Option<bytesize::ByteSize>,
 }
 
@@ -136,9 +135,9 @@ fn default_roll_interval() -> DurationMs {
     DurationMs(600_000)
 }
 
-/// One stream of privatized reports, all produced by the same mechanism.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// One stream of privatized reports, all produced by the same mechanism (a validated
+/// `[[stream]]` table; see [`crate::toml_form::StreamTable`] for the keys' defaults).
+#[derive(Debug, Clone)]
 pub struct StreamConfig {
     /// Unique name, used in output records and metric labels.
     pub name: String,
@@ -147,29 +146,22 @@ pub struct StreamConfig {
     /// The local randomizer the devices applied.
     pub mechanism: MechanismConfig,
     /// Column names in the report schema.
-    #[serde(default)]
     pub columns: ColumnsConfig,
     /// The hypothesis tests to run on this stream (`[[stream.test]]` tables).
-    #[serde(rename = "test", default)]
     pub tests: Vec<TestConfig>,
     /// Curator model (`raw` streams): the total ε every private release of this stream may
     /// spend, under sequential composition over overlapping windows.
-    #[serde(default)]
     pub budget_epsilon: Option<f64>,
     /// How far event time may run behind the largest event time seen before a report
     /// counts as late (watermark = max event time − allowed_lateness).
-    #[serde(default)]
     pub allowed_lateness: DurationMs,
     /// `serve`: a batch is cut when it has this many rows...
-    #[serde(default = "default_max_batch_rows")]
     pub max_batch_rows: usize,
     /// ...or when its first row has waited this long.
-    #[serde(default = "default_max_batch_delay")]
     pub max_batch_delay: DurationMs,
     /// The most distinct groups (tuples of `group_by` and two-sample label values) the
     /// stream keeps apart. Reports of further groups are folded into one group whose every
     /// column is `"__other__"`, so a high-cardinality column cannot exhaust memory.
-    #[serde(default = "default_max_groups")]
     pub max_groups: usize,
 }
 
@@ -179,18 +171,6 @@ impl StreamConfig {
     pub fn has_private_tests(&self) -> bool {
         self.tests.iter().any(|t| t.spec.curator().is_some())
     }
-}
-
-fn default_max_groups() -> usize {
-    10_000
-}
-
-fn default_max_batch_rows() -> usize {
-    65_536
-}
-
-fn default_max_batch_delay() -> DurationMs {
-    DurationMs(100)
 }
 
 /// Where a stream's reports come from.

@@ -5,7 +5,9 @@
 //! means a kind without its keys, or with another kind's keys, never reaches the engine, and
 //! everything downstream matches exhaustively on the variant instead of on a bag of options.
 //! Checks that need the stream (the null's length, `rows × cols` against the domain, `by`
-//! against the report column, ε's range) stay in `validate.rs`, which knows the stream.
+//! against the report column, ε's range, the method) stay in `validate/hypothesis_test.rs`,
+//! which knows the stream and turns the parsed [`TestTable`] into a [`crate::TestConfig`]
+//! whose method carries its own keys (`test_config.rs`).
 
 use serde::Deserialize;
 
@@ -13,44 +15,47 @@ use crate::duration::DurationMs;
 use crate::null::NullSpec;
 use crate::window::{WindowConfig, WindowTable};
 
-/// One hypothesis test on a stream. Parsed from the flat TOML form through
-/// this module, so `spec` always holds exactly the keys its kind needs.
+/// One `[[stream.test]]` table as parsed: its kind already typed ([`TestSpec`]), its method
+/// still as written. Validation checks it against its stream and turns it into a
+/// [`crate::TestConfig`], whose method is resolved and carries its own keys.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(try_from = "RawTestConfig")]
-pub struct TestConfig {
-    /// Unique within the stream; appears in output records.
-    pub name: String,
-    /// The kind of test, with its kind-specific parameters.
-    pub spec: TestSpec,
-    /// The concrete test; defaults to the natural test for the stream's mechanism.
-    pub method: Option<TestMethod>,
-    /// Significance level, in (0, 1).
-    pub alpha: f64,
-    /// Which reports a result covers.
-    pub window: WindowConfig,
-    /// The window's `looks` key: also evaluate the test at every multiple of this in event
-    /// time inside each window (provisional records, `look_end` set), in `batch` as in
-    /// `serve`, so that a monitor can be backtested on history.
-    pub looks: Option<DurationMs>,
-    /// Asymptotic p-value only, or a Monte Carlo p-value beside it.
-    pub calibration: Calibration,
-    /// Simulated null sketches for Monte Carlo calibration (and for LocalNoiseGOF on
-    /// laplace, whose critical value is always simulated). Must exceed 1/alpha.
-    pub mc_samples: u32,
-    /// Seed of the Monte Carlo null simulation, so results are reproducible.
-    pub seed: u64,
-    /// The distance parameter of SheffetTV: accept iff d_TV(estimate, p0) <= distance/2.
-    pub distance: Option<f64>,
-    /// Anytime-valid mode: the test maintains an e-process, records carry `e_value` and
-    /// `anytime_p_value`, and `reject` is `e_value >= 1/alpha`, valid however many times
-    /// the window is looked at.
-    pub sequential: bool,
+pub(crate) struct TestTable {
+    pub(crate) name: String,
+    pub(crate) spec: TestSpec,
+    /// The `method` key; `None` asks for the mechanism's default for the kind.
+    pub(crate) method: Option<TestMethod>,
+    pub(crate) method_keys: MethodKeys,
+    pub(crate) alpha: f64,
+    pub(crate) window: WindowConfig,
+    pub(crate) looks: Option<DurationMs>,
+    pub(crate) calibration: Calibration,
+    pub(crate) mc_samples: u32,
+    pub(crate) seed: u64,
+    pub(crate) sequential: bool,
 }
 
-impl TestConfig {
-    pub fn kind(&self) -> TestKind {
+impl TestTable {
+    pub(crate) fn kind(&self) -> TestKind {
         self.spec.kind()
     }
+}
+
+/// The keys that belong to particular methods, as written (with their defaults). Which
+/// kinds may carry the curator ones was settled at parse time; which method uses which is
+/// settled by validation, once the method is known.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct MethodKeys {
+    /// SheffetTV and SheffetTVIndependence.
+    pub(crate) distance: Option<f64>,
+    /// PrivateCollisions.
+    pub(crate) epsilon_split: f64,
+    /// SubsampleAndAggregate.
+    pub(crate) delta: f64,
+    /// SubsampleAndAggregate.
+    pub(crate) block_size: Option<u64>,
+    /// SubsampleAndAggregate.
+    pub(crate) inner: InnerTester,
 }
 
 /// The non-private testers SubsampleAndAggregate can wrap.
@@ -183,19 +188,12 @@ pub enum TestSpec {
     },
 }
 
-/// The parameters of a curator-model (differentially private) test.
+/// The parameters every curator-model (differentially private) test takes; the keys of
+/// particular methods are in [`crate::MethodSpec`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct CuratorSpec {
     /// The ε each release spends from the stream's budget (checked > 0 by the validator).
     pub epsilon: f64,
-    /// PrivateCollisions: the share of `epsilon` spent on the N_max check.
-    pub epsilon_split: f64,
-    /// SubsampleAndAggregate: the answer-flip probability δ in (0, ½].
-    pub delta: f64,
-    /// SubsampleAndAggregate: reports per block (blocks are consecutive in stream order).
-    pub block_size: Option<u64>,
-    /// SubsampleAndAggregate: the non-private tester run on the chosen block.
-    pub inner: InnerTester,
 }
 
 impl TestSpec {
@@ -303,7 +301,7 @@ fn default_delta() -> f64 {
     0.1
 }
 
-impl TryFrom<RawTestConfig> for TestConfig {
+impl TryFrom<RawTestConfig> for TestTable {
     type Error = KindKeyError;
 
     fn try_from(raw: RawTestConfig) -> Result<Self, KindKeyError> {
@@ -350,10 +348,6 @@ impl TryFrom<RawTestConfig> for TestConfig {
                 epsilon: raw
                     .epsilon
                     .ok_or_else(|| missing("epsilon", "the finite ε > 0 each release spends"))?,
-                epsilon_split: raw.epsilon_split.unwrap_or_else(default_epsilon_split),
-                delta: raw.delta.unwrap_or_else(default_delta),
-                block_size: raw.block_size,
-                inner: raw.inner.unwrap_or_default(),
             })
         };
         let spec = match kind {
@@ -383,17 +377,23 @@ impl TryFrom<RawTestConfig> for TestConfig {
                 curator: curator()?,
             },
         };
-        Ok(TestConfig {
+        Ok(TestTable {
             name: raw.name,
             spec,
             method: raw.method,
+            method_keys: MethodKeys {
+                distance: raw.distance,
+                epsilon_split: raw.epsilon_split.unwrap_or_else(default_epsilon_split),
+                delta: raw.delta.unwrap_or_else(default_delta),
+                block_size: raw.block_size,
+                inner: raw.inner.unwrap_or_default(),
+            },
             alpha: raw.alpha,
             window: raw.window.window,
             looks: raw.window.looks,
             calibration: raw.calibration,
             mc_samples: raw.mc_samples,
             seed: raw.seed,
-            distance: raw.distance,
             sequential: raw.sequential,
         })
     }
@@ -401,17 +401,27 @@ impl TryFrom<RawTestConfig> for TestConfig {
 
 #[cfg(test)]
 mod tests {
-    use super::{CuratorSpec, TestSpec};
-    use crate::{Config, InnerTester, NullSpec};
+    use super::{CuratorSpec, InnerTester, TestMethod, TestSpec};
+    use crate::model::Config;
+    use crate::null::NullSpec;
+    use crate::test_config::{MethodSpec, TestConfig};
 
-    fn spec(mechanism: &str, test: &str) -> Result<TestSpec, String> {
+    fn test(mechanism: &str, test: &str) -> Result<TestConfig, String> {
         let text = format!(
             "[[stream]]\nname = \"s\"\nsource = {{ kind = \"parquet\", paths = [\"x\"] }}\n\
              mechanism = {mechanism}\nbudget_epsilon = 10.0\n[[stream.test]]\nname = \"t\"\n{test}\n"
         );
         Config::from_toml_str(&text, "t")
-            .map(|c| c.streams[0].tests[0].spec.clone())
+            .map(|c| c.streams[0].tests[0].clone())
             .map_err(|e| e.to_string())
+    }
+
+    fn spec(mechanism: &str, keys: &str) -> Result<TestSpec, String> {
+        test(mechanism, keys).map(|t| t.spec)
+    }
+
+    fn method(mechanism: &str, keys: &str) -> Result<MethodSpec, String> {
+        test(mechanism, keys).map(|t| t.method)
     }
 
     const GRR6: &str = "{ kind = \"grr\", epsilon = 1.0, domain = 6 }";
@@ -440,16 +450,10 @@ mod tests {
                 b: "y".into()
             })
         );
-        let defaults = CuratorSpec {
-            epsilon: 0.5,
-            epsilon_split: 0.5,
-            delta: 0.1,
-            block_size: None,
-            inner: InnerTester::Pearson,
-        };
+        let curator = CuratorSpec { epsilon: 0.5 };
         assert_eq!(
             spec(RAW6, "kind = \"uniformity\"\nepsilon = 0.5"),
-            Ok(TestSpec::Uniformity(defaults.clone()))
+            Ok(TestSpec::Uniformity(curator.clone()))
         );
         assert_eq!(
             spec(
@@ -459,14 +463,57 @@ mod tests {
             ),
             Ok(TestSpec::Identity {
                 null: NullSpec::Uniform,
-                curator: CuratorSpec {
-                    epsilon_split: 0.3,
-                    delta: 0.25,
-                    block_size: Some(7),
-                    inner: InnerTester::Collisions,
-                    ..defaults
-                },
+                curator,
             })
+        );
+    }
+
+    /// The curator keys land in the method that takes them, with their defaults.
+    #[test]
+    fn curator_keys_become_their_methods_keys() {
+        assert_eq!(
+            method(RAW6, "kind = \"uniformity\"\nepsilon = 0.5"),
+            Ok(MethodSpec::PrivateCollisions { epsilon_split: 0.5 })
+        );
+        assert_eq!(
+            method(
+                RAW6,
+                "kind = \"uniformity\"\nepsilon = 0.5\nmethod = \"SubsampleAndAggregate\"\n\
+                 block_size = 3"
+            ),
+            Ok(MethodSpec::SubsampleAndAggregate {
+                delta: 0.1,
+                block_size: 3,
+                inner: InnerTester::Pearson,
+            })
+        );
+        let identity = "kind = \"identity\"\nnull = \"uniform\"\nepsilon = 0.5\ndelta = 0.25\n\
+                        inner = \"collisions\"\nblock_size = 7\nepsilon_split = 0.3";
+        assert_eq!(
+            method(RAW6, identity),
+            Ok(MethodSpec::PrivateCollisions { epsilon_split: 0.3 })
+        );
+        assert_eq!(
+            method(
+                RAW6,
+                &format!("{identity}\nmethod = \"SubsampleAndAggregate\"")
+            ),
+            Ok(MethodSpec::SubsampleAndAggregate {
+                delta: 0.25,
+                block_size: 7,
+                inner: InnerTester::Collisions,
+            })
+        );
+        assert_eq!(
+            method(
+                "{ kind = \"hadamard\", epsilon = 1.0, domain = 4 }",
+                "kind = \"independence\"\nrows = 2\ncols = 2\ndistance = 0.5"
+            ),
+            Ok(MethodSpec::SheffetTVIndependence { distance: 0.5 })
+        );
+        assert_eq!(
+            method(GRR6, "kind = \"gof\"\nnull = \"uniform\""),
+            Ok(MethodSpec::Plain(TestMethod::LocalExpGOF))
         );
     }
 

@@ -29,10 +29,14 @@ pub(crate) fn validate_topic_names(config: &Config) -> Result<(), ConfigError> {
             _ => None,
         })
         .collect();
+    validate_group_ids(&kafka)?;
+    validate_written_topics(config, &kafka)
+}
 
-    // Consumer groups: a scale-out stream needs one of its own.
+/// Consumer groups: a scale-out stream needs one of its own.
+fn validate_group_ids(kafka: &[(String, &KafkaConfig)]) -> Result<(), ConfigError> {
     let mut groups: BTreeMap<&str, (&str, bool)> = BTreeMap::new();
-    for (at, k) in &kafka {
+    for (at, k) in kafka {
         let scale_out = k.scale_out.is_some();
         if let Some((other, other_scale_out)) =
             groups.insert(k.group_id.as_str(), (at.as_str(), scale_out))
@@ -49,17 +53,24 @@ pub(crate) fn validate_topic_names(config: &Config) -> Result<(), ConfigError> {
             }
         }
     }
+    Ok(())
+}
 
+/// A topic ldpstream writes may be neither one it reads nor another stream's state.
+fn validate_written_topics(
+    config: &Config,
+    kafka: &[(String, &KafkaConfig)],
+) -> Result<(), ConfigError> {
     // Every topic ldpstream reads as reports, and who reads it.
     let mut inputs: BTreeMap<&str, &str> = BTreeMap::new();
-    for (at, k) in &kafka {
+    for (at, k) in kafka {
         for t in &k.topics {
             inputs.entry(t.as_str()).or_insert(at.as_str());
         }
     }
     // Every scale-out state topic, and whose it is.
     let mut state: BTreeMap<String, &str> = BTreeMap::new();
-    for (at, k) in &kafka {
+    for (at, k) in kafka {
         if k.scale_out.is_some() {
             let (changelog, partials) = scale_out_state_topics(&k.group_id);
             state.insert(changelog, at.as_str());
@@ -91,7 +102,7 @@ pub(crate) fn validate_topic_names(config: &Config) -> Result<(), ConfigError> {
         }
     };
 
-    for (at, k) in &kafka {
+    for (at, k) in kafka {
         for (j, t) in k.topics.iter().enumerate() {
             owned_state(format!("{at}.source.topics[{j}]"), t)?;
         }
@@ -115,7 +126,7 @@ pub(crate) fn validate_topic_names(config: &Config) -> Result<(), ConfigError> {
 
 #[cfg(test)]
 mod tests {
-    use crate::Config;
+    use crate::model::Config;
 
     fn stream(name: &str, topic: &str, group: &str, extra: &str) -> String {
         format!(

@@ -2,7 +2,9 @@
 
 use std::collections::BTreeMap;
 
-use ldpstream_config::{Calibration, CuratorSpec, StreamConfig, TestConfig, TestMethod, TestSpec};
+use ldpstream_config::{
+    Calibration, CuratorSpec, MethodSpec, StreamConfig, TestConfig, TestMethod, TestSpec,
+};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 
@@ -29,21 +31,6 @@ pub struct Scope {
     pub group: Option<BTreeMap<String, Option<String>>>,
     pub window_start: Option<String>,
     pub window_end: Option<String>,
-}
-
-/// The test a config entry asks for, with the mechanism's default filled in.
-pub fn resolve_method(stream: &StreamConfig, test: &TestConfig) -> Result<TestMethod, EngineError> {
-    match test.method {
-        Some(m) => Ok(m),
-        None => TestMethod::applicable(test.kind(), &stream.mechanism)
-            .first()
-            .copied()
-            .ok_or(EngineError::InvalidParameter {
-                name: "kind",
-                value: format!("{:?} on a {} stream", test.kind(), stream.mechanism.kind()),
-                allowed: "a test kind the mechanism supports",
-            }),
-    }
 }
 
 /// The parts of a record that depend on the test, not on the sketch.
@@ -133,7 +120,7 @@ pub fn evaluate(
     scope: Scope,
     sketch: &Sketch,
 ) -> Result<TestRecord, EngineError> {
-    let method = resolve_method(stream, test)?;
+    let method = test.method.method();
     let outcome = if sketch.n() == 0 {
         Outcome::inconclusive("no reports in the window")
     } else {
@@ -142,7 +129,7 @@ pub fn evaluate(
                 let p0 = null.probabilities(mechanism.domain());
                 let outcome = gof(test, method, mechanism, sketch, &p0, test.sequential)?;
                 if test.sequential {
-                    outcome.sequential(gof_e_process(mechanism, sketch, &p0)?, test.alpha)
+                    outcome.sequential(gof_e_process(mechanism, sketch, &p0)?, test.alpha.get())
                 } else {
                     outcome
                 }
@@ -152,7 +139,7 @@ pub fn evaluate(
                 let outcome = independence(test, method, mechanism, sketch, table)?;
                 if test.sequential {
                     let e = independence_e_process(mechanism, sketch, table.0, table.1)?;
-                    outcome.sequential(e, test.alpha)
+                    outcome.sequential(e, test.alpha.get())
                 } else {
                     outcome
                 }
@@ -180,7 +167,7 @@ pub fn evaluate_two_sample(
     a: &Sketch,
     b: &Sketch,
 ) -> Result<TestRecord, EngineError> {
-    let method = resolve_method(stream, test)?;
+    let method = test.method.method();
     let outcome = if a.n() == 0 || b.n() == 0 {
         Outcome::inconclusive("one of the two samples has no reports")
     } else {
@@ -196,9 +183,9 @@ pub fn evaluate_two_sample(
             ) => bitflip_two_sample(m, x.bit_counts(), x.n(), y.bit_counts(), y.n()),
             _ => return Err(mechanism.sketch_mismatch(a)),
         };
-        let outcome = Outcome::chi2(decision, test.alpha);
+        let outcome = Outcome::chi2(decision, test.alpha.get());
         if test.sequential {
-            outcome.sequential(two_sample_e_process(mechanism, a, b)?, test.alpha)
+            outcome.sequential(two_sample_e_process(mechanism, a, b)?, test.alpha.get())
         } else {
             outcome
         }
@@ -232,11 +219,11 @@ fn gof(
         &GofParams {
             method,
             p0,
-            alpha: test.alpha,
+            alpha: test.alpha.get(),
             calibration: test.calibration,
             mc_samples: test.mc_samples,
             seed: test.seed,
-            distance: test.distance,
+            distance: test.method.distance(),
         },
     )?;
     Ok(Outcome {
@@ -284,13 +271,13 @@ fn independence(
             Mechanism::Hadamard(_) | Mechanism::Cohort(_),
             _,
         ) => {
-            return sheffet_independence(test, method, mechanism, sketch, rows, cols);
+            return sheffet_independence(test, mechanism, sketch, rows, cols);
         }
         _ => return Err(mechanism.sketch_mismatch(sketch)),
     };
     // A statistic that is not a number (LocalBitFlipIND's fit at ε near 700) is an
     // inconclusive record with the reason, never a silent non-rejection.
-    let mut outcome = Outcome::chi2(result.decision, test.alpha).without_nan_p_value();
+    let mut outcome = Outcome::chi2(result.decision, test.alpha.get()).without_nan_p_value();
     if let Some(fit) = &result.fit {
         outcome.fit_iterations = Some(fit.iterations);
         outcome.fit_converged = Some(fit.converged);
@@ -319,7 +306,6 @@ fn independence(
 
 fn sheffet_independence(
     test: &TestConfig,
-    method: TestMethod,
     mechanism: &Mechanism,
     sketch: &Sketch,
     rows: usize,
@@ -327,8 +313,8 @@ fn sheffet_independence(
 ) -> Result<Outcome, EngineError> {
     let n = sketch.n();
     let observed = marginal_product(&mechanism.estimate(sketch)?.estimate, rows, cols, n);
-    if method == TestMethod::SheffetTVIndependence {
-        let half = test.distance.unwrap_or(f64::INFINITY) / 2.0;
+    if let MethodSpec::SheffetTVIndependence { distance } = test.method {
+        let half = distance / 2.0;
         return Ok(Outcome {
             statistic: Some(observed.tv),
             tv_distance: Some(observed.tv),
@@ -344,11 +330,11 @@ fn sheffet_independence(
         let null = sample_null_sketch(mechanism, sketch, &observed.product, &mut rng)?;
         simulated.push(marginal_product(&mechanism.estimate(&null)?.estimate, rows, cols, n).q);
     }
-    let (p, tau) = monte_carlo_p_value(observed.q, &mut simulated, test.alpha);
+    let (p, tau) = monte_carlo_p_value(observed.q, &mut simulated, test.alpha.get());
     Ok(Outcome {
         statistic: Some(observed.q),
         p_value: Some(p),
-        reject: p <= test.alpha,
+        reject: p <= test.alpha.get(),
         mc_p_value: Some(p),
         critical_value: Some(tau),
         tv_distance: Some(observed.tv),
@@ -417,7 +403,7 @@ fn record(
         p_value: outcome.p_value,
         q_value: None,
         reject: outcome.reject,
-        alpha: test.alpha,
+        alpha: test.alpha.get(),
         estimate: estimate.estimate,
         std_error: estimate.std_error,
         estimate_omitted,
@@ -474,7 +460,7 @@ pub fn evaluate_private<R: rand::Rng + ?Sized>(
         collisions_null, private_collisions, private_unique_elements, subsample_and_aggregate,
         unique_elements_applies, unique_elements_null, GoldreichMap,
     };
-    let method = resolve_method(stream, test)?;
+    let method = test.method.method();
     // Which universe the private tester sees: [d] for uniformity, [6d] after Goldreich's
     // map for identity to q (the map's coins are part of the mechanism).
     let (curator, q): (&CuratorSpec, Option<&ldpstream_config::NullSpec>) = match &test.spec {
@@ -566,21 +552,25 @@ pub fn evaluate_private<R: rand::Rng + ?Sized>(
         Some(map) => map.map_counts(c, rng),
         None => c.to_vec(),
     };
-    let (statistic, p_value, reject) = match method {
-        TestMethod::PrivateUniqueElements => {
+    let (statistic, p_value, reject) = match test.method {
+        MethodSpec::Plain(TestMethod::PrivateUniqueElements) => {
             let c = to_uniformity(&counts.counts(), noise);
             let null = unique_elements_null(counts.n(), c.len(), epsilon, test.mc_samples, test.seed)?;
-            let o = private_unique_elements(&c, epsilon, test.alpha, &null, noise);
+            let o = private_unique_elements(&c, epsilon, test.alpha.get(), &null, noise);
             (Some(o.statistic), Some(o.p_value), o.reject)
         }
-        TestMethod::PrivateCollisions => {
+        MethodSpec::PrivateCollisions { epsilon_split } => {
             let c = to_uniformity(&counts.counts(), noise);
-            let (e1, e2) = (epsilon * curator.epsilon_split, epsilon * (1.0 - curator.epsilon_split));
+            let (e1, e2) = (epsilon * epsilon_split, epsilon * (1.0 - epsilon_split));
             let null = collisions_null(counts.n(), c.len(), e1, e2, test.mc_samples, test.seed)?;
-            let o = private_collisions(&c, e1, e2, test.alpha, &null, noise);
+            let o = private_collisions(&c, e1, e2, test.alpha.get(), &null, noise);
             (Some(o.statistic), Some(o.p_value), o.reject)
         }
-        TestMethod::SubsampleAndAggregate => {
+        MethodSpec::SubsampleAndAggregate {
+            delta,
+            block_size,
+            inner,
+        } => {
             let block_counts = blocks.ok_or(EngineError::InvalidParameter {
                 name: "block_size",
                 value: "(missing)".into(),
@@ -588,19 +578,19 @@ pub fn evaluate_private<R: rand::Rng + ?Sized>(
             })?;
             let o = subsample_and_aggregate(
                 |b, rng: &mut R| Ok(to_uniformity(&block_counts(b)?, rng)),
-                |c| inner_test(curator.inner, c, test.alpha, test.mc_samples, test.seed),
-                curator.delta,
+                |c| inner_test(inner, c, test.alpha.get(), test.mc_samples, test.seed),
+                delta,
                 epsilon,
                 noise,
             )?;
             rec.blocks = Some(o.blocks);
-            rec.block_size = curator.block_size;
+            rec.block_size = Some(block_size);
             rec.block = Some(o.block);
             (None, None, o.reject)
         }
         other => return Err(EngineError::InvalidParameter {
             name: "method",
-            value: other.name().into(),
+            value: other.method().name().into(),
             allowed: "a curator-model method (PrivateCollisions, PrivateUniqueElements, SubsampleAndAggregate)",
         }),
     };

@@ -24,9 +24,7 @@ impl Grr {
     /// `domain` (d) at least 2.
     pub fn new(epsilon: f64, domain: u32) -> Result<Self, EngineError> {
         super::check_epsilon(epsilon)?;
-        if domain < 2 {
-            return Err(EngineError::invalid("domain", domain, "an integer >= 2"));
-        }
+        super::check_domain(domain)?;
         let others = f64::from(domain) - 1.0;
         let decay = (-epsilon).exp();
         Ok(Grr {

@@ -25,7 +25,7 @@ pub use noise::{sample_laplace, Noise, NoiseKind};
 
 use rand::Rng;
 
-use ldpstream_config::MechanismConfig;
+use ldpstream_config::{Domain, Epsilon, MechanismConfig};
 use serde::{Deserialize, Serialize};
 
 use crate::error::EngineError;
@@ -224,25 +224,23 @@ impl Mechanism {
     }
 }
 
-pub(crate) fn check_epsilon(epsilon: f64) -> Result<(), EngineError> {
-    use ldpstream_config::{MAX_EPSILON, MIN_EPSILON};
-    if (MIN_EPSILON..=MAX_EPSILON).contains(&epsilon) {
-        Ok(())
-    } else {
-        Err(EngineError::invalid(
+// The ranges are the config's ([`Epsilon`], [`Domain`]): a value the config validated
+// passes, and one from elsewhere (plan, audit, tests build mechanisms directly) meets the
+// same rule rather than a copy of it.
+pub(crate) fn check_epsilon(epsilon: f64) -> Result<Epsilon, EngineError> {
+    Epsilon::new(epsilon).ok_or_else(|| {
+        EngineError::invalid(
             "epsilon",
             epsilon,
             "a number from 1e-9 to 700 (see ldpstream_config::MAX_EPSILON for why)",
-        ))
-    }
+        )
+    })
 }
 
-pub(crate) fn check_domain(domain: u32) -> Result<(), EngineError> {
-    if domain >= 2 {
-        Ok(())
-    } else {
-        Err(EngineError::invalid("domain", domain, "an integer >= 2"))
-    }
+pub(crate) fn check_domain(domain: u32) -> Result<Domain, EngineError> {
+    Domain::new(domain).ok_or_else(|| {
+        EngineError::invalid("domain", domain, "an integer from 2 to 2^24 (MAX_DOMAIN)")
+    })
 }
 
 pub(crate) fn check_input(x: u32, domain: u32) -> Result<(), EngineError> {

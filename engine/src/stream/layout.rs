@@ -6,7 +6,7 @@ use std::sync::Arc;
 use arrow::array::{ArrayRef, StringArray};
 use arrow::datatypes::{DataType, Field, FieldRef, Schema};
 use arrow::record_batch::RecordBatch;
-use ldpstream_config::{MechanismConfig, StreamConfig, TestMethod};
+use ldpstream_config::{MechanismConfig, StreamConfig};
 
 use crate::mechanism::Mechanism;
 
@@ -100,8 +100,7 @@ pub fn block_sizes(stream: &StreamConfig) -> Vec<u64> {
     let mut sizes: Vec<u64> = stream
         .tests
         .iter()
-        .filter(|t| t.method == Some(TestMethod::SubsampleAndAggregate))
-        .filter_map(|t| t.spec.curator().and_then(|c| c.block_size))
+        .filter_map(|t| t.method.block_size())
         .collect();
     sizes.sort_unstable();
     sizes.dedup();

@@ -164,7 +164,7 @@ impl StateEstimate {
             .iter()
             .filter(|t| {
                 t.calibration == Calibration::MonteCarlo
-                    || t.method == Some(TestMethod::SheffetQ)
+                    || t.method.method() == TestMethod::SheffetQ
                     || t.spec.curator().is_some()
                     || matches!(&stream.mechanism, MechanismConfig::Laplace { .. })
             })

@@ -130,7 +130,7 @@ pub fn evaluate_test_groups(
                     )?);
                 }
             }
-            TestSpec::Uniformity(curator) | TestSpec::Identity { curator, .. } => {
+            TestSpec::Uniformity(_) | TestSpec::Identity { .. } => {
                 let ledger =
                     private
                         .ledger
@@ -138,7 +138,7 @@ pub fn evaluate_test_groups(
                         .ok_or_else(|| StreamError::NoBudget {
                             stream: stream.name.clone(),
                         })?;
-                let by_block = match curator.block_size {
+                let by_block = match test.method.block_size() {
                     Some(size) => {
                         let mut wanted = group_by.clone();
                         wanted.push(block_column(size));

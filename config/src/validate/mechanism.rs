@@ -1,0 +1,358 @@
+//! The `mechanism` table: the local randomizer's privacy parameter and shape.
+
+use crate::error::ConfigError;
+use crate::model::MechanismConfig;
+use crate::number_text::compact;
+use crate::values::{Domain, Epsilon, MAX_DOMAIN, MAX_EPSILON, MIN_EPSILON};
+
+/// Largest cohort count.
+pub const MAX_COHORTS: u32 = 1 << 20;
+/// Largest cohorts × domain² of a cohort mechanism (the engine's `MAX_GRAM_WORK`).
+pub const MAX_COHORT_GRAM_WORK: f64 = 4.0e9;
+/// How far a channel column's sum may be from 1.
+pub const CHANNEL_SUM_TOLERANCE: f64 = 1e-9;
+/// Smallest ε of Laplace noise: one coordinate of Lap(2/ε) must stay far inside the ±2³¹ a
+/// sum sketch accepts (at ε = 1e-7 it leaves it with probability e^{−107}).
+pub const MIN_LAPLACE_EPSILON: f64 = 1e-7;
+
+/// The smallest ρ of `gauss`: its noise N(0, 1/ρ) then has σ ≈ 3.2e7, so a coordinate
+/// beyond the ±2³¹ a sum sketch accepts is a 68σ event and no honest report is rejected.
+pub const MIN_RHO: f64 = 1e-15;
+/// The largest ρ of `gauss`: ε²/2 at the largest ε, the same "this is no longer a privacy
+/// parameter" line the other mechanisms draw.
+pub const MAX_RHO: f64 = MAX_EPSILON * MAX_EPSILON / 2.0;
+
+fn local_rho(key: String, value: f64) -> Result<(), ConfigError> {
+    if !(value.is_finite() && (MIN_RHO..=MAX_RHO).contains(&value)) {
+        return Err(ConfigError::invalid(
+            key,
+            format!("{value:e}"),
+            format!(
+                "a number from {MIN_RHO:e} to {MAX_RHO}: below it the noise N(0, 1/ρ) would \
+                 overflow the ±2^31 a sum sketch accepts per coordinate, and above it ρ-zCDP \
+                 is weaker than ε = {MAX_EPSILON}"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A mechanism's ε: finite, positive, and within the range where the randomizers stay
+/// exactly ε-LDP and the statistics stay computable. The message says which side failed
+/// and why.
+fn local_epsilon(key: String, value: f64, laplace: bool) -> Result<Epsilon, ConfigError> {
+    let min = if laplace {
+        MIN_LAPLACE_EPSILON
+    } else {
+        MIN_EPSILON
+    };
+    let shown = compact(value);
+    if !(value.is_finite() && value > 0.0) {
+        return Err(ConfigError::invalid(
+            key,
+            shown,
+            format!("a finite number > 0, from {min:e} to {MAX_EPSILON}"),
+        ));
+    }
+    if value > MAX_EPSILON {
+        return Err(ConfigError::invalid(
+            key,
+            shown,
+            format!(
+                "at most {MAX_EPSILON}: above it the lie probability e^-ε leaves the normal \
+                 doubles (e^-708 is the last), so it can no longer be drawn exactly and the \
+                 reports would not be ε-LDP"
+            ),
+        ));
+    }
+    match Epsilon::new(value) {
+        Some(epsilon) if value >= min => Ok(epsilon),
+        _ => {
+            let why = if laplace {
+                "Lap(2/ε) noise would overflow the ±2^31 a sum sketch accepts per coordinate"
+            } else {
+                "a test would need more than 1/ε² = 10^18 reports to detect anything"
+            };
+            Err(ConfigError::invalid(
+                key,
+                shown,
+                format!("at least {min:e}: below it {why}"),
+            ))
+        }
+    }
+}
+
+fn positive(key: String, value: f64) -> Result<(), ConfigError> {
+    if value.is_finite() && value > 0.0 {
+        Ok(())
+    } else {
+        Err(ConfigError::invalid(
+            key,
+            compact(value),
+            "a finite number > 0",
+        ))
+    }
+}
+
+impl MechanismConfig {
+    /// Checks the mechanism's parameters; errors name keys under `prefix` (e.g.
+    /// `stream[0].mechanism`, or `--matrix` on the command line).
+    pub fn validate(&self, prefix: &str) -> Result<(), ConfigError> {
+        validate_mechanism_at(prefix, self)
+    }
+}
+
+pub(super) fn validate_mechanism(at: &str, mechanism: &MechanismConfig) -> Result<(), ConfigError> {
+    validate_mechanism_at(&format!("{at}.mechanism"), mechanism)
+}
+
+fn validate_mechanism_at(m: &str, mechanism: &MechanismConfig) -> Result<(), ConfigError> {
+    let m = m.to_string();
+    match mechanism {
+        MechanismConfig::Laplace {
+            epsilon, max_abs, ..
+        } => {
+            local_epsilon(format!("{m}.epsilon"), *epsilon, true)?;
+            if let Some(v) = max_abs {
+                positive(format!("{m}.max_abs"), *v)?;
+            }
+        }
+        MechanismConfig::Grr { epsilon, .. }
+        | MechanismConfig::Bitflip { epsilon, .. }
+        | MechanismConfig::Hadamard { epsilon, .. }
+        | MechanismConfig::Cohort { epsilon, .. } => {
+            local_epsilon(format!("{m}.epsilon"), *epsilon, false)?;
+        }
+        MechanismConfig::Gauss { rho, max_abs, .. } => {
+            local_rho(format!("{m}.rho"), *rho)?;
+            if let Some(v) = max_abs {
+                positive(format!("{m}.max_abs"), *v)?;
+            }
+        }
+        MechanismConfig::Matrix { matrix } => validate_channel(&m, matrix)?,
+        MechanismConfig::Raw { .. } => {}
+    }
+    if let MechanismConfig::Cohort {
+        cohorts, domain, ..
+    } = mechanism
+    {
+        if !(*domain..=MAX_COHORTS).contains(cohorts) {
+            return Err(ConfigError::invalid(
+                format!("{m}.cohorts"),
+                cohorts,
+                format!("an integer from the domain ({domain}) to {MAX_COHORTS}, so the family identifies the distribution"),
+            ));
+        }
+        // Checked here as well as in the engine so that it is a config error (exit 2), not
+        // a failure at start-up.
+        let work = f64::from(*cohorts) * f64::from(*domain) * f64::from(*domain);
+        if work > MAX_COHORT_GRAM_WORK {
+            return Err(ConfigError::invalid(
+                format!("{m}.cohorts"),
+                cohorts,
+                format!(
+                    "cohorts × domain² at most {MAX_COHORT_GRAM_WORK:e} (here {work:e}): the \
+                     engine inverts the family's d×d Gram matrix; use hadamard for large domains"
+                ),
+            ));
+        }
+    }
+    if !matches!(mechanism, MechanismConfig::Matrix { .. }) {
+        let domain = mechanism.domain();
+        if Domain::new(domain).is_none() {
+            return Err(ConfigError::invalid(
+                format!("{m}.domain"),
+                domain,
+                format!("an integer from 2 to {MAX_DOMAIN}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A channel must be a rectangular, column-stochastic |S|×d matrix with d ≥ 2.
+fn validate_channel(m: &str, matrix: &[Vec<f64>]) -> Result<(), ConfigError> {
+    let key = format!("{m}.matrix");
+    let d = matrix.first().map_or(0, Vec::len);
+    if matrix.is_empty() || d < 2 {
+        return Err(ConfigError::invalid(
+            key,
+            format!("a {}x{d} matrix", matrix.len()),
+            "at least one signal row and at least 2 type columns (matrix[s][x] = P(s | x))",
+        ));
+    }
+    if let Some((s, row)) = matrix.iter().enumerate().find(|(_, r)| r.len() != d) {
+        return Err(ConfigError::invalid(
+            format!("{key}[{s}]"),
+            format!("a row of {} entries", row.len()),
+            format!("every row has {d} entries, like row 0"),
+        ));
+    }
+    for x in 0..d {
+        if let Some((s, v)) = matrix
+            .iter()
+            .enumerate()
+            .map(|(s, r)| (s, r[x]))
+            .find(|(_, v)| !(v.is_finite() && *v >= 0.0))
+        {
+            return Err(ConfigError::invalid(
+                format!("{key}[{s}][{x}]"),
+                v,
+                format!("column {x}: every entry is a probability (finite, >= 0)"),
+            ));
+        }
+        let sum: f64 = matrix.iter().map(|r| r[x]).sum();
+        if (sum - 1.0).abs() > CHANNEL_SUM_TOLERANCE {
+            return Err(ConfigError::invalid(
+                key,
+                format!("column {x} summing to {sum}"),
+                format!(
+                    "every column sums to 1 within {CHANNEL_SUM_TOLERANCE:e} (column-stochastic)"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::{config, err, gof_err, gof_stream, GOOD, PARQUET};
+    use crate::model::Config;
+
+    #[test]
+    fn rejects_bad_epsilon() {
+        for bad in ["0.0", "-1.0", "inf", "nan"] {
+            let e = err(&GOOD.replace("epsilon = 1.0", &format!("epsilon = {bad}")));
+            assert!(e.contains("mechanism.epsilon"), "{e}");
+            assert!(e.contains("finite number > 0"), "{e}");
+        }
+    }
+
+    /// The bounds on ε, with the reason in the message; the bounds themselves pass.
+    #[test]
+    fn bounds_rho_and_says_why() {
+        for bad in ["1e-16", "245001.0", "1e308", "0.0", "-1.0"] {
+            let e = err(&GOOD.replace(
+                "mechanism = { kind = \"grr\", epsilon = 1.0, domain = 4 }",
+                &format!("mechanism = {{ kind = \"gauss\", rho = {bad}, domain = 4 }}"),
+            ));
+            assert!(
+                e.contains("mechanism.rho") && e.contains("±2^31"),
+                "{bad}: {e}"
+            );
+            assert!(e.len() < 400, "the value is printed compactly: {e}");
+        }
+        for good in ["1e-15", "245000.0", "0.5"] {
+            let text = GOOD.replace(
+                "mechanism = { kind = \"grr\", epsilon = 1.0, domain = 4 }",
+                &format!("mechanism = {{ kind = \"gauss\", rho = {good}, domain = 4 }}"),
+            );
+            assert!(Config::from_toml_str(&text, "t").is_ok(), "{good}");
+        }
+    }
+
+    #[test]
+    fn bounds_epsilon_and_says_why() {
+        let e = err(&GOOD.replace("epsilon = 1.0", "epsilon = 701.0"));
+        assert!(e.contains("at most 700") && e.contains("ε-LDP"), "{e}");
+        let e = err(&GOOD.replace("epsilon = 1.0", "epsilon = 1e-10"));
+        assert!(
+            e.contains("at least 1e-9") && e.contains("10^18 reports"),
+            "{e}"
+        );
+        for ok in ["1e-9", "700.0", "60.0"] {
+            Config::from_toml_str(
+                &GOOD.replace("epsilon = 1.0", &format!("epsilon = {ok}")),
+                "t",
+            )
+            .unwrap();
+        }
+        let laplace = GOOD.replace("kind = \"grr\"", "kind = \"laplace\"");
+        let e = err(&laplace.replace("epsilon = 1.0", "epsilon = 1e-8"));
+        assert!(e.contains("at least 1e-7") && e.contains("2^31"), "{e}");
+        Config::from_toml_str(&laplace.replace("epsilon = 1.0", "epsilon = 1e-7"), "t").unwrap();
+    }
+
+    #[test]
+    fn rejects_small_domain() {
+        let e = err(&GOOD.replace("domain = 4", "domain = 1"));
+        assert!(e.contains("mechanism.domain = 1"), "{e}");
+        assert!(e.contains("from 2 to"), "{e}");
+    }
+
+    #[test]
+    fn every_mechanism_parses() {
+        for m in [
+            "{ kind = \"grr\", epsilon = 1.0, domain = 3 }",
+            "{ kind = \"bitflip\", epsilon = 1.0, domain = 3 }",
+            "{ kind = \"gauss\", rho = 0.5, domain = 3 }",
+            "{ kind = \"laplace\", epsilon = 1.0, domain = 3 }",
+            "{ kind = \"hadamard\", epsilon = 1.0, domain = 3 }",
+            "{ kind = \"cohort\", epsilon = 1.0, domain = 3, cohorts = 16, seed = 4 }",
+            "{ kind = \"matrix\", matrix = [[0.5, 0.25, 0.25], [0.5, 0.75, 0.75]] }",
+            "{ kind = \"raw\", domain = 3 }",
+        ] {
+            Config::from_toml_str(&gof_stream(m, ""), "t").unwrap_or_else(|e| panic!("{m}: {e}"));
+        }
+    }
+
+    #[test]
+    fn bad_channels_name_the_column() {
+        let e = gof_err(
+            "{ kind = \"matrix\", matrix = [[0.5, 0.2], [0.5, 0.7]] }",
+            "",
+        );
+        assert!(e.contains("column 1 summing to 0.8999"), "{e}");
+        let e = gof_err(
+            "{ kind = \"matrix\", matrix = [[1.5, 0.5], [-0.5, 0.5]] }",
+            "",
+        );
+        assert!(
+            e.contains("matrix[1][0] = -0.5") && e.contains("column 0"),
+            "{e}"
+        );
+        let e = gof_err("{ kind = \"matrix\", matrix = [[0.5, 0.5], [0.5]] }", "");
+        assert!(e.contains("matrix[1]"), "{e}");
+    }
+
+    /// The engine refuses cohorts × d² above 4e9; the config says so first.
+    #[test]
+    fn cohort_gram_work_is_a_config_error() {
+        let e = config(
+            PARQUET,
+            "{ kind = \"cohort\", epsilon = 1.0, domain = 1000, cohorts = 5000 }",
+            "{ kind = \"global\" }",
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("mechanism.cohorts = 5000") && e.contains("cohorts × domain² at most 4e9"),
+            "{e}"
+        );
+        config(
+            PARQUET,
+            "{ kind = \"cohort\", epsilon = 1.0, domain = 1000, cohorts = 4000 }",
+            "{ kind = \"global\" }",
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn huge_epsilon_is_printed_compactly_under_its_own_key() {
+        let e = config(
+            PARQUET,
+            "{ kind = \"grr\", epsilon = 1e308, domain = 4 }",
+            "{ kind = \"global\" }",
+        )
+        .unwrap_err();
+        assert!(e.contains("mechanism.epsilon = 1e308: at most 700"), "{e}");
+        assert!(e.len() < 400, "{e}");
+        let e = config(
+            PARQUET,
+            "{ kind = \"gauss\", rho = -1e300, domain = 4 }",
+            "{ kind = \"global\" }",
+        )
+        .unwrap_err();
+        assert!(e.contains("mechanism.rho = -1e300"), "{e}");
+    }
+}

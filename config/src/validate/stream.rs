@@ -1,0 +1,266 @@
+//! One `[[stream]]` table: its name, source, batching, columns and budget; its mechanism,
+//! windows and tests are checked by their own modules.
+
+use std::collections::HashSet;
+
+use super::hypothesis_test::validate_tests;
+use super::kafka::validate_kafka_source;
+use super::mechanism::validate_mechanism;
+use super::null::validate_null;
+use super::window::validate_pane_count;
+use crate::error::ConfigError;
+use crate::model::{SimulatorConfig, SourceConfig, StreamConfig};
+use crate::number_text::compact;
+use crate::toml_form::StreamTable;
+
+/// The largest `max_groups`.
+pub const MAX_GROUPS: usize = 10_000_000;
+
+/// Every stream, in order; a stream's name must be unique among them.
+pub(super) fn validate_streams(tables: Vec<StreamTable>) -> Result<Vec<StreamConfig>, ConfigError> {
+    if tables.is_empty() {
+        return Err(ConfigError::invalid(
+            "stream",
+            "[]",
+            "at least one [[stream]] table is required",
+        ));
+    }
+    let mut names = HashSet::new();
+    let mut streams = Vec::with_capacity(tables.len());
+    for (i, table) in tables.into_iter().enumerate() {
+        validate_name(i, &table.name, &mut names)?;
+        let at = format!("stream[{i}] ({:?})", table.name);
+        streams.push(validate_stream(&at, table)?);
+    }
+    Ok(streams)
+}
+
+fn validate_name(i: usize, name: &str, names: &mut HashSet<String>) -> Result<(), ConfigError> {
+    let at = format!("stream[{i}]");
+    if name.trim().is_empty() {
+        return Err(ConfigError::invalid(
+            format!("{at}.name"),
+            format!("{name:?}"),
+            "a non-empty name",
+        ));
+    }
+    if !names.insert(name.to_string()) {
+        return Err(ConfigError::invalid(
+            format!("{at}.name"),
+            format!("{name:?}"),
+            "stream names must be unique; this one is used twice",
+        ));
+    }
+    Ok(())
+}
+
+/// One stream, `at` naming it in errors (`stream[0] ("homepage")`).
+fn validate_stream(at: &str, stream: StreamTable) -> Result<StreamConfig, ConfigError> {
+    validate_mechanism(at, &stream.mechanism)?;
+    validate_source(at, &stream)?;
+    validate_batching(at, &stream)?;
+    validate_columns(at, &stream)?;
+    validate_budget(at, &stream)?;
+    validate_pane_count(at, &stream)?;
+    let tests = validate_tests(at, &stream)?;
+    Ok(StreamConfig {
+        name: stream.name,
+        source: stream.source,
+        mechanism: stream.mechanism,
+        columns: stream.columns,
+        tests,
+        budget_epsilon: stream.budget_epsilon,
+        allowed_lateness: stream.allowed_lateness,
+        max_batch_rows: stream.max_batch_rows,
+        max_batch_delay: stream.max_batch_delay,
+        max_groups: stream.max_groups,
+    })
+}
+
+fn validate_source(at: &str, stream: &StreamTable) -> Result<(), ConfigError> {
+    match &stream.source {
+        SourceConfig::Parquet { paths, .. } if paths.is_empty() => Err(ConfigError::invalid(
+            format!("{at}.source.paths"),
+            "[]",
+            "at least one path or glob",
+        )),
+        SourceConfig::Parquet {
+            rate: Some(rate), ..
+        } if !(rate.is_finite() && *rate > 0.0) => Err(ConfigError::invalid(
+            format!("{at}.source.rate"),
+            rate,
+            "rows per second, a finite number > 0",
+        )),
+        SourceConfig::Parquet { .. } => Ok(()),
+        SourceConfig::Kafka(k) => validate_kafka_source(&format!("{at}.source"), k, stream),
+        SourceConfig::Simulator(sim) => validate_simulator(
+            &format!("{at}.source"),
+            sim,
+            stream.mechanism.domain() as usize,
+        ),
+    }
+}
+
+/// The bounds on a stream's batches and groups, which bound its memory.
+fn validate_batching(at: &str, stream: &StreamTable) -> Result<(), ConfigError> {
+    if stream.max_batch_rows == 0 {
+        return Err(ConfigError::invalid(
+            format!("{at}.max_batch_rows"),
+            0,
+            "at least 1 row",
+        ));
+    }
+    if !(1..=MAX_GROUPS).contains(&stream.max_groups) {
+        return Err(ConfigError::invalid(
+            format!("{at}.max_groups"),
+            stream.max_groups,
+            format!(
+                "between 1 and {MAX_GROUPS}: every group holds a sketch in every pane, \
+                 so more groups than this cannot be tested within memory"
+            ),
+        ));
+    }
+    if stream.max_batch_delay.millis() == 0 {
+        return Err(ConfigError::invalid(
+            format!("{at}.max_batch_delay"),
+            stream.max_batch_delay,
+            "a duration > 0, e.g. \"100ms\"",
+        ));
+    }
+    Ok(())
+}
+
+fn validate_columns(at: &str, stream: &StreamTable) -> Result<(), ConfigError> {
+    if stream.columns.report.is_empty() {
+        return Err(ConfigError::invalid(
+            format!("{at}.columns.report"),
+            "\"\"",
+            "a column name",
+        ));
+    }
+    let mut seen_group = HashSet::new();
+    for g in &stream.columns.group_by {
+        if g == &stream.columns.report || !seen_group.insert(g) {
+            return Err(ConfigError::invalid(
+                format!("{at}.columns.group_by"),
+                format!("{g:?}"),
+                "distinct column names other than the report column",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The curator model's total ε: required exactly when the stream has private tests.
+fn validate_budget(at: &str, stream: &StreamTable) -> Result<(), ConfigError> {
+    match stream.budget_epsilon {
+        Some(b) if !(b.is_finite() && b > 0.0) => Err(ConfigError::invalid(
+            format!("{at}.budget_epsilon"),
+            compact(b),
+            "a finite total ε > 0",
+        )),
+        None if stream.has_private_tests() => Err(ConfigError::invalid(
+            format!("{at}.budget_epsilon"),
+            "(missing)",
+            "a total privacy budget: this stream has private (uniformity/identity) tests",
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn validate_simulator(key: &str, sim: &SimulatorConfig, d: usize) -> Result<(), ConfigError> {
+    if !(sim.rate.is_finite() && sim.rate > 0.0 && sim.rate <= 1e8) {
+        return Err(ConfigError::invalid(
+            format!("{key}.rate"),
+            sim.rate,
+            "reports per second, a finite number in (0, 1e8]",
+        ));
+    }
+    validate_null(&format!("{key}.p"), &sim.p, d)?;
+    match (&sim.switch_at, &sim.switch_p) {
+        (Some(_), Some(p)) => validate_null(&format!("{key}.switch_p"), p, d)?,
+        (None, None) => {}
+        (Some(at), None) => {
+            return Err(ConfigError::invalid(
+                format!("{key}.switch_p"),
+                format!("(missing, with switch_at = {at})"),
+                "switch_at and switch_p go together",
+            ))
+        }
+        (None, Some(_)) => {
+            return Err(ConfigError::invalid(
+                format!("{key}.switch_at"),
+                "(missing, with switch_p set)",
+                "switch_at and switch_p go together",
+            ))
+        }
+    }
+    if sim.groups.iter().any(|g| g.is_empty()) {
+        return Err(ConfigError::invalid(
+            format!("{key}.groups"),
+            format!("{:?}", sim.groups),
+            "non-empty group labels",
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::{config, err, GOOD, GRR};
+    use crate::model::Config;
+
+    #[test]
+    fn rejects_duplicate_names() {
+        let twice = format!("{GOOD}\n{GOOD}");
+        let e = err(&twice);
+        assert!(e.contains("used twice") && e.contains("homepage"), "{e}");
+        let tests_twice = GOOD.to_string()
+            + "[[stream.test]]\nname = \"uniform_gof\"\nkind = \"gof\"\nnull = \"uniform\"\n";
+        let e = err(&tests_twice);
+        assert!(
+            e.contains("test[1].name") && e.contains("used twice"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn simulator_keys_validate() {
+        let sim = GOOD.replace(
+            "source = { kind = \"parquet\", paths = [\"data/*.parquet\"] }",
+            "source = { kind = \"simulator\", rate = 1000.0, switch_at = \"1m\", switch_p = [0.4, 0.2, 0.2, 0.2] }",
+        );
+        Config::from_toml_str(&sim, "t").unwrap();
+        let e = err(&sim.replace("rate = 1000.0", "rate = -1.0"));
+        assert!(e.contains("source.rate = -1"), "{e}");
+        let e = err(&sim.replace("switch_p = [0.4, 0.2, 0.2, 0.2]", "switch_p = [0.5, 0.5]"));
+        assert!(e.contains("source.switch_p"), "{e}");
+        let e = err(&sim.replace(", switch_p = [0.4, 0.2, 0.2, 0.2]", ""));
+        assert!(e.contains("switch_p") && e.contains("go together"), "{e}");
+    }
+
+    /// `rate` on a Parquet source is the documented `serve` replay throttle, and validated.
+    #[test]
+    fn parquet_rate_is_validated() {
+        let with_rate = |rate: &str| {
+            config(
+                &format!("{{ kind = \"parquet\", paths = [\"x\"], rate = {rate} }}"),
+                GRR,
+                "{ kind = \"global\" }",
+            )
+        };
+        with_rate("1000.0").unwrap();
+        let e = with_rate("0.0").unwrap_err();
+        assert!(
+            e.contains("source.rate = 0") && e.contains("rows per second"),
+            "{e}"
+        );
+        let e = config(
+            "{ kind = \"parquet\", paths = [\"x\"], speed = 2.0 }",
+            GRR,
+            "{ kind = \"global\" }",
+        )
+        .unwrap_err();
+        assert!(e.contains("speed"), "{e}");
+    }
+}
