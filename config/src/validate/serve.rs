@@ -19,22 +19,29 @@ fn validate_listen_and_intervals(serve: &ServeConfig) -> Result<(), ConfigError>
             "an IP address and port, e.g. \"127.0.0.1:9898\"",
         ));
     }
-    if serve.snapshot_interval.millis() == 0 {
-        return Err(ConfigError::invalid(
-            "serve.snapshot_interval",
-            serve.snapshot_interval,
-            "a duration > 0, e.g. \"5s\"",
-        ));
-    }
-    if serve.checkpoint_interval.millis() == 0 {
-        return Err(ConfigError::invalid(
+    // Above a day, results and checkpoints would wait so long that a restart replays a day
+    // of input and the status page looks dead; a bigger value is a typo, not a plan.
+    for (key, interval, example) in [
+        ("serve.snapshot_interval", serve.snapshot_interval, "5s"),
+        (
             "serve.checkpoint_interval",
             serve.checkpoint_interval,
-            "a duration > 0, e.g. \"10s\"",
-        ));
+            "10s",
+        ),
+    ] {
+        if interval.millis() == 0 || interval.millis() > MAX_SERVE_INTERVAL_MS {
+            return Err(ConfigError::invalid(
+                key,
+                interval,
+                format!("a duration > 0 and at most 1d, e.g. \"{example}\""),
+            ));
+        }
     }
     Ok(())
 }
+
+/// The longest `snapshot_interval` and `checkpoint_interval`: one day.
+pub const MAX_SERVE_INTERVAL_MS: u64 = 86_400_000;
 
 /// Who may call the endpoint: the token's variable and the TLS files.
 fn validate_http_access(serve: &ServeConfig) -> Result<(), ConfigError> {
@@ -131,6 +138,13 @@ mod tests {
         assert!(e.contains("serve.listen = \"localhost\""), "{e}");
         let e = err(&format!("{sim}\n[serve]\nsnapshot_interval = \"0s\"\n"));
         assert!(e.contains("serve.snapshot_interval"), "{e}");
+        for key in ["snapshot_interval", "checkpoint_interval"] {
+            let e = err(&format!("{sim}\n[serve]\n{key} = \"2d\"\n"));
+            assert!(
+                e.contains(&format!("serve.{key}")) && e.contains("at most 1d"),
+                "{e}"
+            );
+        }
         let sinks = format!(
             "{sim}\n[serve]\nsink = [{{ kind = \"kafka\", brokers = \"b:9092\", topic = \"results\", options = {{ \"acks\" = \"all\" }} }}, {{ kind = \"parquet\", dir = \"out/pq\" }}]\n"
         );

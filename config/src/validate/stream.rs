@@ -7,7 +7,7 @@ use super::hypothesis_test::validate_tests;
 use super::kafka::validate_kafka_source;
 use super::mechanism::validate_mechanism;
 use super::null::validate_null;
-use super::window::validate_pane_count;
+use super::window::{validate_pane_count, MAX_WINDOW_MS};
 use crate::error::ConfigError;
 use crate::model::{SimulatorConfig, SourceConfig, StreamConfig};
 use crate::number_text::compact;
@@ -61,6 +61,7 @@ fn validate_stream(at: &str, stream: StreamTable) -> Result<StreamConfig, Config
     validate_batching(at, &stream)?;
     validate_columns(at, &stream)?;
     validate_budget(at, &stream)?;
+    validate_lateness(at, &stream)?;
     validate_pane_count(at, &stream)?;
     let tests = validate_tests(at, &stream)?;
     Ok(StreamConfig {
@@ -75,6 +76,19 @@ fn validate_stream(at: &str, stream: StreamTable) -> Result<StreamConfig, Config
         max_batch_delay: stream.max_batch_delay,
         max_groups: stream.max_groups,
     })
+}
+
+/// Event times are milliseconds in an i64: a lateness past the longest window would wrap
+/// the watermark negative (`"18446744073709551615ms"` did) and make every report late.
+fn validate_lateness(at: &str, stream: &StreamTable) -> Result<(), ConfigError> {
+    if stream.allowed_lateness.millis() > MAX_WINDOW_MS {
+        return Err(ConfigError::invalid(
+            format!("{at}.allowed_lateness"),
+            stream.allowed_lateness,
+            "at most 3650d (ten years): event times are milliseconds in 64 bits",
+        ));
+    }
+    Ok(())
 }
 
 fn validate_source(at: &str, stream: &StreamTable) -> Result<(), ConfigError> {
@@ -222,6 +236,16 @@ mod tests {
             e.contains("test[1].name") && e.contains("used twice"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_lateness_that_would_wrap_the_watermark_is_refused() {
+        let late = GOOD.replace(
+            "[[stream.test]]",
+            "allowed_lateness = \"18446744073709551615ms\"\n[[stream.test]]",
+        );
+        let e = err(&late);
+        assert!(e.contains("allowed_lateness") && e.contains("3650d"), "{e}");
     }
 
     #[test]

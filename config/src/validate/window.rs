@@ -71,15 +71,20 @@ pub(super) fn validate_pane_count(at: &str, stream: &StreamTable) -> Result<(), 
 /// of every group.
 pub const MAX_LOOKS_PER_WINDOW: u64 = 10_000;
 
+/// The shortest interval between looks.
+pub const MIN_LOOKS_MS: u64 = 1_000;
+
 pub(super) fn validate_looks(key: &str, test: &TestTable) -> Result<(), ConfigError> {
     let Some(looks) = test.looks else {
         return Ok(());
     };
-    if looks.millis() == 0 {
+    // Each look evaluates every group and writes a record per group: "1ms" looks asked for
+    // about a thousand records a second per group, with no warning.
+    if looks.millis() < MIN_LOOKS_MS {
         return Err(ConfigError::invalid(
             key,
             looks,
-            "a duration > 0, e.g. \"1m\"",
+            "at least 1s, e.g. \"1m\": each look evaluates every group and writes a record",
         ));
     }
     if looks.millis() > MAX_WINDOW_MS {
@@ -205,7 +210,17 @@ mod tests {
         let e = err(&with(
             "{ kind = \"tumbling\", size = \"1m\", looks = \"0s\" }",
         ));
-        assert!(e.contains("window.looks") && e.contains("> 0"), "{e}");
+        assert!(
+            e.contains("window.looks") && e.contains("at least 1s"),
+            "{e}"
+        );
+        // A cumulative window has no pane bound: "1ms" looks were accepted and wrote about a
+        // thousand records a second per group.
+        let e = err(&with("{ kind = \"cumulative\", looks = \"1ms\" }"));
+        assert!(
+            e.contains("window.looks") && e.contains("at least 1s"),
+            "{e}"
+        );
         let e = err(&with(
             "{ kind = \"tumbling\", size = \"1m\", looks = \"2m\" }",
         ));
