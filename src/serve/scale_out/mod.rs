@@ -3,14 +3,13 @@
 //! is written once to `results_topic`. The design, and why it is shaped so, is in
 //! docs/design/scale-out.md; stage 1 is [`fold`], stage 2 is [`merge`].
 
-mod client;
 mod fold;
 mod merge;
 mod partial;
 mod stream;
 
 use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use ldpstream_config::{KafkaConfig, ScaleOutConfig, StreamConfig};
@@ -23,6 +22,11 @@ use tracing::info;
 use super::events::StreamEvents;
 use super::shared::Shared;
 use crate::error::Error;
+
+/// A handler that panicked inside a rebalance left the state as it was; keep using it.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 /// Creates the state topics if needed and starts the stream's two stages.
 pub(super) fn spawn(
