@@ -6,14 +6,34 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ldpstream_config::KafkaConfig;
+use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerGroupMetadata};
 use rdkafka::message::{BorrowedMessage, Message};
 use tracing::warn;
 
+use super::client::client_config;
 use super::group::{GroupContext, PartitionHandler, StartAt};
-use super::transactions::consumer_config;
 use crate::emit::SourceEvents;
 use crate::error::ConnectorError;
+
+/// A consumer in `group_id` with the source's defaults and the user's options, offsets
+/// committed only through transactions, reading only committed messages.
+fn consumer_config(kafka: &KafkaConfig, group_id: &str) -> Result<ClientConfig, ConnectorError> {
+    let mut config = client_config(
+        &super::source::DEFAULTS,
+        &kafka.options,
+        &kafka.options_from_env,
+        &format!("consumer group {group_id:?}"),
+    )?;
+    config
+        .set("bootstrap.servers", &kafka.brokers)
+        .set("group.id", group_id)
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("isolation.level", "read_committed")
+        .set("fetch.message.max.bytes", "16000000");
+    Ok(config)
+}
 
 /// One consumed message, borrowed from the consumer until the next poll.
 pub struct Polled<'a>(pub(crate) BorrowedMessage<'a>);

@@ -71,28 +71,6 @@ fn is_connection_option(key: &str) -> bool {
     .any(|p| key.starts_with(p))
 }
 
-/// A consumer in `group_id` with the source's defaults and the user's options, offsets
-/// committed only through transactions, reading only committed messages.
-pub fn consumer_config(
-    kafka: &KafkaConfig,
-    group_id: &str,
-) -> Result<ClientConfig, ConnectorError> {
-    let mut config = client_config(
-        &super::source::DEFAULTS,
-        &kafka.options,
-        &kafka.options_from_env,
-        &format!("consumer group {group_id:?}"),
-    )?;
-    config
-        .set("bootstrap.servers", &kafka.brokers)
-        .set("group.id", group_id)
-        .set("enable.auto.commit", "false")
-        .set("enable.auto.offset.store", "false")
-        .set("isolation.level", "read_committed")
-        .set("fetch.message.max.bytes", "16000000");
-    Ok(config)
-}
-
 /// One message of a transaction: `payload` None is a tombstone (a compacted topic then
 /// forgets the key).
 pub struct Outgoing {

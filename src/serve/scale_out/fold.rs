@@ -25,11 +25,10 @@ use ldpstream_engine::stream::{fold_paned_batch, PanedDelta};
 use ldpstream_engine::window::{PaneStore, RestoredPanes};
 use tracing::{debug, error, info, warn};
 
-use super::lock;
 use super::partial::{
     decode_json, decode_tagged_pane, encode_json, encode_pane, Key, Pane, Progress,
 };
-use super::stream::ScaleOutStream;
+use super::stream::{lock, ScaleOutStream};
 use crate::error::Error;
 use crate::serve::fold_counters::{export_fold, rejected_counts};
 use crate::serve::metrics::Metrics;

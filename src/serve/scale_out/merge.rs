@@ -23,11 +23,10 @@ use ldpstream_engine::stream::{
 use ldpstream_engine::window::{merge_grouped, Grouped, PaneStore, RestoredPanes};
 use tracing::{error, info, warn};
 
-use super::lock;
 use super::partial::{
     decode_json, decode_pane, encode_json, encode_pane, Emitted, Key, Pane, Progress,
 };
-use super::stream::ScaleOutStream;
+use super::stream::{lock, ScaleOutStream};
 use crate::error::Error;
 use crate::serve::shared::Shared;
 
@@ -80,8 +79,9 @@ impl MergeHandler {
 impl PartitionHandler for MergeHandler {
     fn assigned(&self, partitions: &[TopicPartition]) -> Vec<StartAt> {
         let name = &self.stream.config.name;
+        // Nothing (more) to own: under the eager protocol the revocation before this
+        // already dropped the state; under the cooperative one an owner keeps its own.
         if partitions.is_empty() {
-            *lock(&self.state) = None;
             return Vec::new();
         }
         match self.take_over() {

@@ -9,7 +9,7 @@ mod partial;
 mod stream;
 
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use ldpstream_config::{KafkaConfig, ScaleOutConfig, StreamConfig};
@@ -22,11 +22,6 @@ use tracing::info;
 use super::events::StreamEvents;
 use super::shared::Shared;
 use crate::error::Error;
-
-/// A handler that panicked inside a rebalance left the state as it was; keep using it.
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// Creates the state topics if needed and starts the stream's two stages.
 pub(super) fn spawn(
