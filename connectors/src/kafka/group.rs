@@ -1,8 +1,9 @@
-//! Consumer-group membership for the Kafka source. The group decides which partitions
-//! this instance reads; the checkpoint, not the group's committed offsets, decides where
-//! each one starts (rule 5: committed offsets are progress reports only). The rebalance
-//! callback runs inside `poll` on the source thread, so it sees exactly the messages the
-//! source has taken.
+//! Consumer-group membership, the one rebalance dispatch of every ldpstream consumer (the
+//! standard source, the scale-out fold and merge). The group decides which partitions an
+//! instance reads; the consumer's owner, through its [`PartitionHandler`], decides where
+//! each one starts (rule 5: committed offsets are progress reports only, except where a
+//! transaction commits them). The rebalance callback runs inside `poll` on the polling
+//! thread, so the handler sees exactly the messages its owner has taken.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -16,22 +17,58 @@ use rdkafka::{Offset, TopicPartitionList};
 use tracing::{error, info, warn};
 
 use crate::emit::SourceEvents;
+use crate::error::ConnectorError;
 use crate::position::{KafkaPosition, TopicPartition};
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // Only plain maps are behind these locks; a panic elsewhere leaves them consistent.
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// The rebalance handler of one stream's consumer.
-pub(crate) struct GroupContext {
+/// Where an assigned partition starts reading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartAt {
+    Beginning,
+    Offset(i64),
+    /// The group's committed offset, else `auto.offset.reset`.
+    Committed,
+}
+
+impl StartAt {
+    pub(crate) fn offset(self) -> Offset {
+        match self {
+            StartAt::Beginning => Offset::Beginning,
+            StartAt::Offset(o) => Offset::Offset(o),
+            StartAt::Committed => Offset::Stored,
+        }
+    }
+}
+
+/// What a consumer's owner does when the group moves partitions. Both calls run inside
+/// `poll`, on the polling thread, before any message of an assigned partition is read
+/// and after the last one of a revoked partition was.
+pub trait PartitionHandler: Send + Sync + 'static {
+    /// `partitions` are this instance's now (an empty list: the instance is in the group
+    /// but was given nothing). Returns where each starts, in the same order.
+    fn assigned(&self, partitions: &[TopicPartition]) -> Vec<StartAt>;
+    /// `partitions` are read elsewhere now; `read` holds the next offset of each as far as
+    /// this instance had taken it.
+    fn revoked(&self, partitions: &[TopicPartition], read: &KafkaPosition);
+    /// The consumer could not take the partitions it was assigned.
+    fn assign_failed(&self, error: ConnectorError) {
+        error!(%error, "partition assignment failed");
+    }
+}
+
+/// The context of every group consumer: the rebalance dispatch, and the client-level
+/// errors and statistics.
+pub struct GroupContext<H> {
     stream: String,
-    events: Arc<dyn SourceEvents>,
-    /// Next offset per partition: the checkpoint's, then, for a partition this instance
-    /// gave up in a rebalance, how far it had read, so a later re-assignment continues
-    /// there instead of reading reports twice.
-    resume: Mutex<KafkaPosition>,
-    assigned: Mutex<Vec<(String, i32)>>,
+    handler: H,
+    /// Where broker reachability and partition lag go; None: nowhere (the scale-out
+    /// stages, which report neither).
+    events: Option<Arc<dyn SourceEvents>>,
+    assigned: Mutex<Vec<TopicPartition>>,
     /// Set by every assignment (even an empty one), cleared by [`take_assignment`].
     changed: AtomicBool,
     /// The newest client-level error librdkafka reported (a failed TLS handshake, rejected
@@ -42,17 +79,21 @@ pub(crate) struct GroupContext {
     unreachable: AtomicBool,
 }
 
-impl GroupContext {
-    pub(crate) fn new(stream: &str, resume: &KafkaPosition, events: Arc<dyn SourceEvents>) -> Self {
+impl<H: PartitionHandler> GroupContext<H> {
+    pub fn new(stream: &str, handler: H, events: Option<Arc<dyn SourceEvents>>) -> Self {
         GroupContext {
             stream: stream.to_string(),
+            handler,
             events,
-            resume: Mutex::new(resume.clone()),
             assigned: Mutex::new(Vec::new()),
             changed: AtomicBool::new(false),
             last_error: Mutex::new(None),
             unreachable: AtomicBool::new(false),
         }
+    }
+
+    pub fn handler(&self) -> &H {
+        &self.handler
     }
 
     /// A broker answered (a message arrived, or the statistics show one up): the end of an
@@ -62,7 +103,9 @@ impl GroupContext {
             && self.unreachable.swap(false, Ordering::AcqRel)
         {
             info!(stream = %self.stream, "Kafka brokers reachable again");
-            self.events.brokers_reachable(true);
+            if let Some(events) = &self.events {
+                events.brokers_reachable(true);
+            }
         }
     }
 
@@ -81,61 +124,35 @@ impl GroupContext {
             .then(|| lock(&self.assigned).clone())
     }
 
-    fn start_offsets(&self, tpl: &mut TopicPartitionList) {
-        let resume = lock(&self.resume);
-        let partitions: Vec<(String, i32)> = tpl
-            .elements()
-            .iter()
-            .map(|e| (e.topic().to_string(), e.partition()))
-            .collect();
-        for (topic, partition) in partitions {
-            // A partition the checkpoint never saw is read from its beginning: its reports
-            // are in no sketch yet.
-            let offset = resume
-                .next
-                .get(&(topic.clone(), partition))
-                .map_or(Offset::Beginning, |&o| Offset::Offset(o as i64));
-            if let Err(e) = tpl.set_partition_offset(&topic, partition, offset) {
+    fn assign(&self, consumer: &BaseConsumer<Self>, tpl: &mut TopicPartitionList) {
+        let partitions = partitions_of(tpl);
+        let starts = self.handler.assigned(&partitions);
+        for ((topic, partition), start) in partitions.iter().zip(starts) {
+            if start == StartAt::Committed {
+                continue;
+            }
+            if let Err(e) = tpl.set_partition_offset(topic, *partition, start.offset()) {
                 error!(stream = %self.stream, %topic, partition, error = %e, "cannot set the start offset");
             }
         }
-    }
-
-    fn remember_positions(&self, consumer: &BaseConsumer<Self>) {
-        let Ok(positions) = consumer.position() else {
-            return;
-        };
-        let mut resume = lock(&self.resume);
-        for e in positions.elements() {
-            if let Offset::Offset(o) = e.offset() {
-                resume
-                    .next
-                    .insert((e.topic().to_string(), e.partition()), o.max(0) as u64);
-            }
-        }
-    }
-
-    fn assign(&self, consumer: &BaseConsumer<Self>, tpl: &mut TopicPartitionList) {
-        self.start_offsets(tpl);
-        let cooperative = matches!(
-            consumer.rebalance_protocol(),
-            RebalanceProtocol::Cooperative
-        );
+        let cooperative = is_cooperative(consumer);
         let result: KafkaResult<()> = if cooperative {
             consumer.incremental_assign(tpl)
         } else {
             consumer.assign(tpl)
         };
-        if let Err(e) = result {
-            error!(stream = %self.stream, error = %e, "partition assignment failed");
+        if let Err(source) = result {
+            self.handler.assign_failed(ConnectorError::Kafka {
+                context: format!("assigning the partitions of stream {:?}", self.stream),
+                source,
+            });
             return;
         }
         let mut assigned = lock(&self.assigned);
         if !cooperative {
             assigned.clear();
         }
-        for e in tpl.elements() {
-            let p = (e.topic().to_string(), e.partition());
+        for p in partitions {
             if !assigned.contains(&p) {
                 assigned.push(p);
             }
@@ -145,11 +162,8 @@ impl GroupContext {
     }
 
     fn revoke(&self, consumer: &BaseConsumer<Self>, tpl: &TopicPartitionList) {
-        self.remember_positions(consumer);
-        let cooperative = matches!(
-            consumer.rebalance_protocol(),
-            RebalanceProtocol::Cooperative
-        );
+        let read = positions(consumer);
+        let cooperative = is_cooperative(consumer);
         let result = if cooperative {
             consumer.incremental_unassign(tpl)
         } else {
@@ -158,23 +172,48 @@ impl GroupContext {
         if let Err(e) = result {
             warn!(stream = %self.stream, error = %e, "partition revocation failed");
         }
-        let mut assigned = lock(&self.assigned);
-        let gone: Vec<(String, i32)> = if cooperative {
-            tpl.elements()
-                .iter()
-                .map(|e| (e.topic().to_string(), e.partition()))
-                .collect()
-        } else {
-            assigned.clone()
+        let gone = {
+            let mut assigned = lock(&self.assigned);
+            let gone: Vec<TopicPartition> = if cooperative {
+                partitions_of(tpl)
+            } else {
+                assigned.clone()
+            };
+            assigned.retain(|p| !gone.contains(p));
+            info!(stream = %self.stream, partitions = ?*assigned, "Kafka partitions revoked by the group");
+            gone
         };
-        assigned.retain(|p| !gone.contains(p));
-        // Another instance reads these now; a frozen last value would mislead a dashboard.
-        for (topic, p) in &gone {
-            self.events.partition_revoked(topic, *p);
-        }
-        info!(stream = %self.stream, partitions = ?*assigned, "Kafka partitions revoked by the group");
+        self.handler.revoked(&gone, &read);
         self.changed.store(true, Ordering::Release);
     }
+}
+
+fn is_cooperative<C: ConsumerContext>(consumer: &BaseConsumer<C>) -> bool {
+    matches!(
+        consumer.rebalance_protocol(),
+        RebalanceProtocol::Cooperative
+    )
+}
+
+fn partitions_of(tpl: &TopicPartitionList) -> Vec<TopicPartition> {
+    tpl.elements()
+        .iter()
+        .map(|e| (e.topic().to_string(), e.partition()))
+        .collect()
+}
+
+/// How far the consumer has read each of its partitions (a local call, no broker request).
+fn positions<C: ConsumerContext>(consumer: &BaseConsumer<C>) -> KafkaPosition {
+    let mut read = KafkaPosition::default();
+    if let Ok(positions) = consumer.position() {
+        for e in positions.elements() {
+            if let Offset::Offset(o) = e.offset() {
+                read.next
+                    .insert((e.topic().to_string(), e.partition()), o.max(0) as u64);
+            }
+        }
+    }
+    read
 }
 
 /// An error that retrying cannot fix: credentials or a certificate that the broker or
@@ -187,7 +226,7 @@ fn settled(code: Option<RDKafkaErrorCode>, reason: &str) -> bool {
         || reason.contains("certificate verify failed")
 }
 
-impl ClientContext for GroupContext {
+impl<H: PartitionHandler> ClientContext for GroupContext<H> {
     fn error(&self, error: KafkaError, reason: &str) {
         warn!(stream = %self.stream, error = %error, reason, "Kafka client error");
         let code = error.rdkafka_error_code();
@@ -195,7 +234,9 @@ impl ClientContext for GroupContext {
             && !self.unreachable.swap(true, Ordering::AcqRel)
         {
             warn!(stream = %self.stream, "no Kafka broker can be reached; retrying (not ready until one answers)");
-            self.events.brokers_reachable(false);
+            if let Some(events) = &self.events {
+                events.brokers_reachable(false);
+            }
         }
         let mut last = lock(&self.last_error);
         // The cause stays: "all brokers are down" after a rejected certificate says less.
@@ -210,26 +251,29 @@ impl ClientContext for GroupContext {
         if statistics.brokers.values().any(|b| b.state == "UP") {
             self.reached();
         }
+        let Some(events) = &self.events else {
+            return;
+        };
         let assigned = lock(&self.assigned);
         for (topic, t) in &statistics.topics {
             for p in t.partitions.values() {
                 if !assigned.contains(&(topic.clone(), p.partition)) || p.hi_offset < 0 {
                     continue;
                 }
-                // app_offset: one past the last message handed to the source.
+                // app_offset: one past the last message handed to the consumer's owner.
                 let read = if p.app_offset >= 0 {
                     p.app_offset
                 } else {
                     p.lo_offset.max(0)
                 };
-                self.events
-                    .partition_lag(topic, p.partition, (p.hi_offset - read).max(0));
+                events.partition_lag(topic, p.partition, (p.hi_offset - read).max(0));
             }
         }
     }
 }
 
-impl ConsumerContext for GroupContext {
+impl<H: PartitionHandler> ConsumerContext for GroupContext<H> {
+    /// The one rebalance dispatch.
     fn rebalance(
         &self,
         consumer: &BaseConsumer<Self>,
@@ -240,6 +284,7 @@ impl ConsumerContext for GroupContext {
             RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => self.assign(consumer, tpl),
             RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => self.revoke(consumer, tpl),
             other => {
+                // Nothing is owned any more; the next assignment starts afresh.
                 error!(stream = %self.stream, error = ?other, "consumer-group rebalance failed");
                 self.revoke(consumer, tpl);
             }

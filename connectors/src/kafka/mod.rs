@@ -1,15 +1,25 @@
-//! Kafka: client settings, the consumer-group source with its rebalance handling, message
+//! Kafka: client settings, consumer-group membership with its one rebalance dispatch
+//! ([`group`]), the standard source ([`source`]), the partition-aware source the
+//! scale-out fold reads ([`partitioned`]), the plain group consumer the scale-out merge
+//! reads ([`consumer`]), transactions and state topics ([`transactions`]), message
 //! decoding (JSON and the compact binary layout), the dead-letter producer and the result
 //! sink.
 
+mod block_on;
 mod client;
+pub mod consumer;
 pub mod dead_letter;
 pub mod decode;
 pub mod group;
 mod json_message;
+pub mod partitioned;
+mod resume;
 pub mod sink;
 pub mod source;
 pub mod transactions;
 
+pub use consumer::{GroupConsumer, GroupMetadata, Polled};
 pub use decode::{encode_binary_u32, Decoded, MessageDecoder, BAD_MESSAGE};
+pub use group::{PartitionHandler, StartAt};
+pub use partitioned::PartitionedSource;
 pub use sink::{record_key, KafkaSink};

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use ldpstream_config::{KafkaConfig, StreamConfig};
 use ldpstream_engine::mechanism::Mechanism;
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
-use rdkafka::message::Message;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer as _};
+use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::{Offset, TopicPartitionList};
 use tracing::{debug, info, warn};
 
@@ -22,6 +22,7 @@ use super::client::{client_config, librdkafka_build, security_of};
 use super::dead_letter::DeadLetters;
 use super::decode::{Decoded, MessageDecoder};
 use super::group::GroupContext;
+use super::resume::ResumeFrom;
 use crate::emit::{SourceBatch, SourceEvents};
 use crate::error::ConnectorError;
 use crate::position::{KafkaPosition, Position, TopicPartition};
@@ -36,6 +37,10 @@ pub(crate) const DEFAULTS: [(&str, &str); 5] = [
     // Feeds `ldpstream_kafka_consumer_lag` (see `GroupContext::stats`).
     ("statistics.interval.ms", "5000"),
 ];
+
+/// The source's consumer: its rebalances go to the one group dispatch, and from there to
+/// [`ResumeFrom`].
+type Consumer = BaseConsumer<GroupContext<ResumeFrom>>;
 
 /// How often offsets are committed to the group.
 const PROGRESS_INTERVAL: Duration = Duration::from_secs(5);
@@ -148,7 +153,7 @@ impl CoarseClock {
 /// the brokers may still come up, but a TLS or SASL failure is final at once, and the
 /// error names the brokers, the security settings and what librdkafka reported.
 fn first_metadata(
-    consumer: &BaseConsumer<GroupContext>,
+    consumer: &Consumer,
     topic: &str,
     kafka: &KafkaConfig,
     config: &ClientConfig,
@@ -182,18 +187,14 @@ fn first_metadata(
     }
 }
 
-/// Consumes until `stop`, or (with `end_marker`) until every assigned partition delivered
-/// its end marker. Returns true when the input ended.
-pub fn run_kafka(
+/// The source's consumer, not subscribed yet, and every partition of its topics. Fails
+/// early, naming the topic, rather than waiting forever in a group with nothing to assign.
+fn open_consumer(
     stream: &StreamConfig,
     kafka: &KafkaConfig,
-    mechanism: &Mechanism,
-    resume: &Position,
-    events: Arc<dyn SourceEvents>,
-    stop: &AtomicBool,
-    out: &SyncSender<SourceBatch>,
-) -> Result<bool, ConnectorError> {
-    let resume = resume.kafka();
+    resume: &KafkaPosition,
+    events: &Arc<dyn SourceEvents>,
+) -> Result<(Consumer, Vec<TopicPartition>), ConnectorError> {
     let mut config = client_config(
         &DEFAULTS,
         &kafka.options,
@@ -205,12 +206,14 @@ pub fn run_kafka(
         .set("group.id", &kafka.group_id)
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false");
-    let consumer: BaseConsumer<GroupContext> = config
-        .create_with_context(GroupContext::new(&stream.name, &resume, events.clone()))
+    let handler = ResumeFrom::new(&stream.name, resume, events.clone());
+    let consumer: Consumer = config
+        .create_with_context(GroupContext::new(
+            &stream.name,
+            handler,
+            Some(events.clone()),
+        ))
         .map_err(|e| kafka_err("consumer configuration", e))?;
-
-    // Fail early, naming the topic, rather than waiting forever in a group with nothing
-    // to assign.
     let mut all_partitions = Vec::new();
     let (version, features) = librdkafka_build();
     info!(stream = %stream.name, librdkafka = %version, builtin_features = %features, security = %security_of(&config), "Kafka client");
@@ -227,6 +230,61 @@ pub fn run_kafka(
             })?;
         all_partitions.extend(t.partitions().iter().map(|p| (topic.clone(), p.id())));
     }
+    Ok((consumer, all_partitions))
+}
+
+/// The next message. What is already fetched is taken without a timed wait (no clock
+/// reads); only when the queue is empty is the clock read and the wait at most until the
+/// batch is due. None: nothing came in time, or a consumer error (logged; librdkafka
+/// retries on its own).
+#[inline]
+fn next_message<'c>(
+    consumer: &'c Consumer,
+    clock: &mut CoarseClock,
+    batch_started: Option<Instant>,
+    delay: Duration,
+    stream: &str,
+) -> Option<BorrowedMessage<'c>> {
+    let message = match consumer.poll(Duration::ZERO) {
+        Some(m) => m,
+        None => {
+            let now = clock.refresh();
+            let timeout = match batch_started {
+                Some(t) => delay
+                    .saturating_sub(now.duration_since(t))
+                    .min(Duration::from_millis(100)),
+                None => Duration::from_millis(100),
+            };
+            consumer.poll(timeout)?
+        }
+    };
+    match message {
+        Ok(m) => {
+            // One relaxed load per message; it ends an outage that no statistics
+            // callback has ended yet.
+            consumer.context().reached();
+            Some(m)
+        }
+        Err(e) => {
+            warn!(stream, error = %e, "Kafka consumer error");
+            None
+        }
+    }
+}
+
+/// Consumes until `stop`, or (with `end_marker`) until every assigned partition delivered
+/// its end marker. Returns true when the input ended.
+pub fn run_kafka(
+    stream: &StreamConfig,
+    kafka: &KafkaConfig,
+    mechanism: &Mechanism,
+    resume: &Position,
+    events: Arc<dyn SourceEvents>,
+    stop: &AtomicBool,
+    out: &SyncSender<SourceBatch>,
+) -> Result<bool, ConnectorError> {
+    let resume = resume.kafka();
+    let (consumer, all_partitions) = open_consumer(stream, kafka, &resume, &events)?;
     let mut ended: std::collections::BTreeSet<TopicPartition> = all_partitions
         .iter()
         .filter(|tp| resume.ended.contains(tp))
@@ -323,35 +381,9 @@ pub fn run_kafka(
             }
             last_progress = clock.refresh();
         }
-        // Take what is already fetched without a timed wait (no clock reads); only when
-        // the queue is empty read the clock and wait, at most until the batch is due.
-        let message = match consumer.poll(Duration::ZERO) {
-            Some(m) => m,
-            None => {
-                let now = clock.refresh();
-                let timeout = match batch_started {
-                    Some(t) => delay
-                        .saturating_sub(now.duration_since(t))
-                        .min(Duration::from_millis(100)),
-                    None => Duration::from_millis(100),
-                };
-                match consumer.poll(timeout) {
-                    Some(m) => m,
-                    None => continue,
-                }
-            }
-        };
-        let message = match message {
-            Ok(m) => {
-                // One relaxed load per message; it ends an outage that no statistics
-                // callback has ended yet.
-                consumer.context().reached();
-                m
-            }
-            Err(e) => {
-                warn!(stream = %stream.name, error = %e, "Kafka consumer error");
-                continue;
-            }
+        let Some(message) = next_message(&consumer, &mut clock, batch_started, delay, &stream.name)
+        else {
+            continue;
         };
         if let Some((_, n)) = &mut read_since {
             *n += 1;
@@ -369,12 +401,9 @@ pub fn run_kafka(
             message.timestamp().to_millis(),
         ) {
             Ok(Decoded::Report) => {}
+            // Folded anyway: the fold rejects it and counts it in the record by reason.
             Ok(Decoded::Invalid(reason)) => {
-                // Folded anyway: the fold rejects it and counts it in the record by reason.
-                if let Some(dl) = &dead_letters {
-                    dl.send_message(&message, single_topic, reason.name());
-                }
-                debug!(stream = %stream.name, topic = message.topic(), partition = message.partition(), offset = message.offset(), reason = reason.name(), "report the fold will reject");
+                set_aside(&dead_letters, &message, single_topic, reason.name(), stream)
             }
             Ok(Decoded::EndMarker) if kafka.end_marker => {
                 let k = (
@@ -388,19 +417,27 @@ pub fn run_kafka(
             Ok(Decoded::EndMarker) => {}
             Err(reason) => {
                 events.bad_message();
-                if let Some(dl) = &dead_letters {
-                    dl.send_message(&message, single_topic, &reason);
-                }
-                debug!(stream = %stream.name, topic = message.topic(), partition = message.partition(), offset = message.offset(), %reason, "bad message");
+                set_aside(&dead_letters, &message, single_topic, &reason, stream);
             }
         }
     }
 }
 
-fn commit_progress(
-    consumer: &BaseConsumer<GroupContext>,
-    positions: &BTreeMap<TopicPartition, u64>,
+/// A message the fold will reject, or that did not decode: dead-lettered when configured.
+fn set_aside(
+    dead_letters: &Option<DeadLetters>,
+    message: &BorrowedMessage<'_>,
+    single_topic: Option<&str>,
+    reason: &str,
+    stream: &StreamConfig,
 ) {
+    if let Some(dl) = dead_letters {
+        dl.send_message(message, single_topic, reason);
+    }
+    debug!(stream = %stream.name, topic = message.topic(), partition = message.partition(), offset = message.offset(), reason, "report set aside");
+}
+
+fn commit_progress(consumer: &Consumer, positions: &BTreeMap<TopicPartition, u64>) {
     let mut tpl = TopicPartitionList::new();
     for ((topic, partition), &offset) in positions {
         let _ = tpl.add_partition_offset(topic, *partition, Offset::Offset(offset as i64));

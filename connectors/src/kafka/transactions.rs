@@ -15,13 +15,15 @@ use ldpstream_config::KafkaConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerGroupMetadata};
+use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
 use rdkafka::{Offset, TopicPartitionList};
 
+use super::block_on::block_on;
 use super::client::client_config;
+use super::consumer::GroupMetadata;
 use super::sink::Deliveries;
 use crate::error::ConnectorError;
 
@@ -69,28 +71,6 @@ fn is_connection_option(key: &str) -> bool {
     .any(|p| key.starts_with(p))
 }
 
-/// A consumer in `group_id` with the source's defaults and the user's options, offsets
-/// committed only through transactions, reading only committed messages.
-pub fn consumer_config(
-    kafka: &KafkaConfig,
-    group_id: &str,
-) -> Result<ClientConfig, ConnectorError> {
-    let mut config = client_config(
-        &super::source::DEFAULTS,
-        &kafka.options,
-        &kafka.options_from_env,
-        &format!("consumer group {group_id:?}"),
-    )?;
-    config
-        .set("bootstrap.servers", &kafka.brokers)
-        .set("group.id", group_id)
-        .set("enable.auto.commit", "false")
-        .set("enable.auto.offset.store", "false")
-        .set("isolation.level", "read_committed")
-        .set("fetch.message.max.bytes", "16000000");
-    Ok(config)
-}
-
 /// One message of a transaction: `payload` None is a tombstone (a compacted topic then
 /// forgets the key).
 pub struct Outgoing {
@@ -99,6 +79,15 @@ pub struct Outgoing {
     pub partition: Option<i32>,
     pub key: Vec<u8>,
     pub payload: Option<Vec<u8>>,
+}
+
+/// The consumer offset a transaction commits: `next` is where `topic`/`partition` is read
+/// from after it, in the group (and generation) `group` names.
+pub struct TxnOffsets<'a> {
+    pub group: &'a GroupMetadata,
+    pub topic: &'a str,
+    pub partition: i32,
+    pub next: i64,
 }
 
 /// A transactional producer. Opening it fences every older producer with the same
@@ -153,9 +142,18 @@ impl TxnProducer {
     pub fn commit(
         &self,
         messages: &[Outgoing],
-        offsets: Option<(&TopicPartitionList, &ConsumerGroupMetadata)>,
+        offsets: Option<TxnOffsets<'_>>,
     ) -> Result<(), ConnectorError> {
         let id = &self.id;
+        let offsets = match offsets {
+            Some(o) => {
+                let mut tpl = TopicPartitionList::new();
+                tpl.add_partition_offset(o.topic, o.partition, Offset::Offset(o.next))
+                    .map_err(|e| err("offsets to commit".into(), e))?;
+                Some((tpl, &o.group.0))
+            }
+            None => None,
+        };
         self.producer
             .begin_transaction()
             .map_err(|e| self.failure("begin_transaction", e))?;
@@ -181,7 +179,7 @@ impl TxnProducer {
                     }
                 }
             }
-            if let Some((tpl, group)) = offsets {
+            if let Some((tpl, group)) = &offsets {
                 self.producer
                     .send_offsets_to_transaction(tpl, group, TXN_TIMEOUT)
                     .map_err(|e| self.failure("send_offsets_to_transaction", e))?;
@@ -233,33 +231,11 @@ pub fn ensure_compacted_topics(
                 .set("cleanup.policy", "compact")
         })
         .collect();
-    // On a thread of its own: the caller may be inside an async runtime, where starting
-    // another one panics.
-    let results = std::thread::scope(|scope| {
-        scope
-            .spawn(|| {
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .map_err(|source| ConnectorError::Io {
-                        path: "(runtime for the admin client)".into(),
-                        source,
-                    })?;
-                runtime
-                    .block_on(admin.create_topics(
-                        &new,
-                        &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))),
-                    ))
-                    .map_err(|e| err("creating the state topics".into(), e))
-            })
-            .join()
-            .unwrap_or_else(|_| {
-                Err(ConnectorError::StateTopic {
-                    topic: String::new(),
-                    message: "creating the state topics: the admin thread panicked".into(),
-                })
-            })
-    })?;
+    let results = block_on(admin.create_topics(
+        &new,
+        &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))),
+    ))
+    .map_err(|e| err("creating the state topics".into(), e))?;
     for r in results {
         match r {
             Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}

@@ -15,27 +15,20 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ldpstream_connectors::kafka::dead_letter::DeadLetters;
 use ldpstream_connectors::kafka::transactions::{
-    committed_offset, new_nonce, read_to_marker, KeyedPayload, TxnProducer, MARKER_KEY,
+    committed_offset, new_nonce, read_to_marker, KeyedPayload, TxnOffsets, TxnProducer, MARKER_KEY,
 };
-use ldpstream_connectors::kafka::{Decoded, MessageDecoder};
-use ldpstream_connectors::{ConnectorError, SourceEvents};
+use ldpstream_connectors::kafka::{GroupMetadata, PartitionHandler, PartitionedSource, StartAt};
+use ldpstream_connectors::position::{KafkaPosition, TopicPartition};
+use ldpstream_connectors::{ConnectorError, Position, SourceBatch, SourceEvents};
 use ldpstream_engine::stream::{fold_paned_batch, PanedDelta};
 use ldpstream_engine::window::{PaneStore, RestoredPanes};
-use rdkafka::client::ClientContext;
-use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
-use rdkafka::message::Message;
-use rdkafka::topic_partition_list::TopicPartitionList;
-use rdkafka::types::RDKafkaRespErr;
-use rdkafka::Offset;
 use tracing::{debug, error, info, warn};
 
-use super::client::{lock, next_message, subscribed};
 use super::partial::{
     decode_json, decode_tagged_pane, encode_json, encode_pane, Key, Pane, Progress,
 };
-use super::stream::ScaleOutStream;
+use super::stream::{lock, ScaleOutStream};
 use crate::error::Error;
 use crate::serve::fold_counters::{export_fold, rejected_counts};
 use crate::serve::metrics::Metrics;
@@ -47,7 +40,6 @@ const RESTORE_TIMEOUT: Duration = Duration::from_secs(120);
 struct Owned {
     producer: TxnProducer,
     store: PaneStore,
-    decoder: MessageDecoder,
     /// The offset after the last message taken, once one was.
     next: Option<i64>,
     /// The offset the partition's last committed transaction committed (where it resumed).
@@ -61,7 +53,8 @@ struct Owned {
     changed: bool,
 }
 
-struct FoldContext {
+/// The fold's [`PartitionHandler`]: what this instance owns of the input.
+struct FoldHandler {
     stream: Arc<ScaleOutStream>,
     owned: Mutex<BTreeMap<i32, Owned>>,
     /// A take-over that failed: the instance stops, and the group gives the partition to
@@ -71,7 +64,7 @@ struct FoldContext {
     assigned_once: AtomicBool,
 }
 
-impl FoldContext {
+impl FoldHandler {
     /// Fences the partition's previous owner, then rebuilds its store from the changelog.
     fn take_over(&self, partition: i32) -> Result<Owned, Error> {
         let s = &self.stream;
@@ -108,8 +101,6 @@ impl FoldContext {
         Ok(Owned {
             producer,
             store,
-            decoder: MessageDecoder::new(&s.config, &s.mechanism, s.kafka.format)
-                .with_event_time(s.kafka.event_time),
             next: None,
             committed,
             dirty: BTreeSet::new(),
@@ -119,10 +110,10 @@ impl FoldContext {
         })
     }
 
-    fn assign(&self, consumer: &BaseConsumer<Self>, tpl: &mut TopicPartitionList) {
-        let wanted: Vec<i32> = tpl.elements().iter().map(|e| e.partition()).collect();
+    /// Takes the newly assigned partitions over; each resumes exactly where the state it
+    /// was restored to ends.
+    fn take_over_all(&self, wanted: &[i32]) -> BTreeMap<i32, StartAt> {
         let mut owned = lock(&self.owned);
-        owned.retain(|p, _| wanted.contains(p));
         let new: Vec<i32> = wanted
             .iter()
             .filter(|p| !owned.contains_key(p))
@@ -159,41 +150,42 @@ impl FoldContext {
                 }
             }
         }
-        // Each partition resumes exactly where the state it was restored to ends.
-        for (p, o) in owned.iter() {
-            if let Some(c) = o.committed {
-                if let Err(e) = tpl.set_partition_offset(&self.stream.topic, *p, Offset::Offset(c))
-                {
-                    warn!(stream = %self.stream.config.name, partition = p, error = %e, "setting the resume offset failed");
-                }
-            }
-        }
-        drop(owned);
-        if let Err(e) = consumer.assign(tpl) {
-            lock(&self.failure).get_or_insert(Error::Connector(ConnectorError::Kafka {
-                context: "assigning the partitions".into(),
-                source: e,
-            }));
-        }
+        owned
+            .iter()
+            .filter_map(|(p, o)| Some((*p, StartAt::Offset(o.committed?))))
+            .collect()
+    }
+}
+
+impl PartitionHandler for FoldHandler {
+    fn assigned(&self, partitions: &[TopicPartition]) -> Vec<StartAt> {
+        let wanted: Vec<i32> = partitions.iter().map(|(_, p)| *p).collect();
+        let starts = self.take_over_all(&wanted);
         info!(stream = %self.stream.config.name, partitions = ?wanted, "input partitions assigned to this instance");
         if !self.assigned_once.swap(true, Ordering::AcqRel) {
             self.events.connected();
         }
+        wanted
+            .iter()
+            .map(|p| starts.get(p).copied().unwrap_or(StartAt::Committed))
+            .collect()
     }
 
     /// Reports folded since the last commit are dropped with the partition: its next owner
     /// reads them again from the committed offset.
-    fn revoke(&self, consumer: &BaseConsumer<Self>) {
-        let gone: Vec<i32> = std::mem::take(&mut *lock(&self.owned))
-            .into_keys()
-            .collect();
-        if let Err(e) = consumer.unassign() {
-            warn!(stream = %self.stream.config.name, error = %e, "unassign failed");
-        }
+    fn revoked(&self, partitions: &[TopicPartition], _read: &KafkaPosition) {
+        let mut owned = lock(&self.owned);
+        let gone: Vec<i32> = partitions.iter().map(|(_, p)| *p).collect();
+        owned.retain(|p, _| !gone.contains(p));
+        drop(owned);
         for p in &gone {
             self.events.partition_revoked(&self.stream.topic, *p);
         }
         info!(stream = %self.stream.config.name, partitions = ?gone, "input partitions revoked");
+    }
+
+    fn assign_failed(&self, error: ConnectorError) {
+        lock(&self.failure).get_or_insert(Error::Connector(error));
     }
 }
 
@@ -258,64 +250,61 @@ fn restore_partition(
     Ok((parts, progress, skipped))
 }
 
-impl ClientContext for FoldContext {}
-
-impl ConsumerContext for FoldContext {
-    fn rebalance(
-        &self,
-        consumer: &BaseConsumer<Self>,
-        err: RDKafkaRespErr,
-        tpl: &mut TopicPartitionList,
-    ) {
-        match err {
-            RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => self.assign(consumer, tpl),
-            RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => self.revoke(consumer),
-            other => {
-                // Nothing is owned any more; the next assignment restores from the changelog.
-                error!(stream = %self.stream.config.name, error = ?other, "consumer-group rebalance failed");
-                self.revoke(consumer);
-            }
-        }
-    }
-}
-
-/// Folds what the partition's decoder holds into its store.
-fn fold_pending(s: &ScaleOutStream, o: &mut Owned, metrics: &Metrics) -> Result<(), Error> {
-    if o.decoder.rows() == 0 {
-        return Ok(());
-    }
-    let batch = o.decoder.finish()?;
-    let mut delta = PanedDelta::default();
-    let origin = format!("stream {}", s.config.name);
-    let store = &o.store;
-    fold_paned_batch(
-        &batch,
-        &s.layout,
-        &origin,
-        Some(s.layout.ts.as_str()),
-        &|t| store.open_pane_of(t),
-        &mut delta,
-    )?;
-    o.dirty.extend(delta.panes.keys().map(|&t| Pane::At(t)));
-    if !delta.untimed.is_empty() {
-        o.dirty.insert(Pane::Untimed);
-    }
-    let rejected = rejected_counts(&delta);
-    let late = delta.late;
-    let before = o.store.overflowed_reports();
-    delta.apply(&mut o.store)?;
-    // Exported unconditionally: private tests, whose counts would leak, are refused in
-    // scale-out mode.
-    export_fold(
-        metrics,
-        &s.config.name,
-        batch.num_rows() as u64,
-        late,
-        &rejected,
-        o.store.groups_kept(),
-        o.store.overflowed_reports() - before,
-    );
+/// Folds a batch of the partition's reports into its store, and takes its position: the
+/// offset its next transaction commits, and the end of its input.
+fn fold_batch(
+    s: &ScaleOutStream,
+    partition: i32,
+    o: &mut Owned,
+    batch: SourceBatch,
+    metrics: &Metrics,
+) -> Result<(), Error> {
     o.changed = true;
+    let Position::Kafka(position) = batch.position else {
+        return Ok(());
+    };
+    let tp = (s.topic.clone(), partition);
+    if let Some(&next) = position.next.get(&tp) {
+        o.next = Some(next as i64);
+    }
+    let batch = batch.batch;
+    if batch.num_rows() > 0 {
+        let mut delta = PanedDelta::default();
+        let origin = format!("stream {}", s.config.name);
+        let store = &o.store;
+        fold_paned_batch(
+            &batch,
+            &s.layout,
+            &origin,
+            Some(s.layout.ts.as_str()),
+            &|t| store.open_pane_of(t),
+            &mut delta,
+        )?;
+        o.dirty.extend(delta.panes.keys().map(|&t| Pane::At(t)));
+        if !delta.untimed.is_empty() {
+            o.dirty.insert(Pane::Untimed);
+        }
+        let rejected = rejected_counts(&delta);
+        let late = delta.late;
+        let before = o.store.overflowed_reports();
+        delta.apply(&mut o.store)?;
+        // Exported unconditionally: private tests, whose counts would leak, are refused in
+        // scale-out mode.
+        export_fold(
+            metrics,
+            &s.config.name,
+            batch.num_rows() as u64,
+            late,
+            &rejected,
+            o.store.groups_kept(),
+            o.store.overflowed_reports() - before,
+        );
+    }
+    if position.ended.contains(&tp) {
+        o.ended = true;
+        o.store.finish();
+        info!(stream = %s.config.name, partition, "end marker: the partition's input ended");
+    }
     Ok(())
 }
 
@@ -326,7 +315,7 @@ fn commit_partition(
     s: &ScaleOutStream,
     partition: i32,
     o: &mut Owned,
-    group: &rdkafka::consumer::ConsumerGroupMetadata,
+    group: &GroupMetadata,
 ) -> Result<(), Error> {
     if !o.changed && o.dropped.is_empty() {
         return Ok(());
@@ -368,20 +357,13 @@ fn commit_partition(
         };
         messages.push(s.to_changelog(partition, pane.encode(), None));
     }
-    let offsets = match o.next {
-        Some(next) => {
-            let mut tpl = TopicPartitionList::new();
-            tpl.add_partition_offset(&s.topic, partition, Offset::Offset(next))
-                .map_err(|e| ConnectorError::Kafka {
-                    context: "offsets to commit".into(),
-                    source: e,
-                })?;
-            Some(tpl)
-        }
-        None => None,
-    };
-    o.producer
-        .commit(&messages, offsets.as_ref().map(|tpl| (tpl, group)))?;
+    let offsets = o.next.map(|next| TxnOffsets {
+        group,
+        topic: &s.topic,
+        partition,
+        next,
+    });
+    o.producer.commit(&messages, offsets)?;
     debug!(stream = %s.config.name, partition, messages = messages.len(), next = ?o.next, "partition committed");
     o.dirty.clear();
     o.changed = false;
@@ -399,93 +381,57 @@ pub(super) fn run(
     metrics: Metrics,
     events: Arc<dyn SourceEvents>,
 ) -> Result<(), Error> {
-    let context = FoldContext {
+    let handler = FoldHandler {
         stream: s.clone(),
         owned: Mutex::new(BTreeMap::new()),
         failure: Mutex::new(None),
         events: events.clone(),
         assigned_once: AtomicBool::new(false),
     };
-    let consumer = subscribed(&s.kafka, &s.kafka.group_id, &s.topic, context)?;
+    let mut source =
+        PartitionedSource::subscribe(&s.config, &s.kafka, &s.mechanism, &s.topic, handler, events)?;
     info!(stream = %s.config.name, group = %s.kafka.group_id, topic = %s.topic, "scale-out: joining the consumer group");
-    // As in the single-instance source. Not part of the transaction: after a take-over a
-    // re-read message can be dead-lettered a second time.
-    let mut dead_letters = s
-        .kafka
-        .dead_letter_topic
-        .as_deref()
-        .map(|t| DeadLetters::open(&s.kafka, t))
-        .transpose()?;
     let interval = s.scale_out.commit_interval.as_std();
     let mut last_commit = Instant::now();
     loop {
-        if let Some(e) = lock(&consumer.context().failure).take() {
+        if let Some(e) = lock(&source.handler().failure).take() {
             return Err(e);
         }
         let stopping = stop.load(Ordering::Acquire);
         if stopping || last_commit.elapsed() >= interval {
-            commit_all(&s, &consumer, &metrics)?;
+            commit_all(&s, &source, &metrics)?;
             last_commit = Instant::now();
-            if let Some(dl) = &mut dead_letters {
-                let failed = if stopping { dl.flush() } else { dl.poll() };
-                events.dead_letters_failed(failed);
-            }
+            source.serve_dead_letters(stopping);
         }
         if stopping {
             return Ok(());
         }
-        let Some(message) = next_message(&consumer, &s.config.name) else {
+        let Some((partition, batch)) = source.next(Duration::from_millis(50))? else {
             continue;
         };
-        let mut owned = lock(&consumer.context().owned);
-        let Some(o) = owned.get_mut(&message.partition()) else {
-            continue;
-        };
-        o.next = Some(message.offset() + 1);
-        o.changed = true;
-        match o.decoder.push_with_time(
-            message.payload().unwrap_or_default(),
-            message.timestamp().to_millis(),
-        ) {
-            Ok(Decoded::Report) => {}
-            Ok(Decoded::Invalid(reason)) => {
-                // Folded anyway: the fold rejects it and counts it in the record by reason.
-                if let Some(dl) = &dead_letters {
-                    dl.send_message(&message, Some(&s.topic), reason.name());
-                }
-            }
-            Ok(Decoded::EndMarker) if s.kafka.end_marker => {
-                fold_pending(&s, o, &metrics)?;
-                o.ended = true;
-                o.store.finish();
-                info!(stream = %s.config.name, partition = message.partition(), "end marker: the partition's input ended");
-            }
-            Ok(Decoded::EndMarker) => {}
-            Err(reason) => {
-                events.bad_message();
-                if let Some(dl) = &dead_letters {
-                    dl.send_message(&message, Some(&s.topic), &reason);
-                }
-            }
-        }
-        if o.decoder.rows() >= s.config.max_batch_rows {
-            fold_pending(&s, o, &metrics)?;
+        if let Some(o) = lock(&source.handler().owned).get_mut(&partition) {
+            fold_batch(&s, partition, o, batch, &metrics)?;
         }
     }
 }
 
 fn commit_all(
     s: &ScaleOutStream,
-    consumer: &BaseConsumer<FoldContext>,
+    source: &PartitionedSource<FoldHandler>,
     metrics: &Metrics,
 ) -> Result<(), Error> {
-    let Some(group) = consumer.group_metadata() else {
+    let Some(group) = source.group_metadata() else {
         return Ok(());
     };
-    let mut owned = lock(&consumer.context().owned);
+    let pending = source.flush()?;
+    let mut owned = lock(&source.handler().owned);
+    for (p, batch) in pending {
+        if let Some(o) = owned.get_mut(&p) {
+            fold_batch(s, p, o, batch, metrics)?;
+        }
+    }
     let mut failed = Vec::new();
     for (p, o) in owned.iter_mut() {
-        fold_pending(s, o, metrics)?;
         match commit_partition(s, *p, o, &group) {
             Ok(()) => {}
             Err(Error::Connector(ConnectorError::Fenced { .. })) => {
@@ -507,15 +453,12 @@ fn commit_all(
     // What the aborted transaction held is read again: the partition's state from the
     // changelog, its messages from the committed offset.
     for p in failed {
-        let restored = consumer.context().take_over(p)?;
-        let offset = restored.committed.map_or(Offset::Beginning, Offset::Offset);
+        let restored = source.handler().take_over(p)?;
+        let start = restored
+            .committed
+            .map_or(StartAt::Beginning, StartAt::Offset);
         owned.insert(p, restored);
-        consumer
-            .seek(&s.topic, p, offset, Duration::from_secs(30))
-            .map_err(|e| ConnectorError::Kafka {
-                context: format!("seeking {:?}/{p} back to its last commit", s.topic),
-                source: e,
-            })?;
+        source.rewind(p, start)?;
     }
     Ok(())
 }

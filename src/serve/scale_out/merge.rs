@@ -12,27 +12,21 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ldpstream_connectors::kafka::record_key;
 use ldpstream_connectors::kafka::transactions::{new_nonce, Outgoing, TxnProducer, MARKER_KEY};
+use ldpstream_connectors::kafka::{record_key, GroupConsumer, PartitionHandler, StartAt};
+use ldpstream_connectors::position::{KafkaPosition, TopicPartition};
 use ldpstream_connectors::ConnectorError;
 use ldpstream_engine::record::TestRecord;
 use ldpstream_engine::stream::{
     evaluate_snapshot, longest_window, take_due, Private, SequentialLatches,
 };
 use ldpstream_engine::window::{merge_grouped, Grouped, PaneStore, RestoredPanes};
-use rdkafka::client::ClientContext;
-use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
-use rdkafka::message::Message;
-use rdkafka::topic_partition_list::TopicPartitionList;
-use rdkafka::types::RDKafkaRespErr;
-use rdkafka::Offset;
 use tracing::{error, info, warn};
 
-use super::client::{lock, next_message, subscribed};
 use super::partial::{
     decode_json, decode_pane, encode_json, encode_pane, Emitted, Key, Pane, Progress,
 };
-use super::stream::ScaleOutStream;
+use super::stream::{lock, ScaleOutStream};
 use crate::error::Error;
 use crate::serve::shared::Shared;
 
@@ -56,13 +50,14 @@ struct PartialsView {
     retired: Grouped,
 }
 
-struct MergeContext {
+/// The merge's [`PartitionHandler`]: whether this instance owns the partials topic.
+struct MergeHandler {
     stream: Arc<ScaleOutStream>,
     state: Mutex<Option<MergeState>>,
     failure: Mutex<Option<Error>>,
 }
 
-impl MergeContext {
+impl MergeHandler {
     fn take_over(&self) -> Result<MergeState, Error> {
         let s = &self.stream;
         let producer = TxnProducer::open(&s.kafka, &format!("{}-merge", s.app))?;
@@ -81,48 +76,33 @@ impl MergeContext {
     }
 }
 
-impl ClientContext for MergeContext {}
-
-impl ConsumerContext for MergeContext {
-    fn rebalance(
-        &self,
-        consumer: &BaseConsumer<Self>,
-        err: RDKafkaRespErr,
-        tpl: &mut TopicPartitionList,
-    ) {
+impl PartitionHandler for MergeHandler {
+    fn assigned(&self, partitions: &[TopicPartition]) -> Vec<StartAt> {
         let name = &self.stream.config.name;
-        if err != RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS {
-            *lock(&self.state) = None;
-            if let Err(e) = consumer.unassign() {
-                warn!(stream = %name, error = %e, "unassign failed");
-            }
-            info!(stream = %name, "merge: the partials topic moved to another instance");
-            return;
+        // Nothing (more) to own: under the eager protocol the revocation before this
+        // already dropped the state; under the cooperative one an owner keeps its own.
+        if partitions.is_empty() {
+            return Vec::new();
         }
-        if tpl.count() == 0 {
-            *lock(&self.state) = None;
-        } else {
-            match self.take_over() {
-                Ok(state) => *lock(&self.state) = Some(state),
-                Err(e) => {
-                    error!(stream = %name, error = %e, "merge: taking the partials topic over failed");
-                    lock(&self.failure).get_or_insert(e);
-                }
-            }
-            // The whole compacted topic, every time: the merge's state is all of it.
-            if let Err(e) = tpl.set_all_offsets(Offset::Beginning) {
-                warn!(stream = %name, error = %e, "setting the start offsets failed");
+        match self.take_over() {
+            Ok(state) => *lock(&self.state) = Some(state),
+            Err(e) => {
+                error!(stream = %name, error = %e, "merge: taking the partials topic over failed");
+                lock(&self.failure).get_or_insert(e);
             }
         }
-        if let Err(e) = consumer.assign(tpl) {
-            lock(&self.failure).get_or_insert(Error::Connector(ConnectorError::Kafka {
-                context: "assigning the partials topic".into(),
-                source: e,
-            }));
-        }
-        if tpl.count() > 0 {
-            info!(stream = %name, "merge: this instance owns the partials topic; reading it back");
-        }
+        info!(stream = %name, "merge: this instance owns the partials topic; reading it back");
+        // The whole compacted topic, every time: the merge's state is all of it.
+        vec![StartAt::Beginning; partitions.len()]
+    }
+
+    fn revoked(&self, _partitions: &[TopicPartition], _read: &KafkaPosition) {
+        *lock(&self.state) = None;
+        info!(stream = %self.stream.config.name, "merge: the partials topic moved to another instance");
+    }
+
+    fn assign_failed(&self, error: ConnectorError) {
+        lock(&self.failure).get_or_insert(Error::Connector(error));
     }
 }
 
@@ -278,29 +258,30 @@ pub(super) fn run(
     shared: Arc<Shared>,
     snapshot_interval: Duration,
 ) -> Result<(), Error> {
-    let context = MergeContext {
+    let handler = MergeHandler {
         stream: s.clone(),
         state: Mutex::new(None),
         failure: Mutex::new(None),
     };
     let group = format!("{}-merge", s.app);
-    let consumer = subscribed(&s.kafka, &group, &s.partials, context)?;
+    let consumer =
+        GroupConsumer::subscribe(&s.kafka, &s.config.name, &group, &s.partials, handler, None)?;
     let mut latches = SequentialLatches::default();
     let mut last_round = Instant::now();
     while !stop.load(Ordering::Acquire) {
-        if let Some(e) = lock(&consumer.context().failure).take() {
+        if let Some(e) = lock(&consumer.handler().failure).take() {
             return Err(e);
         }
         if last_round.elapsed() >= snapshot_interval {
             last_round = Instant::now();
             round(&s, &consumer, &shared, &mut latches)?;
         }
-        let Some(message) = next_message(&consumer, &s.config.name) else {
+        let Some(message) = consumer.next_message(Duration::from_millis(50)) else {
             continue;
         };
-        let mut state = lock(&consumer.context().state);
+        let mut state = lock(&consumer.handler().state);
         if let Some(state) = state.as_mut() {
-            state.apply(&s, message.key().unwrap_or_default(), message.payload())?;
+            state.apply(&s, message.key(), message.payload())?;
         }
     }
     Ok(())
@@ -310,11 +291,11 @@ pub(super) fn run(
 /// the new emitted-through marker. A failed transaction is retried at the next round.
 fn round(
     s: &ScaleOutStream,
-    consumer: &BaseConsumer<MergeContext>,
+    consumer: &GroupConsumer<MergeHandler>,
     shared: &Shared,
     latches: &mut SequentialLatches,
 ) -> Result<(), Error> {
-    let mut guard = lock(&consumer.context().state);
+    let mut guard = lock(&consumer.handler().state);
     let Some(state) = guard.as_mut() else {
         return Ok(());
     };

@@ -3,7 +3,6 @@
 //! is written once to `results_topic`. The design, and why it is shaped so, is in
 //! docs/design/scale-out.md; stage 1 is [`fold`], stage 2 is [`merge`].
 
-mod client;
 mod fold;
 mod merge;
 mod partial;

@@ -1,9 +1,17 @@
-//! A scale-out stream as both stages see it: its config and the names of its topics.
+//! A scale-out stream as both stages see it: its config and the names of its topics, and
+//! the lock both stages' partition handlers share with their loops.
+
+use std::sync::{Mutex, MutexGuard};
 
 use ldpstream_config::{KafkaConfig, ScaleOutConfig, StreamConfig};
 use ldpstream_connectors::kafka::transactions::Outgoing;
 use ldpstream_engine::mechanism::Mechanism;
 use ldpstream_engine::stream::ReportLayout;
+
+/// A handler that panicked inside a rebalance left the state as it was; keep using it.
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 /// A scale-out stream and the names of its topics.
 pub(super) struct ScaleOutStream {
