@@ -455,10 +455,7 @@ window = {{ kind = "tumbling", size = "1m" }}
         let record: Value = serde_json::from_str(&payload).unwrap();
         assert_eq!(
             m.key.unwrap(),
-            format!(
-                "k|win||{}",
-                record["window_start"].as_str().unwrap_or_default()
-            ),
+            serde_json::json!(["k", "win", null, record["window_start"]]).to_string(),
             "{payload}"
         );
         published.push(payload);

@@ -59,14 +59,12 @@ fn sink_err(topic: &str, what: impl std::fmt::Display) -> ConnectorError {
 }
 
 /// The message key: the identity of a result, whose newest value a compacted topic keeps.
+/// A JSON array `[stream, test, group, window_start]`, with the group as its object of
+/// column → value (or null): injective, unlike a `k=v` join, which gave a null group and
+/// `""` (or `("x,b=y", "z")` and `("x", "y,b=z")`) one key, so compaction dropped one
+/// group's result.
 pub fn record_key(r: &TestRecord) -> String {
-    format!(
-        "{}|{}|{}|{}",
-        r.stream,
-        r.test,
-        r.group_label(),
-        r.window_start.as_deref().unwrap_or("")
-    )
+    serde_json::json!([r.stream, r.test, r.group, r.window_start]).to_string()
 }
 
 impl KafkaSink {
@@ -132,5 +130,58 @@ impl KafkaSink {
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::record_key;
+    use ldpstream_engine::record::TestRecord;
+
+    fn record(group: Option<BTreeMap<String, Option<String>>>) -> TestRecord {
+        let mut r: TestRecord = serde_json::from_value(serde_json::json!({
+            "stream": "s", "test": "t", "method": "LocalExpGOF", "mechanism": "grr",
+            "group": null, "window_start": "w", "window_end": null, "n": 5,
+            "n1": null, "n2": null, "statistic": 1.0, "df": 3, "p_value": 0.5,
+            "q_value": null, "reject": false, "alpha": 0.05, "estimate": [],
+            "std_error": [], "mle": [], "mle_converged": true, "mle_iterations": 0,
+            "privacy": {"kind": "grr", "epsilon": 1.0}, "calibration": "asymptotic",
+            "mc_p_value": null, "critical_value": null, "tv_distance": null,
+            "fit_iterations": null, "fit_converged": null, "refused": null,
+            "epsilon_spent": null, "budget_remaining": null, "blocks": null,
+            "block_size": null, "block": null, "rejected_reports": {},
+            "inconclusive": false, "inconclusive_reason": null, "final": true,
+            "late_reports": 0, "e_value": null, "anytime_p_value": null
+        }))
+        .unwrap();
+        r.group = group;
+        r
+    }
+
+    fn group(pairs: &[(&str, Option<&str>)]) -> Option<BTreeMap<String, Option<String>>> {
+        Some(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.map(str::to_string)))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn groups_that_join_alike_get_different_keys() {
+        let null = record(group(&[("g", None)]));
+        let empty = record(group(&[("g", Some(""))]));
+        assert_eq!(null.group_label(), empty.group_label());
+        assert_ne!(record_key(&null), record_key(&empty));
+        let a = record(group(&[("a", Some("x,b=y")), ("b", Some("z"))]));
+        let b = record(group(&[("a", Some("x")), ("b", Some("y,b=z"))]));
+        assert_ne!(record_key(&a), record_key(&b));
+        assert_eq!(
+            record_key(&empty),
+            r#"["s","t",{"g":""},"w"]"#,
+            "the documented key form"
+        );
     }
 }
