@@ -13,16 +13,16 @@ use ldpstream_engine::stream::layout::fold_columns;
 use ldpstream_engine::stream::{
     evaluate_stream, stream_pane_width, PanedDelta, Private, ReportLayout,
 };
-use rand::rngs::StdRng;
 use tracing::info;
 
 use crate::error::Error;
-use crate::ledger_file::{check_reset_names, input_fingerprint, open_ledger, LedgerBook};
+use crate::ledger_file::{check_reset_names, input_fingerprint, open_ledger};
+pub use crate::release::Release;
 
 /// Runs every stream of `config` over its Parquet files (or `inputs`, when given) and
 /// returns one record per (stream, test, window, group). Curator-model tests spend from
-/// `release.ledgers` (see [`open_ledger`]); the caller saves them before it releases the
-/// records.
+/// `release.ledgers` (see [`open_ledger`]); the caller releases the records through
+/// [`crate::release`], which saves the spends first.
 pub fn run_batch(
     config: &Config,
     inputs: &[String],
@@ -37,16 +37,6 @@ pub fn run_batch(
         let files = resolve_inputs(&patterns_of(stream, inputs)?)?;
         fold_stream(stream, mechanism, &files)
     })
-}
-
-/// Where the records of curator-model tests spend, and the noise they draw.
-pub struct Release<'a> {
-    pub ledgers: &'a mut LedgerBook,
-    /// The streams whose ledgers start afresh.
-    pub reset: &'a [String],
-    /// The ledger file, named in errors.
-    pub origin: &'a str,
-    pub noise: &'a mut StdRng,
 }
 
 /// Tests every stream of `config` on the sketches `sketches_of` gives it (folded here, or
