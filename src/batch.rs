@@ -5,24 +5,28 @@ use std::path::PathBuf;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use ldpstream_config::{Config, SourceConfig, StreamConfig, TestSpec};
-use ldpstream_connectors::parquet::{fold_files, inspect, resolve_inputs};
+use ldpstream_connectors::parquet::{inspect, resolve_inputs};
+use ldpstream_connectors::{ConnectorError, ParallelFiles, RowGroupInput};
+use ldpstream_engine::fold::fold_key_counts;
 use ldpstream_engine::mechanism::Mechanism;
 use ldpstream_engine::record::TestRecord;
-use ldpstream_engine::sketch::Rejections;
+use ldpstream_engine::sketch::{Rejections, Sketch};
 use ldpstream_engine::stream::layout::fold_columns;
 use ldpstream_engine::stream::{
-    evaluate_stream, stream_pane_width, PanedDelta, Private, ReportLayout,
+    evaluate_stream, fold_paned_batch, stream_pane_width, PanedDelta, Private, ReportLayout,
 };
-use rand::rngs::StdRng;
+use ldpstream_engine::window::pane_start;
+use ldpstream_engine::EngineError;
 use tracing::info;
 
 use crate::error::Error;
-use crate::ledger_file::{check_reset_names, input_fingerprint, open_ledger, LedgerBook};
+use crate::ledger_file::{check_reset_names, input_fingerprint, open_ledger};
+pub use crate::release::Release;
 
 /// Runs every stream of `config` over its Parquet files (or `inputs`, when given) and
 /// returns one record per (stream, test, window, group). Curator-model tests spend from
-/// `release.ledgers` (see [`open_ledger`]); the caller saves them before it releases the
-/// records.
+/// `release.ledgers` (see [`open_ledger`]); the caller releases the records through
+/// [`crate::release`], which saves the spends first.
 pub fn run_batch(
     config: &Config,
     inputs: &[String],
@@ -37,16 +41,6 @@ pub fn run_batch(
         let files = resolve_inputs(&patterns_of(stream, inputs)?)?;
         fold_stream(stream, mechanism, &files)
     })
-}
-
-/// Where the records of curator-model tests spend, and the noise they draw.
-pub struct Release<'a> {
-    pub ledgers: &'a mut LedgerBook,
-    /// The streams whose ledgers start afresh.
-    pub reset: &'a [String],
-    /// The ledger file, named in errors.
-    pub origin: &'a str,
-    pub noise: &'a mut StdRng,
 }
 
 /// Tests every stream of `config` on the sketches `sketches_of` gives it (folded here, or
@@ -128,9 +122,16 @@ pub fn fold_stream(
     info!(stream = %stream.name, files = inputs.len(), rows = total, "folding");
     let bar = progress_bar(total);
     let started = std::time::Instant::now();
-    let sketches = fold_files(&inputs, &layout, stream_pane_width(stream), &|rows| {
-        bar.inc(rows)
-    })?;
+    let pane_ms = stream_pane_width(stream);
+    let sketches = ParallelFiles::new(&inputs, &layout).fold(
+        PanedDelta::default,
+        |delta, input| fold_input(delta, input, &layout, pane_ms),
+        |mut a, b| {
+            a.merge(b)?;
+            Ok(a)
+        },
+        &|rows| bar.inc(rows),
+    )?;
     bar.finish_and_clear();
     let secs = started.elapsed().as_secs_f64();
     info!(
@@ -143,6 +144,41 @@ pub fn fold_stream(
         "folded"
     );
     Ok(sketches)
+}
+
+/// Folds one input of a row group into `delta`: a batch into its panes (a bounded input
+/// has no late reports: every report lands in its pane), or the dictionary-key counts of
+/// the fast path into the one untimed sketch.
+fn fold_input(
+    delta: &mut PanedDelta,
+    input: RowGroupInput<'_>,
+    layout: &ReportLayout,
+    pane_ms: i64,
+) -> Result<(), ConnectorError> {
+    match input {
+        RowGroupInput::Batch { batch, origin, ts } => {
+            let pane_of = |t: i64| Some(pane_start(t, pane_ms));
+            fold_paned_batch(batch, layout, origin, ts, &pane_of, delta)?;
+        }
+        // The Arrow path makes no sketch for a row group without rows; neither does this
+        // one, so that an empty file yields the same (empty) set of groups.
+        RowGroupInput::KeyCounts(counts) if counts.rows == 0 => {}
+        RowGroupInput::KeyCounts(counts) => {
+            let mut sketch = layout.mechanism.new_sketch();
+            let Sketch::Counts(s) = &mut sketch else {
+                // The fast path is offered to count-sketch mechanisms only.
+                return Err(EngineError::InvalidParameter {
+                    name: "mechanism",
+                    value: layout.mechanism.kind().to_string(),
+                    allowed: "a count-sketch mechanism for dictionary-key counts",
+                }
+                .into());
+            };
+            fold_key_counts(&counts.dictionary, &counts.key_counts, counts.nulls, s);
+            delta.untimed.insert(Vec::new(), sketch);
+        }
+    }
+    Ok(())
 }
 
 /// Fails a bounded job whose input leaves nothing to test: every report rejected (or no

@@ -8,7 +8,9 @@ pub mod error;
 pub mod ledger_file;
 pub mod output;
 pub mod partials;
+pub mod release;
 pub mod serve;
+pub mod state_codec;
 pub mod state_memory;
 
 pub use error::{Error, Fault};

@@ -4,8 +4,8 @@
 //! order) and runs the tests once, so the records equal one `batch` over all the files.
 //!
 //! A file is `LDPP`, a format version, a JSON header (the ldpstream version and, per
-//! stream, the input files folded), the streams' sketches in the checkpoint encoding
-//! (`serve::checkpoint`, with the settings they were counted under), and a CRC-32C of all
+//! stream, the input files folded), the streams' sketches in the state encoding
+//! ([`crate::state_codec`], with the settings they were counted under), and a CRC-32C of all
 //! of it. `merge` refuses files whose settings differ from its config's, a stream missing
 //! from a file, and an input file folded into two of them (which would count it twice).
 
@@ -20,7 +20,7 @@ use ldpstream_engine::window::RestoredPanes;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
-use crate::serve::checkpoint::{self, describe_changes, settings_of, StreamCheckpoint};
+use crate::state_codec::{self, describe_changes, settings_of, StreamCheckpoint};
 
 pub const MAGIC: [u8; 4] = *b"LDPP";
 pub const VERSION: u8 = 1;
@@ -86,7 +86,7 @@ pub fn encode(parts: &[(&StreamConfig, StreamPart)]) -> Vec<u8> {
     out.push(VERSION);
     out.extend_from_slice(&(header.len() as u32).to_le_bytes());
     out.extend_from_slice(&header);
-    out.extend_from_slice(&checkpoint::encode(&streams));
+    out.extend_from_slice(&state_codec::encode(&streams));
     let sum = crc32c::crc32c(&out);
     out.extend_from_slice(&sum.to_le_bytes());
     out
@@ -164,7 +164,7 @@ pub fn decode(bytes: &[u8], origin: &str) -> Result<Partial, Error> {
         .get(9..header_end)
         .ok_or_else(|| err("the header runs past the end of the file".into()))?;
     let header: Header = serde_json::from_slice(header).map_err(|e| err(format!("header: {e}")))?;
-    let streams = checkpoint::decode(&body[header_end..], origin)?;
+    let streams = state_codec::decode(&body[header_end..], origin)?;
     Ok(Partial {
         inputs: header.inputs,
         streams,

@@ -12,11 +12,13 @@ use arrow::record_batch::RecordBatch;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use ldpstream_benches::random_categories;
 use ldpstream_config::MechanismConfig;
-use ldpstream_connectors::parquet::dictionary::try_fold_row_group;
-use ldpstream_connectors::parquet::files::inspect;
-use ldpstream_connectors::parquet::reader::fold_row_group_arrow;
+use ldpstream_connectors::parquet::dictionary::count_report_keys;
+use ldpstream_connectors::parquet::files::{inspect, InputFile};
+use ldpstream_connectors::parquet::reader::read_row_group_batches;
+use ldpstream_engine::fold::fold_key_counts;
 use ldpstream_engine::mechanism::Mechanism;
-use ldpstream_engine::stream::ReportLayout;
+use ldpstream_engine::sketch::Sketch;
+use ldpstream_engine::stream::{fold_paned_batch, PanedDelta, ReportLayout};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
@@ -44,6 +46,27 @@ fn write_file(d: u32) -> PathBuf {
     path
 }
 
+/// The Arrow path: batches of decoded values through the grouped fold.
+fn arrow_fold(file: &InputFile, layout: &ReportLayout) -> PanedDelta {
+    let mut delta = PanedDelta::default();
+    read_row_group_batches(file, 0, 0, layout, |batch, origin, ts| {
+        fold_paned_batch(batch, layout, origin, ts, &|_| Some(0), &mut delta)?;
+        Ok(())
+    })
+    .expect("fold");
+    delta
+}
+
+/// The key path: the keys counted from the pages, mapped through the dictionary.
+fn key_fold(file: &InputFile, layout: &ReportLayout) -> Option<Sketch> {
+    let counts = count_report_keys(file, 0, layout).expect("count")?;
+    let mut sketch = layout.mechanism.new_sketch();
+    if let Sketch::Counts(s) = &mut sketch {
+        fold_key_counts(&counts.dictionary, &counts.key_counts, counts.nulls, s);
+    }
+    Some(sketch)
+}
+
 fn row_group(c: &mut Criterion) {
     let mut group = c.benchmark_group("parquet_row_group_grr");
     group.sample_size(30);
@@ -67,9 +90,7 @@ fn row_group(c: &mut Criterion) {
             .expect("inspect")
             .remove(0);
         assert!(
-            try_fold_row_group(&file, 0, &layout)
-                .expect("fold")
-                .is_some(),
+            key_fold(&file, &layout).is_some(),
             "the bench file is dictionary-encoded"
         );
         group.throughput(Throughput::Elements(ROWS as u64));
@@ -77,13 +98,11 @@ fn row_group(c: &mut Criterion) {
             BenchmarkId::new("arrow_materialize", d),
             &file,
             |b, file| {
-                b.iter(|| {
-                    fold_row_group_arrow(black_box(file), 0, 0, &layout, 60_000).expect("fold")
-                });
+                b.iter(|| arrow_fold(black_box(file), &layout));
             },
         );
         group.bench_with_input(BenchmarkId::new("dictionary_keys", d), &file, |b, file| {
-            b.iter(|| try_fold_row_group(black_box(file), 0, &layout).expect("fold"));
+            b.iter(|| key_fold(black_box(file), &layout));
         });
         let _ = std::fs::remove_file(&path);
     }

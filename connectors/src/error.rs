@@ -40,13 +40,15 @@ pub enum ConnectorError {
         found: String,
     },
     /// A column chunk read page by page (the dictionary-key path) that cannot be decoded.
+    /// The cause is the reader's own error type (`parquet::page_error::PageError`),
+    /// boxed so that this module, which every reader imports, imports none of them.
     #[error("{path}: column {column:?}, row group {row_group}: {source}")]
     ColumnChunk {
         path: String,
         column: String,
         row_group: usize,
         #[source]
-        source: crate::parquet::page_error::PageError,
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// A file whose metadata contradicts itself or its size (crafted or damaged).
     #[error("{path}: not a readable Parquet file: {message}")]

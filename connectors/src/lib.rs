@@ -1,7 +1,8 @@
 //! ldpstream's connectors: sources and sinks only, one folder per external system.
 //! [`parquet`] and [`kafka`] read reports and write results, [`simulator`] makes reports,
 //! [`jsonl`] writes results as JSON Lines. Every source is run through one [`Source`]
-//! interface with a typed [`Position`]. Folding and testing live in the engine.
+//! interface with a typed [`Position`]; Parquet files read all at once, in parallel, go
+//! through its sibling [`ParallelFiles`]. Folding and testing live in the engine.
 
 // The record fixture in parquet::record_schema sets every field in one `json!`.
 #![recursion_limit = "256"]
@@ -11,6 +12,7 @@ pub mod emit;
 pub mod error;
 pub mod jsonl;
 pub mod kafka;
+pub mod parallel_files;
 pub mod parquet;
 pub mod position;
 pub mod simulator;
@@ -19,6 +21,7 @@ pub mod source;
 
 pub use emit::{SourceBatch, SourceEvents};
 pub use error::{ConnectorError, Fault};
+pub use parallel_files::{ParallelFiles, RowGroupInput};
 pub use position::{KafkaPosition, Position};
 pub use sinks::Sinks;
 pub use source::{Source, SourceEnd};

@@ -10,13 +10,15 @@ use arrow::array::UInt32Array;
 use arrow::datatypes::{DataType, Field, Schema};
 use arrow::record_batch::RecordBatch;
 use ldpstream_config::MechanismConfig;
-use ldpstream_connectors::parquet::dictionary::{count_chunk, count_row_group, try_fold_row_group};
+use ldpstream_connectors::parquet::dictionary::{count_chunk, count_report_keys, count_row_group};
 use ldpstream_connectors::parquet::files::{inspect, InputFile};
-use ldpstream_connectors::parquet::reader::{fold_files, fold_row_group_arrow};
-use ldpstream_connectors::ConnectorError;
+use ldpstream_connectors::parquet::reader::read_row_group_batches;
+use ldpstream_connectors::{ConnectorError, ParallelFiles, RowGroupInput};
+use ldpstream_engine::fold::fold_key_counts;
 use ldpstream_engine::mechanism::Mechanism;
-use ldpstream_engine::stream::ReportLayout;
-use ldpstream_engine::window::Grouped;
+use ldpstream_engine::sketch::Sketch;
+use ldpstream_engine::stream::{fold_paned_batch, PanedDelta, ReportLayout};
+use ldpstream_engine::window::{pane_start, Grouped};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{BrotliLevel, Compression, GzipLevel, ZstdLevel};
 use parquet::column::page::Page;
@@ -116,10 +118,54 @@ fn input(path: &Path, layout: &ReportLayout) -> InputFile {
         .remove(0)
 }
 
+/// The fold `batch` gives each row group's inputs: batches into panes, dictionary-key
+/// counts into the one untimed sketch.
+fn fold_input(delta: &mut PanedDelta, input: RowGroupInput<'_>, layout: &ReportLayout) {
+    match input {
+        RowGroupInput::Batch { batch, origin, ts } => {
+            let pane_of = |t: i64| Some(pane_start(t, 60_000));
+            fold_paned_batch(batch, layout, origin, ts, &pane_of, delta).expect("fold");
+        }
+        RowGroupInput::KeyCounts(counts) => {
+            if counts.rows > 0 {
+                let mut sketch = layout.mechanism.new_sketch();
+                let Sketch::Counts(s) = &mut sketch else {
+                    panic!("the key path is offered to count sketches only");
+                };
+                fold_key_counts(&counts.dictionary, &counts.key_counts, counts.nulls, s);
+                delta.untimed.insert(Vec::new(), sketch);
+            }
+        }
+    }
+}
+
 fn arrow_fold(file: &InputFile, rg: usize, layout: &ReportLayout) -> Grouped {
-    let delta = fold_row_group_arrow(file, rg, 0, layout, 60_000).expect("arrow fold");
+    let mut delta = PanedDelta::default();
+    read_row_group_batches(file, rg, 0, layout, |batch, origin, ts| {
+        fold_input(
+            &mut delta,
+            RowGroupInput::Batch { batch, origin, ts },
+            layout,
+        );
+        Ok(())
+    })
+    .expect("arrow fold");
     assert!(delta.panes.is_empty() && delta.late == 0);
     delta.untimed
+}
+
+/// The row group folded from its dictionary keys, or None when the key path does not
+/// take it.
+fn key_fold(
+    file: &InputFile,
+    rg: usize,
+    layout: &ReportLayout,
+) -> Result<Option<PanedDelta>, ConnectorError> {
+    Ok(count_report_keys(file, rg, layout)?.map(|counts| {
+        let mut delta = PanedDelta::default();
+        fold_input(&mut delta, RowGroupInput::KeyCounts(&counts), layout);
+        delta
+    }))
 }
 
 /// Runs of equal values (so that the writer emits RLE runs), a few out of the domain,
@@ -198,7 +244,7 @@ proptest! {
         let file = input(&path, &layout);
         for rg in 0..file.row_group_rows.len() {
             let expected = arrow_fold(&file, rg, &layout);
-            if let Some(delta) = try_fold_row_group(&file, rg, &layout).expect("key fold") {
+            if let Some(delta) = key_fold(&file, rg, &layout).expect("key fold") {
                 prop_assert!(delta.panes.is_empty() && delta.late == 0);
                 prop_assert_eq!(&delta.untimed, &expected, "row group {}", rg);
             } else {
@@ -207,7 +253,20 @@ proptest! {
             }
         }
         // And the whole file through the dispatching fold that `batch` uses.
-        let all = fold_files(std::slice::from_ref(&file), &layout, 60_000, &|_| {}).expect("fold");
+        let all = ParallelFiles::new(std::slice::from_ref(&file), &layout)
+            .fold(
+                PanedDelta::default,
+                |delta, input| {
+                    fold_input(delta, input, &layout);
+                    Ok(())
+                },
+                |mut a, b| {
+                    a.merge(b)?;
+                    Ok(a)
+                },
+                &|_| {},
+            )
+            .expect("fold");
         let mut expected = Grouped::new();
         for rg in 0..file.row_group_rows.len() {
             ldpstream_engine::window::merge_grouped(&mut expected, &arrow_fold(&file, rg, &layout))
@@ -296,7 +355,7 @@ fn a_dictionary_column_takes_the_key_path() {
         assert_eq!(counts.rows, file.row_group_rows[rg]);
         assert_eq!(counts.nulls, 0);
         assert_eq!(counts.dictionary.len(), 19);
-        let delta = try_fold_row_group(&file, rg, &layout)
+        let delta = key_fold(&file, rg, &layout)
             .expect("fold")
             .expect("key path");
         assert_eq!(delta.untimed, arrow_fold(&file, rg, &layout));
@@ -323,9 +382,7 @@ fn a_plain_fallback_or_no_dictionary_goes_to_the_arrow_reader() {
     );
     let file = input(&fallback, &layout);
     assert_eq!(count_row_group(&file, 0, "report").expect("no error"), None);
-    assert!(try_fold_row_group(&file, 0, &layout)
-        .expect("no error")
-        .is_none());
+    assert!(key_fold(&file, 0, &layout).expect("no error").is_none());
 
     let plain = temp_file(&dir, "plain.parquet");
     write(
@@ -348,10 +405,10 @@ fn grouped_or_timed_layouts_are_not_taken() {
     let mut blocks = layout(mechanism(0));
     blocks.block_sizes = vec![10];
     let file = input(&path, &blocks);
-    assert!(try_fold_row_group(&file, 0, &blocks).expect("ok").is_none());
+    assert!(key_fold(&file, 0, &blocks).expect("ok").is_none());
     let mut timed = file.clone();
     timed.has_ts = true;
-    assert!(try_fold_row_group(&timed, 0, &layout(mechanism(0)))
+    assert!(key_fold(&timed, 0, &layout(mechanism(0)))
         .expect("ok")
         .is_none());
 }
@@ -390,7 +447,7 @@ fn damaged(name: &str, damage: impl Fn(&mut [u8])) -> ConnectorError {
     std::fs::write(&path, &bytes).expect("write damaged file");
     let layout = layout(mechanism(0));
     let file = input(&path, &layout);
-    let err = try_fold_row_group(&file, 0, &layout).expect_err("a damaged page is an error");
+    let err = key_fold(&file, 0, &layout).expect_err("a damaged page is an error");
     let shown = err.to_string();
     assert!(shown.contains(&path.display().to_string()), "{shown}");
     assert!(shown.contains("column \"report\""), "{shown}");

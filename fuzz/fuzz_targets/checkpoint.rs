@@ -3,7 +3,7 @@
 //! fuzzer also reaches the decoding behind the checksum.
 
 #![no_main]
-use ldpstream::serve::checkpoint::decode;
+use ldpstream::state_codec::decode;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -3,8 +3,12 @@
 //! dictionary-key path for `grr`/`raw`). First byte picks the stream; the rest is the file.
 
 #![no_main]
-use ldpstream_connectors::parquet::{fold_files, inspect};
-use ldpstream_engine::stream::ReportLayout;
+use ldpstream_connectors::parquet::inspect;
+use ldpstream_connectors::{ParallelFiles, RowGroupInput};
+use ldpstream_engine::fold::fold_key_counts;
+use ldpstream_engine::sketch::Sketch;
+use ldpstream_engine::stream::{fold_paned_batch, PanedDelta, ReportLayout};
+use ldpstream_engine::window::pane_start;
 use libfuzzer_sys::fuzz_target;
 use std::io::Write;
 use std::sync::OnceLock;
@@ -33,5 +37,29 @@ fuzz_target!(|data: &[u8]| {
     let Ok(files) = inspect(&[path], layout) else {
         return;
     };
-    let _ = fold_files(&files, layout, 60_000, &|_| {});
+    // The fold `batch` gives each row group's inputs.
+    let _ = ParallelFiles::new(&files, layout).fold(
+        PanedDelta::default,
+        |delta, input| {
+            match input {
+                RowGroupInput::Batch { batch, origin, ts } => {
+                    let pane_of = |t: i64| Some(pane_start(t, 60_000));
+                    fold_paned_batch(batch, layout, origin, ts, &pane_of, delta)?;
+                }
+                RowGroupInput::KeyCounts(counts) => {
+                    let mut sketch = layout.mechanism.new_sketch();
+                    if let Sketch::Counts(s) = &mut sketch {
+                        fold_key_counts(&counts.dictionary, &counts.key_counts, counts.nulls, s);
+                    }
+                    delta.untimed.insert(Vec::new(), sketch);
+                }
+            }
+            Ok(())
+        },
+        |mut a, b| {
+            a.merge(b)?;
+            Ok(a)
+        },
+        &|_| {},
+    );
 });

@@ -1,15 +1,13 @@
 //! `ldpstream batch`: the batch job over Parquet files.
 
 use anyhow::{bail, Context, Result};
-use ldpstream::batch::{fold_stream, input_reports, patterns_of, run_batch, Release};
-use ldpstream::ledger_file::LedgerBook;
-use ldpstream::output::write_records;
+use ldpstream::batch::{fold_stream, input_reports, patterns_of, run_batch};
 use ldpstream::partials::{self, StreamPart};
+use ldpstream::release::{release_records, Release, ReleaseOptions};
 use ldpstream_config::Config;
 use ldpstream_connectors::parquet::resolve_inputs;
 use ldpstream_engine::mechanism::Mechanism;
 use ldpstream_engine::record::TestRecord;
-use rand::SeedableRng;
 
 use super::UsageError;
 
@@ -113,35 +111,21 @@ fn emit_sketches(config: &Config, inputs: &[String], dir: &std::path::Path) -> R
     Ok(())
 }
 
-/// Loads the ledger, sets up the noise, computes the records, saves the spends, then
-/// writes the records and a summary.
+/// Releases the records `compute` makes (the spends saved before the records are
+/// written: [`ldpstream::release`]), then prints a summary.
 pub(super) fn release(
     args: &ReleaseArgs,
     compute: impl FnOnce(Release<'_>) -> Result<Vec<TestRecord>>,
 ) -> Result<()> {
-    let mut ledgers = LedgerBook::load(&args.ledger)?;
-    let mut noise = match args.insecure_seed {
-        Some(seed) => {
-            tracing::warn!(
-                seed,
-                "--insecure-seed: private releases use seeded, reproducible noise"
-            );
-            rand::rngs::StdRng::seed_from_u64(seed)
-        }
-        None => ldpstream_engine::curator::secure_rng(),
-    };
-    let origin = args.ledger.display().to_string();
-    let records = compute(Release {
-        ledgers: &mut ledgers,
-        reset: &args.reset_ledgers,
-        origin: &origin,
-        noise: &mut noise,
-    })?;
-    // Spends are committed before any result is released.
-    if !ledgers.streams.is_empty() {
-        ledgers.save(&args.ledger)?;
-    }
-    write_records(&args.output, &records)?;
+    let records = release_records(
+        &ReleaseOptions {
+            ledger: &args.ledger,
+            reset: &args.reset_ledgers,
+            insecure_seed: args.insecure_seed,
+            output: &args.output,
+        },
+        compute,
+    )?;
     let rejected = records.iter().filter(|r| r.reject).count();
     // Per (stream, test): how many groups stay significant after Benjamini–Hochberg.
     let mut families: std::collections::BTreeMap<(&str, &str), (usize, usize)> = Default::default();

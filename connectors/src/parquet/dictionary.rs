@@ -1,16 +1,16 @@
 //! Counts a dictionary-encoded report column of a count-sketch mechanism straight from its
-//! Parquet pages: the dictionary is decoded once per column chunk, the keys are counted
-//! without materializing values, and the key counts are mapped through the dictionary at
-//! the end. Only the simplest layout takes this path (one global window, no groups, no
+//! Parquet pages: the dictionary is decoded once per column chunk, and the keys are
+//! counted without materializing values; the caller maps the key counts through the
+//! dictionary into its sketch (`engine::fold::fold_key_counts`). This is the fast path
+//! behind [`crate::ParallelFiles`]: what it hands out for such a row group instead of its
+//! batches. Only the simplest layout takes this path (one global window, no groups, no
 //! blocks); a chunk with any page that is not dictionary-encoded goes back to the Arrow
 //! reader, so this path only ever replaces work, never changes a count.
 
 use std::fs::File;
 use std::sync::Arc;
 
-use ldpstream_engine::fold::fold_key_counts;
 use ldpstream_engine::mechanism::Mechanism;
-use ldpstream_engine::sketch::Sketch;
 use parquet::basic::{Encoding, Type as PhysicalType};
 use parquet::column::page::Page;
 use parquet::errors::ParquetError;
@@ -19,7 +19,7 @@ use parquet::file::reader::RowGroupReader;
 use parquet::file::serialized_reader::SerializedRowGroupReader;
 
 use crate::error::ConnectorError;
-use ldpstream_engine::stream::{PanedDelta, ReportLayout};
+use ldpstream_engine::stream::ReportLayout;
 
 use super::files::InputFile;
 use super::page_error::PageError;
@@ -47,32 +47,18 @@ fn applies(file: &InputFile, layout: &ReportLayout) -> bool {
         && !file.has_ts
 }
 
-/// Folds row group `rg` of `file` from its dictionary keys, or returns None when this path
-/// does not apply (layout, column shape, or a page that is not dictionary-encoded) and the
-/// caller must use the Arrow reader.
-pub fn try_fold_row_group(
+/// Row group `rg`'s report column counted by dictionary key, or None when this path does
+/// not apply (layout, column shape, or a page that is not dictionary-encoded) and the
+/// caller must read the row group's batches instead.
+pub fn count_report_keys(
     file: &InputFile,
     rg: usize,
     layout: &ReportLayout,
-) -> Result<Option<PanedDelta>, ConnectorError> {
+) -> Result<Option<KeyCounts>, ConnectorError> {
     if !applies(file, layout) {
         return Ok(None);
     }
-    let Some(counts) = count_row_group(file, rg, &layout.report)? else {
-        return Ok(None);
-    };
-    let mut out = PanedDelta::default();
-    // The Arrow path makes no sketch for a row group without rows; neither does this one,
-    // so that an empty file yields the same (empty) set of groups.
-    if counts.rows > 0 {
-        let mut sketch = layout.mechanism.new_sketch();
-        let Sketch::Counts(s) = &mut sketch else {
-            return Ok(None);
-        };
-        fold_key_counts(&counts.dictionary, &counts.key_counts, counts.nulls, s);
-        out.untimed.insert(Vec::new(), sketch);
-    }
-    Ok(Some(out))
+    count_row_group(file, rg, &layout.report)
 }
 
 /// Counts the keys of `column` in row group `rg`, or None when the column is not a flat
@@ -94,7 +80,7 @@ pub fn count_row_group(
         path: shown(),
         column: column.to_string(),
         row_group: rg,
-        source,
+        source: Box::new(source),
     };
     let schema = metadata.file_metadata().schema_descr();
     let Some(leaf) = (0..schema.num_columns()).find(|&i| {

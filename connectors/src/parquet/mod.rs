@@ -1,5 +1,6 @@
-//! Parquet: the bounded source (schema check up front, row groups folded in parallel, a
-//! dictionary-key fast path with its own RLE/bit-packed decoder), the replay source of
+//! Parquet: the bounded input (schema check up front, row groups read as batches for
+//! [`crate::ParallelFiles`], a dictionary-key fast path with its own RLE/bit-packed
+//! decoder), the replay source of
 //! `serve`, the record schema and the rolling result sink.
 
 pub mod contained;
@@ -13,6 +14,6 @@ pub mod rle_hybrid;
 pub mod sink;
 
 pub use files::{inspect, resolve_inputs, InputFile};
-pub use reader::{fold_files, BATCH_ROWS};
+pub use reader::BATCH_ROWS;
 pub use record_schema::{record_schema, records_to_batch, write_records_parquet};
 pub use sink::ParquetSink;

@@ -14,7 +14,7 @@ use ldpstream_engine::window::{Grouped, RestoredPanes};
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
-use crate::serve::checkpoint::{self, describe_changes, settings_of, StreamCheckpoint};
+use crate::state_codec::{self, describe_changes, settings_of, StreamCheckpoint};
 
 /// Which pane of a partition: an event-time pane, or the reports without event time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -140,7 +140,7 @@ pub fn encode_pane(
             panes.panes.insert(t, grouped.clone());
         }
     }
-    checkpoint::encode(&[StreamCheckpoint {
+    state_codec::encode(&[StreamCheckpoint {
         name: stream.name.clone(),
         pane_width: stream_pane_width(stream),
         panes,
@@ -167,7 +167,7 @@ pub fn decode_tagged_pane(
     pane: Pane,
     bytes: &[u8],
 ) -> Result<(Grouped, Option<i64>), Error> {
-    let mut parts = checkpoint::decode(bytes, "partial sketch").map_err(|e| Error::ScaleOut {
+    let mut parts = state_codec::decode(bytes, "partial sketch").map_err(|e| Error::ScaleOut {
         stream: stream.name.clone(),
         message: format!(
             "a partial sketch in the state topics does not decode ({e}); only ldpstream \
