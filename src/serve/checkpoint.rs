@@ -16,7 +16,7 @@ use tracing::warn;
 
 use crate::error::Error;
 pub use crate::state_codec::StreamCheckpoint;
-use crate::state_codec::{decode, encode, is_newer_version};
+use crate::state_codec::{decode, encode, is_intact, is_newer_version};
 
 /// The file name of the latest checkpoint inside the checkpoint directory.
 pub const FILE_NAME: &str = "checkpoint.ldpc";
@@ -36,25 +36,42 @@ pub fn write_atomically(dir: &Path, bytes: &[u8]) -> Result<PathBuf, Error> {
     };
     std::fs::create_dir_all(dir).map_err(io(dir))?;
     let target = dir.join(FILE_NAME);
-    // The newest is kept as the previous one (a hard link, no copy) before the atomic
-    // replace: if the new one cannot be written (a full disk), the newest stays intact;
-    // if it is written but later found damaged, the previous one is still there.
-    let previous = dir.join(PREVIOUS_FILE_NAME);
-    match std::fs::remove_file(&previous) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(source) => return Err(io(&previous)(source).into()),
-    }
-    match std::fs::hard_link(&target, &previous) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(source) => return Err(io(&previous)(source).into()),
-    }
+    keep_newest_as_previous(dir, &target).map_err(|(path, source)| ConnectorError::Io {
+        path: path.display().to_string(),
+        source,
+    })?;
     atomic_file::write_atomically(&target, |mut file| {
         file.write_all(bytes).map_err(io(&target))?;
         Ok(file)
     })?;
     Ok(target)
+}
+
+/// Keeps the newest checkpoint as the previous one (a hard link, no copy), but only when it
+/// is a regular file whose checksum holds. A known-good previous checkpoint is never
+/// removed or replaced by one that is damaged: after a restore from the previous one (the
+/// newest was damaged), a write that then fails (a full disk) or a crash still leaves the
+/// good one. The link goes through a temporary name and a rename, so the previous
+/// checkpoint is never missing either. The new checkpoint itself is written by
+/// [`atomic_file::write_atomically`] (temporary file, fsync, rename, directory fsync): if
+/// that fails, the newest stays as it was.
+fn keep_newest_as_previous(dir: &Path, newest: &Path) -> Result<(), (PathBuf, std::io::Error)> {
+    let is_file = std::fs::symlink_metadata(newest).is_ok_and(|m| m.file_type().is_file());
+    if !is_file || !std::fs::read(newest).is_ok_and(|b| is_intact(&b)) {
+        if is_file || newest.exists() {
+            warn!(newest = %newest.display(), "the newest checkpoint is unusable: it is not kept as the previous one");
+        }
+        return Ok(());
+    }
+    let previous = dir.join(PREVIOUS_FILE_NAME);
+    let linking = dir.join(format!("{PREVIOUS_FILE_NAME}.link"));
+    match std::fs::remove_file(&linking) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err((linking, e)),
+        _ => {}
+    }
+    std::fs::hard_link(newest, &linking).map_err(|e| (linking.clone(), e))?;
+    std::fs::rename(&linking, &previous).map_err(|e| (previous.clone(), e))?;
+    atomic_file::sync_dir(dir).map_err(|e| (dir.to_path_buf(), e))
 }
 
 /// One checkpoint file: None when it does not exist.
@@ -197,5 +214,65 @@ mod tests {
         // Nothing at all is a fresh start.
         let empty = tempfile::tempdir().unwrap();
         assert!(read_latest(empty.path()).unwrap().is_none());
+    }
+
+    /// The probe's ckpt_rotation_loses_good: after a restore from the previous checkpoint
+    /// (the newest was damaged), the next write failed with ENOSPC; the rotation had
+    /// already replaced the good previous file with the damaged newest one, so a restart
+    /// found "both checkpoints are unusable". Run on a real 64 KiB tmpfs when the tests
+    /// run as root (CI does); the directory case below needs no mount.
+    #[test]
+    fn a_failed_write_never_loses_the_last_good_checkpoint() {
+        let late = |c: Vec<StreamCheckpoint>| c[0].panes.late - store().late();
+        let root = tempfile::tempdir().unwrap();
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
+            .arg(root.path())
+            .status()
+            .is_ok_and(|s| s.success());
+        if mounted {
+            let dir = root.path().join("state");
+            write_atomically(&dir, &encode(&state(1))).unwrap();
+            write_atomically(&dir, &encode(&state(2))).unwrap();
+            let newest = dir.join(FILE_NAME);
+            let mut damaged = std::fs::read(&newest).unwrap();
+            damaged[20] ^= 0x40;
+            std::fs::write(&newest, &damaged).unwrap();
+            assert_eq!(late(read_latest(&dir).unwrap().unwrap()), 1);
+            // Fill the disk, then checkpoint: the write fails with ENOSPC.
+            let filler = root.path().join("filler");
+            let mut f = std::fs::File::create(&filler).unwrap();
+            while f.write_all(&[0u8; 4096]).is_ok() {}
+            drop(f);
+            let big = encode(&state(3)).repeat(64);
+            assert!(write_atomically(&dir, &big).is_err(), "the disk is full");
+            let restored = read_latest(&dir);
+            let _ = std::process::Command::new("umount")
+                .arg(root.path())
+                .status();
+            assert_eq!(late(restored.unwrap().unwrap()), 1, "the good one is kept");
+        } else {
+            eprintln!(
+                "\n!!!!!!!! not root or no tmpfs: SKIPPING the full-disk half of this test \
+                 (CI runs it as root) !!!!!!!!\n"
+            );
+        }
+        // A directory where the newest checkpoint should be: the write fails, and the
+        // good previous checkpoint is neither removed nor replaced.
+        let dir = tempfile::tempdir().unwrap();
+        write_atomically(dir.path(), &encode(&state(1))).unwrap();
+        write_atomically(dir.path(), &encode(&state(2))).unwrap();
+        let newest = dir.path().join(FILE_NAME);
+        std::fs::remove_file(&newest).unwrap();
+        std::fs::create_dir(&newest).unwrap();
+        assert!(write_atomically(dir.path(), &encode(&state(3))).is_err());
+        assert_eq!(
+            late(
+                read_file(&dir.path().join(PREVIOUS_FILE_NAME))
+                    .unwrap()
+                    .unwrap()
+            ),
+            1
+        );
     }
 }

@@ -145,25 +145,21 @@ pub fn encode(streams: &[StreamCheckpoint]) -> Vec<u8> {
     out
 }
 
-pub fn decode(bytes: &[u8], origin: &str) -> Result<Vec<StreamCheckpoint>, Error> {
-    let err = |message: String| Error::Checkpoint {
-        path: origin.to_string(),
-        message,
-    };
+/// The body of a checkpoint whose magic, version and checksum hold; the reason otherwise.
+fn intact_body(bytes: &[u8]) -> Result<&[u8], String> {
     if bytes.len() < 5 || bytes[..4] != MAGIC {
-        return Err(err("not an ldpstream checkpoint (bad magic)".into()));
+        return Err("not an ldpstream checkpoint (bad magic)".into());
     }
     let version = bytes[4];
     if !(1..=VERSION).contains(&version) {
-        return Err(err(format!(
-            "unsupported checkpoint format version {} (this build reads version {VERSION}); \
-             move the file aside to start from scratch",
-            bytes[4]
-        )));
+        return Err(format!(
+            "unsupported checkpoint format version {version} (this build reads version \
+             {VERSION}); move the file aside to start from scratch"
+        ));
     }
     let trailer = if version >= 4 { 4 } else { 8 };
     if bytes.len() < 5 + trailer {
-        return Err(err("corrupt: truncated".into()));
+        return Err("corrupt: truncated".into());
     }
     let (body, sum) = bytes.split_at(bytes.len() - trailer);
     let intact = match *sum {
@@ -173,9 +169,27 @@ pub fn decode(bytes: &[u8], origin: &str) -> Result<Vec<StreamCheckpoint>, Error
         }
         _ => false,
     };
-    if !intact {
-        return Err(err("corrupt: checksum mismatch".into()));
+    if intact {
+        Ok(body)
+    } else {
+        Err("corrupt: checksum mismatch".into())
     }
+}
+
+/// Whether `bytes` are a checkpoint this build reads whose checksum holds: the check the
+/// rotation makes before it keeps a checkpoint as the previous one.
+pub fn is_intact(bytes: &[u8]) -> bool {
+    intact_body(bytes).is_ok()
+}
+
+pub fn decode(bytes: &[u8], origin: &str) -> Result<Vec<StreamCheckpoint>, Error> {
+    let err = |message: String| Error::Checkpoint {
+        path: origin.to_string(),
+        message,
+    };
+    let body = intact_body(bytes).map_err(err)?;
+    // intact_body checked the magic and this version byte.
+    let version = bytes[4];
     let mut r = Reader {
         bytes: &body[5..],
         origin,
