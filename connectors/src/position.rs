@@ -1,5 +1,5 @@
 //! Where a source had got to, typed per source kind. A checkpoint stores it next to the
-//! sketches it produced, so a restart resumes exactly there (rule 5).
+//! sketches it produced, so a restart resumes exactly there (ARCHITECTURE.md invariant 5).
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -1,6 +1,6 @@
 //! Checkpoints: every stream's state in [`crate::state_codec`]'s encoding, written
 //! together, atomically (temporary file, fsync, rename, fsync of the directory), so that
-//! a restart neither loses nor double-counts a report (rule 5).
+//! a restart neither loses nor double-counts a report (ARCHITECTURE.md invariant 5).
 //!
 //! The directory keeps the last two checkpoints: `checkpoint.ldpc` and the one before it,
 //! `checkpoint.prev.ldpc`. A newest checkpoint that is missing, truncated or fails its

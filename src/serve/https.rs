@@ -1,27 +1,15 @@
-//! HTTPS for the endpoint (`serve.tls`): an accept loop that completes a TLS handshake per
-//! connection and hands the decrypted stream to hyper with the same axum router as plain
-//! HTTP. It uses the vendored OpenSSL that librdkafka already links (the Kafka TLS tests
-//! use it too), so the binary carries one TLS stack.
+//! HTTPS for the endpoint (`serve.tls`): the acceptor built from the configured files.
+//! The accept loop that uses it is [`super::http_server`]'s, shared with plain HTTP. It
+//! uses the vendored OpenSSL that librdkafka already links (the Kafka TLS tests use it
+//! too), so the binary carries one TLS stack.
 
-use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
 
-use axum::Router;
-use hyper_util::rt::TokioIo;
-use hyper_util::service::TowerToHyperService;
 use ldpstream_config::HttpTlsConfig;
 use openssl::pkey::PKey;
-use openssl::ssl::{Ssl, SslAcceptor, SslMethod};
-use tokio::net::TcpListener;
-use tokio_openssl::SslStream;
-use tracing::debug;
+use openssl::ssl::{SslAcceptor, SslMethod};
 
 use crate::error::Error;
-
-/// A client that opens a connection and never finishes its handshake must not hold a task
-/// forever.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Loads the certificate chain and key, checks that they belong together, and builds an
 /// acceptor with Mozilla's "intermediate" settings (TLS 1.2 and 1.3).
@@ -71,59 +59,4 @@ pub fn acceptor(tls: &HttpTlsConfig) -> Result<Arc<SslAcceptor>, Error> {
         )
     })?;
     Ok(Arc::new(builder.build()))
-}
-
-/// Serves `app` over TLS until `stop` resolves. A failed handshake (a plain-HTTP client,
-/// a scanner) is logged at debug and costs only its own connection.
-pub async fn serve(
-    listener: TcpListener,
-    acceptor: Arc<SslAcceptor>,
-    app: Router,
-    stop: impl std::future::Future<Output = ()>,
-) {
-    tokio::pin!(stop);
-    loop {
-        let (tcp, peer) = tokio::select! {
-            _ = &mut stop => return,
-            accepted = listener.accept() => match accepted {
-                Ok(a) => a,
-                Err(e) => {
-                    // EMFILE and the like: back off instead of spinning.
-                    debug!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-        };
-        let acceptor = acceptor.clone();
-        let app = app.clone();
-        tokio::spawn(async move {
-            let stream = match Ssl::new(acceptor.context()).and_then(|ssl| SslStream::new(ssl, tcp))
-            {
-                Ok(s) => s,
-                Err(e) => {
-                    debug!(%peer, error = %e, "TLS session setup failed");
-                    return;
-                }
-            };
-            let mut stream = stream;
-            match tokio::time::timeout(HANDSHAKE_TIMEOUT, Pin::new(&mut stream).accept()).await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => {
-                    debug!(%peer, error = %e, "TLS handshake failed");
-                    return;
-                }
-                Err(_) => {
-                    debug!(%peer, "TLS handshake timed out");
-                    return;
-                }
-            }
-            let served = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), TowerToHyperService::new(app))
-                .await;
-            if let Err(e) = served {
-                debug!(%peer, error = %e, "HTTPS connection ended with an error");
-            }
-        });
-    }
 }

@@ -16,6 +16,7 @@ mod fold_counters;
 mod group_labels;
 mod history;
 mod http;
+mod http_server;
 mod https;
 mod metrics;
 mod rate;

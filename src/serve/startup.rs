@@ -13,7 +13,7 @@ use ldpstream_engine::mechanism::Mechanism;
 use ldpstream_engine::stream::{stream_pane_width, ReportLayout, SequentialLatches};
 use ldpstream_engine::window::PaneStore;
 use tokio::sync::mpsc;
-use tracing::{error, info, warn};
+use tracing::{info, warn};
 
 use super::checkpoint::{self, StreamCheckpoint};
 use super::group_labels::GroupLabels;
@@ -110,19 +110,7 @@ pub(super) async fn start_http(
     let stopped = async move {
         let _ = stopped.await;
     };
-    let task = tokio::spawn(async move {
-        match tls {
-            Some(acceptor) => https::serve(listener, acceptor, app, stopped).await,
-            None => {
-                let served = axum::serve(listener, app)
-                    .with_graceful_shutdown(stopped)
-                    .await;
-                if let Err(e) = served {
-                    error!(error = %e, "HTTP server stopped");
-                }
-            }
-        }
-    });
+    let task = tokio::spawn(super::http_server::serve(listener, tls, app, stopped));
     Ok(Http { stop, task })
 }
 

@@ -1,7 +1,7 @@
 //! Consumer-group membership, the one rebalance dispatch of every ldpstream consumer (the
 //! standard source, the scale-out fold and merge). The group decides which partitions an
 //! instance reads; the consumer's owner, through its [`PartitionHandler`], decides where
-//! each one starts (rule 5: committed offsets are progress reports only, except where a
+//! each one starts (ARCHITECTURE.md invariant 5: committed offsets are progress reports only, except where a
 //! transaction commits them). The rebalance callback runs inside `poll` on the polling
 //! thread, so the handler sees exactly the messages its owner has taken.
 

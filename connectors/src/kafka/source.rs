@@ -1,7 +1,7 @@
 //! The Kafka source: a librdkafka consumer in the configured consumer group, auto-commit
 //! off. The group assigns partitions; each starts at the offset stored in the checkpoint
 //! (or at the beginning, for a partition no checkpoint has seen), and offsets are
-//! committed to the group only as progress reports (rule 5). Messages are decoded straight
+//! committed to the group only as progress reports (ARCHITECTURE.md invariant 5). Messages are decoded straight
 //! into Arrow builders and cut into batches by `max_batch_rows` / `max_batch_delay`.
 
 use std::collections::BTreeMap;

@@ -1,5 +1,5 @@
 //! Batch fold kernels: one call per Arrow batch, a tight loop per kernel, no per-row
-//! dispatch or allocation (ARCHITECTURE.md rule 2).
+//! dispatch or allocation (ARCHITECTURE.md invariant 2).
 
 mod bits;
 mod categories;

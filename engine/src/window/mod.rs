@@ -1,4 +1,4 @@
-//! Event-time windows built from panes (ARCHITECTURE.md rule 4).
+//! Event-time windows built from panes (ARCHITECTURE.md invariant 4).
 //!
 //! Event time is cut into panes of the greatest common divisor of every window size and
 //! slide of a stream, aligned to the Unix epoch. A tumbling or sliding window is the exact

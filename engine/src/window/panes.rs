@@ -72,7 +72,7 @@ pub fn merge_grouped(into: &mut Grouped, from: &Grouped) -> Result<(), EngineErr
 ///
 /// Folding happens elsewhere, into a delta per pane; [`PaneStore::merge_pane`] adds a
 /// delta. A snapshot ([`PaneStore::window`], [`PaneStore::everything`]) copies the panes'
-/// sketches and leaves the store untouched (rule 3: snapshot is not emit).
+/// sketches and leaves the store untouched (ARCHITECTURE.md invariant 3: snapshot is not emit).
 #[derive(Debug, Clone)]
 pub struct PaneStore {
     width: i64,
