@@ -53,6 +53,264 @@ fn register<T: prometheus::core::Collector + Clone + 'static>(
     Ok(metric)
 }
 
+/// The metrics of test results, labelled by stream, test and the group columns.
+struct ResultMetrics {
+    statistic: GaugeVec,
+    p_value: GaugeVec,
+    reject: IntGaugeVec,
+    window_reports: IntGaugeVec,
+    estimate: GaugeVec,
+    final_reject: IntGaugeVec,
+    e_value: GaugeVec,
+    anytime_p_value: GaugeVec,
+    null_probability: GaugeVec,
+}
+
+impl ResultMetrics {
+    fn register(
+        r: &Registry,
+        result_labels: &[&str],
+        estimate_labels: &[&str],
+    ) -> prometheus::Result<Self> {
+        Ok(ResultMetrics {
+            statistic: register(
+                r,
+                GaugeVec::new(
+                    Opts::new(
+                        "ldpstream_test_statistic",
+                        "Test statistic of the newest window snapshot.",
+                    ),
+                    result_labels,
+                ),
+            )?,
+            p_value: register(
+                r,
+                GaugeVec::new(
+                    Opts::new(
+                        "ldpstream_test_p_value",
+                        "Asymptotic p-value of the newest window snapshot.",
+                    ),
+                    result_labels,
+                ),
+            )?,
+            reject: register(
+                r,
+                IntGaugeVec::new(
+                    Opts::new(
+                        "ldpstream_test_reject",
+                        "1 when the newest window snapshot rejects the null, else 0.",
+                    ),
+                    result_labels,
+                ),
+            )?,
+            window_reports: register(
+                r,
+                IntGaugeVec::new(
+                    Opts::new(
+                        "ldpstream_window_reports",
+                        "Reports folded into the newest window snapshot.",
+                    ),
+                    result_labels,
+                ),
+            )?,
+            estimate: register(
+                r,
+                GaugeVec::new(
+                    Opts::new(
+                        "ldpstream_estimate",
+                        "Debiased frequency estimate per category, newest window snapshot.",
+                    ),
+                    estimate_labels,
+                ),
+            )?,
+            final_reject: register(
+                r,
+                IntGaugeVec::new(
+                    Opts::new(
+                        "ldpstream_test_final_reject",
+                        "1 when the newest final (closed) window of a fixed-n test rejected its \
+                         null, else 0. Provisional snapshots never change it: alert on this, \
+                         not on ldpstream_test_reject.",
+                    ),
+                    result_labels,
+                ),
+            )?,
+            e_value: register(
+                r,
+                GaugeVec::new(
+                    Opts::new(
+                        "ldpstream_test_e_value",
+                        "Sequential tests: the e-value of the newest window's latest look. It \
+                         rejects at 1/alpha, with P(ever >= 1/alpha | H0) <= alpha however \
+                         often it is looked at.",
+                    ),
+                    result_labels,
+                ),
+            )?,
+            anytime_p_value: register(
+                r,
+                GaugeVec::new(
+                    Opts::new(
+                        "ldpstream_test_anytime_p_value",
+                        "Sequential tests: min(1, 1 / the largest e-value of the window so far).",
+                    ),
+                    result_labels,
+                ),
+            )?,
+            null_probability: register(
+                r,
+                GaugeVec::new(
+                    Opts::new(
+                        "ldpstream_null_probability",
+                        "The null distribution of a goodness-of-fit or identity test, per \
+                         category (set at start).",
+                    ),
+                    &["stream", "test", "category"],
+                ),
+            )?,
+        })
+    }
+}
+
+/// The metrics of the service itself: ingest, Kafka, privacy budget, snapshots, checkpoints.
+struct OperationMetrics {
+    reports: IntCounterVec,
+    rejected: IntCounterVec,
+    late: IntCounterVec,
+    kafka_lag: IntGaugeVec,
+    kafka_unreachable: IntGaugeVec,
+    dead_letters_failed: IntCounterVec,
+    budget_remaining: GaugeVec,
+    snapshot_seconds: Histogram,
+    groups_kept: IntGaugeVec,
+    overflow_reports: IntCounterVec,
+    checkpoint_failures: IntCounter,
+    checkpoint_age: Gauge,
+}
+
+impl OperationMetrics {
+    fn register(r: &Registry) -> prometheus::Result<Self> {
+        Ok(OperationMetrics {
+            reports: register(
+                r,
+                IntCounterVec::new(
+                    Opts::new("ldpstream_reports_total", "Reports received, per stream."),
+                    &["stream"],
+                ),
+            )?,
+            rejected: register(
+                r,
+                IntCounterVec::new(
+                    Opts::new(
+                        "ldpstream_reports_rejected_total",
+                        "Reports received but not folded, per stream and reason.",
+                    ),
+                    &["stream", "reason"],
+                ),
+            )?,
+            late: register(
+                r,
+                IntCounterVec::new(
+                    Opts::new(
+                        "ldpstream_reports_late_total",
+                        "Reports not folded because their pane had closed (behind the watermark).",
+                    ),
+                    &["stream"],
+                ),
+            )?,
+            kafka_lag: register(
+                r,
+                IntGaugeVec::new(
+                    Opts::new(
+                        "ldpstream_kafka_consumer_lag",
+                        "Messages behind the partition's high watermark (Kafka sources).",
+                    ),
+                    &["topic", "partition"],
+                ),
+            )?,
+            kafka_unreachable: register(
+                r,
+                IntGaugeVec::new(
+                    Opts::new(
+                        "ldpstream_kafka_brokers_unreachable",
+                        "1 while no broker of the stream's Kafka source can be reached (it keeps retrying; /readyz says not ready), else 0.",
+                    ),
+                    &["stream"],
+                ),
+            )?,
+            dead_letters_failed: register(
+                r,
+                IntCounterVec::new(
+                    Opts::new(
+                        "ldpstream_dead_letters_failed_total",
+                        "Undecodable messages that could not be delivered to the dead-letter topic.",
+                    ),
+                    &["stream"],
+                ),
+            )?,
+            budget_remaining: register(
+                r,
+                GaugeVec::new(
+                    Opts::new(
+                        "ldpstream_privacy_budget_remaining",
+                        "Curator-model streams: the privacy budget (epsilon) left for a release over all time.",
+                    ),
+                    &["stream"],
+                ),
+            )?,
+            snapshot_seconds: register(
+                r,
+                Histogram::with_opts(
+                    HistogramOpts::new(
+                        "ldpstream_snapshot_duration_seconds",
+                        "Time to copy a stream's due windows and evaluate their tests.",
+                    )
+                    .buckets(vec![
+                        0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+                        2.5, 5.0, 10.0, 30.0, 60.0,
+                    ]),
+                ),
+            )?,
+            groups_kept: register(
+                r,
+                IntGaugeVec::new(
+                    Opts::new(
+                        "ldpstream_groups",
+                        "Distinct groups a stream keeps apart; at most its max_groups, beyond \
+                         which reports go to the \"__other__\" group.",
+                    ),
+                    &["stream"],
+                ),
+            )?,
+            overflow_reports: register(
+                r,
+                IntCounterVec::new(
+                    Opts::new(
+                        "ldpstream_overflow_reports_total",
+                        "Reports of groups beyond the stream's max_groups, folded into the \
+                         \"__other__\" group.",
+                    ),
+                    &["stream"],
+                ),
+            )?,
+            checkpoint_failures: register(
+                r,
+                IntCounter::with_opts(Opts::new(
+                    "ldpstream_checkpoint_failures_total",
+                    "Periodic checkpoints that could not be written (the last good one is kept; the next interval retries).",
+                )),
+            )?,
+            checkpoint_age: register(
+                r,
+                Gauge::with_opts(Opts::new(
+                    "ldpstream_checkpoint_age_seconds",
+                    "Seconds since the last checkpoint was written or restored (0 without checkpoints).",
+                )),
+            )?,
+        })
+    }
+}
+
 impl Metrics {
     /// `groups`: the group columns of every stream, each a label of the result metrics.
     pub fn new(groups: GroupLabels) -> prometheus::Result<Self> {
@@ -78,218 +336,30 @@ impl Metrics {
             .collect();
         let estimate_labels: Vec<&str> =
             result_labels.iter().copied().chain(["category"]).collect();
+        let results = ResultMetrics::register(&r, &result_labels, &estimate_labels)?;
+        let ops = OperationMetrics::register(&r)?;
         Ok(Metrics {
-            reports: register(
-                &r,
-                IntCounterVec::new(
-                    Opts::new("ldpstream_reports_total", "Reports received, per stream."),
-                    &["stream"],
-                ),
-            )?,
-            rejected: register(
-                &r,
-                IntCounterVec::new(
-                    Opts::new(
-                        "ldpstream_reports_rejected_total",
-                        "Reports received but not folded, per stream and reason.",
-                    ),
-                    &["stream", "reason"],
-                ),
-            )?,
-            late: register(
-                &r,
-                IntCounterVec::new(
-                    Opts::new(
-                        "ldpstream_reports_late_total",
-                        "Reports not folded because their pane had closed (behind the watermark).",
-                    ),
-                    &["stream"],
-                ),
-            )?,
-            statistic: register(
-                &r,
-                GaugeVec::new(
-                    Opts::new(
-                        "ldpstream_test_statistic",
-                        "Test statistic of the newest window snapshot.",
-                    ),
-                    &result_labels,
-                ),
-            )?,
-            p_value: register(
-                &r,
-                GaugeVec::new(
-                    Opts::new(
-                        "ldpstream_test_p_value",
-                        "Asymptotic p-value of the newest window snapshot.",
-                    ),
-                    &result_labels,
-                ),
-            )?,
-            reject: register(
-                &r,
-                IntGaugeVec::new(
-                    Opts::new(
-                        "ldpstream_test_reject",
-                        "1 when the newest window snapshot rejects the null, else 0.",
-                    ),
-                    &result_labels,
-                ),
-            )?,
-            window_reports: register(
-                &r,
-                IntGaugeVec::new(
-                    Opts::new(
-                        "ldpstream_window_reports",
-                        "Reports folded into the newest window snapshot.",
-                    ),
-                    &result_labels,
-                ),
-            )?,
-            estimate: register(
-                &r,
-                GaugeVec::new(
-                    Opts::new(
-                        "ldpstream_estimate",
-                        "Debiased frequency estimate per category, newest window snapshot.",
-                    ),
-                    &estimate_labels,
-                ),
-            )?,
-            kafka_lag: register(
-                &r,
-                IntGaugeVec::new(
-                    Opts::new(
-                        "ldpstream_kafka_consumer_lag",
-                        "Messages behind the partition's high watermark (Kafka sources).",
-                    ),
-                    &["topic", "partition"],
-                ),
-            )?,
-            kafka_unreachable: register(
-                &r,
-                IntGaugeVec::new(
-                    Opts::new(
-                        "ldpstream_kafka_brokers_unreachable",
-                        "1 while no broker of the stream's Kafka source can be reached (it keeps retrying; /readyz says not ready), else 0.",
-                    ),
-                    &["stream"],
-                ),
-            )?,
-            dead_letters_failed: register(
-                &r,
-                IntCounterVec::new(
-                    Opts::new(
-                        "ldpstream_dead_letters_failed_total",
-                        "Undecodable messages that could not be delivered to the dead-letter topic.",
-                    ),
-                    &["stream"],
-                ),
-            )?,
-            budget_remaining: register(
-                &r,
-                GaugeVec::new(
-                    Opts::new(
-                        "ldpstream_privacy_budget_remaining",
-                        "Curator-model streams: the privacy budget (epsilon) left for a release over all time.",
-                    ),
-                    &["stream"],
-                ),
-            )?,
-            final_reject: register(
-                &r,
-                IntGaugeVec::new(
-                    Opts::new(
-                        "ldpstream_test_final_reject",
-                        "1 when the newest final (closed) window of a fixed-n test rejected its \
-                         null, else 0. Provisional snapshots never change it: alert on this, \
-                         not on ldpstream_test_reject.",
-                    ),
-                    &result_labels,
-                ),
-            )?,
-            e_value: register(
-                &r,
-                GaugeVec::new(
-                    Opts::new(
-                        "ldpstream_test_e_value",
-                        "Sequential tests: the e-value of the newest window's latest look. It \
-                         rejects at 1/alpha, with P(ever >= 1/alpha | H0) <= alpha however \
-                         often it is looked at.",
-                    ),
-                    &result_labels,
-                ),
-            )?,
-            anytime_p_value: register(
-                &r,
-                GaugeVec::new(
-                    Opts::new(
-                        "ldpstream_test_anytime_p_value",
-                        "Sequential tests: min(1, 1 / the largest e-value of the window so far).",
-                    ),
-                    &result_labels,
-                ),
-            )?,
-            null_probability: register(
-                &r,
-                GaugeVec::new(
-                    Opts::new(
-                        "ldpstream_null_probability",
-                        "The null distribution of a goodness-of-fit or identity test, per \
-                         category (set at start).",
-                    ),
-                    &["stream", "test", "category"],
-                ),
-            )?,
-            snapshot_seconds: register(
-                &r,
-                Histogram::with_opts(
-                    HistogramOpts::new(
-                        "ldpstream_snapshot_duration_seconds",
-                        "Time to copy a stream's due windows and evaluate their tests.",
-                    )
-                    .buckets(vec![
-                        0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
-                        2.5, 5.0, 10.0, 30.0, 60.0,
-                    ]),
-                ),
-            )?,
-            groups_kept: register(
-                &r,
-                IntGaugeVec::new(
-                    Opts::new(
-                        "ldpstream_groups",
-                        "Distinct groups a stream keeps apart; at most its max_groups, beyond \
-                         which reports go to the \"__other__\" group.",
-                    ),
-                    &["stream"],
-                ),
-            )?,
-            overflow_reports: register(
-                &r,
-                IntCounterVec::new(
-                    Opts::new(
-                        "ldpstream_overflow_reports_total",
-                        "Reports of groups beyond the stream's max_groups, folded into the \
-                         \"__other__\" group.",
-                    ),
-                    &["stream"],
-                ),
-            )?,
-            checkpoint_failures: register(
-                &r,
-                IntCounter::with_opts(Opts::new(
-                    "ldpstream_checkpoint_failures_total",
-                    "Periodic checkpoints that could not be written (the last good one is kept; the next interval retries).",
-                )),
-            )?,
-            checkpoint_age: register(
-                &r,
-                Gauge::with_opts(Opts::new(
-                    "ldpstream_checkpoint_age_seconds",
-                    "Seconds since the last checkpoint was written or restored (0 without checkpoints).",
-                )),
-            )?,
+            statistic: results.statistic,
+            p_value: results.p_value,
+            reject: results.reject,
+            window_reports: results.window_reports,
+            estimate: results.estimate,
+            final_reject: results.final_reject,
+            e_value: results.e_value,
+            anytime_p_value: results.anytime_p_value,
+            null_probability: results.null_probability,
+            reports: ops.reports,
+            rejected: ops.rejected,
+            late: ops.late,
+            kafka_lag: ops.kafka_lag,
+            kafka_unreachable: ops.kafka_unreachable,
+            dead_letters_failed: ops.dead_letters_failed,
+            budget_remaining: ops.budget_remaining,
+            snapshot_seconds: ops.snapshot_seconds,
+            groups_kept: ops.groups_kept,
+            overflow_reports: ops.overflow_reports,
+            checkpoint_failures: ops.checkpoint_failures,
+            checkpoint_age: ops.checkpoint_age,
             registry: r,
             groups,
         })
