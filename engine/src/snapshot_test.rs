@@ -437,6 +437,19 @@ fn record(
     })
 }
 
+/// Raw estimates and counts are not private: a curator test's record never carries them,
+/// nor the rejected reports, which are counts of the same raw reports.
+fn strip_raw_counts(rec: &mut TestRecord) {
+    rec.n = None;
+    rec.n1 = None;
+    rec.n2 = None;
+    rec.rejected_reports.clear();
+    rec.estimate.clear();
+    rec.std_error.clear();
+    rec.mle.clear();
+    rec.calibration = "monte_carlo".into();
+}
+
 /// Block counts for SubsampleAndAggregate: the raw counts of block `b` in stream order.
 pub type BlockCounts<'a> = &'a dyn Fn(u64) -> Result<Vec<u64>, EngineError>;
 
@@ -492,16 +505,7 @@ pub fn evaluate_private<R: rand::Rng + ?Sized>(
         None,
         Outcome::default(),
     )?;
-    // Raw estimates and counts are not private: never release them from a curator test.
-    rec.n = None;
-    rec.n1 = None;
-    rec.n2 = None;
-    // Rejected reports are counts of the same raw reports.
-    rec.rejected_reports.clear();
-    rec.estimate.clear();
-    rec.std_error.clear();
-    rec.mle.clear();
-    rec.calibration = "monte_carlo".into();
+    strip_raw_counts(&mut rec);
     // Nothing is released about an empty window, so it spends nothing.
     if counts.n() == 0 {
         rec.inconclusive = true;

@@ -2,6 +2,7 @@
 //!
 //! The chart is rendered into a `String` (the engine does no I/O); the caller writes it.
 
+use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
@@ -105,6 +106,32 @@ fn legend_label(m: PlanMechanism, df: u32) -> String {
 
 /// A legend entry: its text, line style and whether the line is dashed.
 type LegendEntry = (String, ShapeStyle, bool);
+
+/// The legend in two columns under the plot area, aligned with its left edge.
+fn draw_legend(
+    lower: &DrawingArea<SVGBackend<'_>, Shift>,
+    legend: Vec<LegendEntry>,
+) -> Result<(), EngineError> {
+    let font = ("sans-serif", 15).into_font();
+    for (i, (label, style, dashed)) in legend.into_iter().enumerate() {
+        let x = 84 + 440 * (i as i32 % 2);
+        let y = 10 + LEGEND_ROW as i32 * (i as i32 / 2) + LEGEND_ROW as i32 / 2;
+        let segments: Vec<(i32, i32)> = if dashed {
+            vec![(0, 8), (12, 20), (24, 32)]
+        } else {
+            vec![(0, 32)]
+        };
+        for (a, b) in segments {
+            lower
+                .draw(&PathElement::new(vec![(x + a, y), (x + b, y)], style))
+                .map_err(plot_error)?;
+        }
+        lower
+            .draw(&Text::new(label, (x + 42, y - 8), font.clone()))
+            .map_err(plot_error)?;
+    }
+    Ok(())
+}
 
 /// An SVG chart of the asymptotic power of each mechanism's level-`alpha` identity test
 /// against n (log scale), one curve per mechanism, a dashed horizontal line at `target`
@@ -247,25 +274,7 @@ pub fn power_svg(
             legend.push((format!("n = {n}"), style, true));
         }
 
-        // Two columns under the plot area, aligned with its left edge.
-        let font = ("sans-serif", 15).into_font();
-        for (i, (label, style, dashed)) in legend.into_iter().enumerate() {
-            let x = 84 + 440 * (i as i32 % 2);
-            let y = 10 + LEGEND_ROW as i32 * (i as i32 / 2) + LEGEND_ROW as i32 / 2;
-            let segments: Vec<(i32, i32)> = if dashed {
-                vec![(0, 8), (12, 20), (24, 32)]
-            } else {
-                vec![(0, 32)]
-            };
-            for (a, b) in segments {
-                lower
-                    .draw(&PathElement::new(vec![(x + a, y), (x + b, y)], style))
-                    .map_err(plot_error)?;
-            }
-            lower
-                .draw(&Text::new(label, (x + 42, y - 8), font.clone()))
-                .map_err(plot_error)?;
-        }
+        draw_legend(&lower, legend)?;
         root.present().map_err(plot_error)?;
     }
     Ok(svg)
