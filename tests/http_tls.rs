@@ -164,8 +164,15 @@ fn a_missing_garbled_or_mismatched_certificate_or_key_is_refused_naming_it() {
     std::fs::write(&garbled, "-----BEGIN CERTIFICATE-----\nnot base64!\n").unwrap();
     let other_key = dir.path().join("other.key");
     std::fs::write(&other_key, key().private_key_to_pem_pkcs8().unwrap()).unwrap();
+    // An encrypted key made OpenSSL prompt for its pass phrase on the terminal: serve hung.
+    let encrypted = dir.path().join("encrypted.key");
+    let good = openssl::pkey::PKey::private_key_from_pem(&std::fs::read(&good_key).unwrap())
+        .unwrap()
+        .private_key_to_pem_pkcs8_passphrase(openssl::symm::Cipher::aes_256_cbc(), b"pw")
+        .unwrap();
+    std::fs::write(&encrypted, good).unwrap();
 
-    let cases: [(&Path, &Path, &str, &Path, &str); 4] = [
+    let cases: [(&Path, &Path, &str, &Path, &str); 5] = [
         (&cert, &missing, "serve.tls.key", &missing, "No such file"),
         (
             &garbled,
@@ -187,6 +194,13 @@ fn a_missing_garbled_or_mismatched_certificate_or_key_is_refused_naming_it() {
             "serve.tls.key",
             &other_key,
             "does not match the certificate",
+        ),
+        (
+            &cert,
+            &encrypted,
+            "serve.tls.key",
+            &encrypted,
+            "an encrypted private key",
         ),
     ];
     for (c, k, key_name, named, why) in cases {

@@ -6,10 +6,38 @@
 use std::sync::Arc;
 
 use ldpstream_config::HttpTlsConfig;
+use openssl::asn1::Asn1Time;
 use openssl::pkey::PKey;
 use openssl::ssl::{SslAcceptor, SslMethod};
+use openssl::x509::X509;
+use tracing::warn;
 
 use crate::error::Error;
+
+/// Warnings that do not stop the service: a key file others can read, a certificate that
+/// has expired or is not yet valid (clients will refuse it).
+fn warn_about_files(tls: &HttpTlsConfig) {
+    use std::os::unix::fs::PermissionsExt;
+    if let Ok(meta) = std::fs::metadata(&tls.key) {
+        if meta.permissions().mode() & 0o004 != 0 {
+            warn!(key = %tls.key, "serve.tls.key is readable by every user of this machine; chmod 600 it");
+        }
+    }
+    let Ok(pem) = std::fs::read(&tls.cert) else {
+        return;
+    };
+    let Ok(cert) = X509::from_pem(&pem) else {
+        return;
+    };
+    let Ok(now) = Asn1Time::days_from_now(0) else {
+        return;
+    };
+    if cert.not_after() < now {
+        warn!(cert = %tls.cert, not_after = %cert.not_after(), "serve.tls.cert has expired: clients will refuse it");
+    } else if cert.not_before() > now {
+        warn!(cert = %tls.cert, not_before = %cert.not_before(), "serve.tls.cert is not valid yet: clients will refuse it");
+    }
+}
 
 /// Loads the certificate chain and key, checks that they belong together, and builds an
 /// acceptor with Mozilla's "intermediate" settings (TLS 1.2 and 1.3).
@@ -35,13 +63,19 @@ pub fn acceptor(tls: &HttpTlsConfig) -> Result<Arc<SslAcceptor>, Error> {
         )
     })?;
     let pem = std::fs::read(&tls.key).map_err(|e| fail("key", &tls.key, &e))?;
-    let key = PKey::private_key_from_pem(&pem).map_err(|e| {
-        fail(
-            "key",
-            &tls.key,
-            &format!("not an unencrypted PEM private key ({e})"),
-        )
+    // OpenSSL's default for an encrypted key is to prompt on the terminal, which hangs a
+    // service; a callback that supplies no pass phrase makes it an error instead.
+    let key = PKey::private_key_from_pem_callback(&pem, |_| Ok(0)).map_err(|e| {
+        let why = if pem.windows(9).any(|w| w == b"ENCRYPTED") {
+            "an encrypted private key: serve takes an unencrypted one (decrypt it with \
+             `openssl pkey -in KEY -out KEY.plain` and keep that file readable by serve only)"
+                .to_string()
+        } else {
+            format!("not an unencrypted PEM private key ({e})")
+        };
+        fail("key", &tls.key, &why)
     })?;
+    warn_about_files(tls);
     // Parsed apart from the pairing check, so that a key for another certificate is told
     // from a file that is no key at all.
     builder.set_private_key(&key).map_err(|e| {

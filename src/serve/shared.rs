@@ -68,6 +68,8 @@ impl Shared {
 pub struct StreamInfo {
     pub name: String,
     pub domain: usize,
+    /// A curator-model stream: its report counts are not private, so none is shown.
+    pub private: bool,
     pub tests: Vec<TestInfo>,
 }
 
@@ -85,6 +87,7 @@ impl StreamInfo {
         StreamInfo {
             name: stream.name.clone(),
             domain,
+            private: stream.has_private_tests(),
             tests: stream
                 .tests
                 .iter()
