@@ -98,13 +98,16 @@ kind = "gof"
 null = "uniform"
 $window
 TOML
-  local times=() rss=() line
+  local times=() rss=() line start end
   for r in $(seq 0 "$rounds"); do
+    # Wall time from the shell (GNU time's own is in 10 ms steps), peak RSS from time -v.
+    start=$(date +%s.%N)
     line=$(/usr/bin/time -v "$bin" batch --config "$cfg" --output /dev/null 2>&1 >/dev/null |
-      awk -F': ' '/Elapsed \(wall clock\)/ {split($2, t, ":"); s = (length(t) == 3) ? t[1]*3600 + t[2]*60 + t[3] : t[1]*60 + t[2]} /Maximum resident/ {m = $2} END {print s, m}')
+      awk -F': ' '/Maximum resident/ {print $2}')
+    end=$(date +%s.%N)
     [ "$r" = 0 ] && continue
-    times+=("${line% *}")
-    rss+=("${line#* }")
+    times+=("$(python3 -c "print($end - $start)")")
+    rss+=("$line")
   done
   python3 -c 'import statistics,sys; t=[float(x) for x in sys.argv[1].split()]; r=[float(x) for x in sys.argv[2].split()]; print(f"{statistics.median(t):.3f} {max(r)/1024:.1f}")' "${times[*]}" "${rss[*]}"
 }
