@@ -140,6 +140,8 @@ config "$dir/f1.toml" "$group" "$input" "$group-results" "$dir/f1-state"
 config "$dir/f2.toml" "$group" "$input" "$group-results" "$dir/f2-state"
 p1=$(start f1 "$dir/f1.toml")
 p2=$(start f2 "$dir/f2.toml")
+# `start` ran in a command substitution, so its `pids+=` did not reach this shell.
+pids+=("$p1" "$p2")
 wait_for "input partitions assigned" "$dir/f1.log"
 wait_for "input partitions assigned" "$dir/f2.log"
 wait_for "owns the partials topic" "$dir/f1.log" "$dir/f2.log"
