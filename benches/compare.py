@@ -45,13 +45,15 @@ def run(cmd, env=None):
     return wall, int(line[1]) / 1024.0, out.stdout
 
 
-def tools(kind, path, binary, cfg):
+def tools(kind, path, binary, cfg, peers=True):
     t = {
         "ldpstream": [binary, "batch", "--config", cfg, "--output", "-"],
         "ldpstream-1thread": [binary, "batch", "--config", cfg, "--output", "-", "--threads", "1"],
         "duckdb": [PY, os.path.join(HERE, "compare_tools.py"), "duckdb", kind, path],
         "pyarrow+numpy": [PY, os.path.join(HERE, "compare_tools.py"), "pyarrow", kind, path],
     }
+    if not peers:
+        return {k: v for k, v in t.items() if k.startswith("ldpstream")}
     if kind == "grr":
         t["polars"] = [PY, os.path.join(HERE, "compare_tools.py"), "polars", kind, path]
     return t
@@ -67,10 +69,11 @@ def main():
     a = argparse.ArgumentParser()
     a.add_argument("--bin"), a.add_argument("--grr"), a.add_argument("--bitflip")
     a.add_argument("--rounds", type=int, default=3)
+    a.add_argument("--no-peers", action="store_true", help="time ldpstream alone")
     args = a.parse_args()
     for kind, path in (("grr", args.grr), ("bitflip", args.bitflip)):
         cfg = config(os.path.abspath(path), kind)
-        ts = tools(kind, os.path.abspath(path), args.bin, cfg)
+        ts = tools(kind, os.path.abspath(path), args.bin, cfg, not args.no_peers)
         times = {k: [] for k in ts}
         rss = {k: [] for k in ts}
         reference = None

@@ -10,9 +10,13 @@
 # end marker (the same span the bare consumer times, from assign to its last message);
 # its whole-process wall time, with start-up, the group join and final results, is
 # printed beside it.
+# Each serve run gets a directory of its own (config, results and its durable state), so a
+# run never restores the previous run's checkpoint and skips the topic.
+# SMOKE=1: 20,000 messages, one run. A broker in LDPSTREAM_KAFKA_BROKERS is used when set.
 # Needs release builds: cargo build --release -p ldpstream -p ldpstream-benches --bin ldpstream --bin kafka-bench
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. benches/bench_env.sh
 if [ "${1:-}" = "--instances" ]; then
   shift
   exec benches/scale_out.sh "$@"
@@ -20,28 +24,32 @@ fi
 n=${1:-5000000}
 format=${2:-binary}
 runs=${3:-3}
-port=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
-trap './deploy/kafka/stop-local.sh' EXIT
-broker=$(./deploy/kafka/start-local.sh "$port")
-topic="bench-$format-$$"
-"$(cat .kafka/tansu.bin)" topic create --broker "tcp://$broker" --partitions 4 "$topic" >/dev/null
-target/release/kafka-bench produce --brokers "$broker" --topic "$topic" --n "$n" --format "$format"
-total=$((n + 4))
+if [ "$SMOKE" = 1 ]; then n=20000 runs=1; fi
+bench_need_bins ldpstream kafka-bench
 dir=$(mktemp -d)
+trap 'bench_stop_broker; rm -rf "$dir"' EXIT
+bench_broker
+broker=$BROKER
+topic="bench-$format-$$"
+"$TANSU" topic create --broker "tcp://$broker" --partitions 4 "$topic" >/dev/null
+"$BIN_DIR/kafka-bench" produce --brokers "$broker" --topic "$topic" --n "$n" --format "$format"
+total=$((n + 4))
 bare=()
 served=()
 for run in $(seq 1 "$runs"); do
-  line=$(target/release/kafka-bench consume --brokers "$broker" --topic "$topic" --n "$total")
+  line=$("$BIN_DIR/kafka-bench" consume --brokers "$broker" --topic "$topic" --n "$total")
   echo "run $run: $line"
   bare+=("$(echo "$line" | sed -E 's/.*= ([0-9]+) msg\/s/\1/')")
-  cat >"$dir/bench.toml" <<TOML
+  run_dir="$dir/run$run"
+  mkdir "$run_dir"
+  cat >"$run_dir/bench.toml" <<TOML
 [serve]
 listen = "127.0.0.1:0"
 snapshot_interval = "1s"
-sink = [{ kind = "jsonl", path = "$dir/out.jsonl" }]
+sink = [{ kind = "jsonl", path = "$run_dir/out.jsonl" }]
 [[stream]]
 name = "bench"
-source = { kind = "kafka", brokers = "$broker", topics = ["$topic"], group_id = "bench-serve-$run", format = "$format", end_marker = true }
+source = { kind = "kafka", brokers = "$broker", topics = ["$topic"], group_id = "bench-serve-$$-$run", format = "$format", end_marker = true }
 mechanism = { kind = "grr", epsilon = 1.0, domain = 16 }
 allowed_lateness = "1h"
 [[stream.test]]
@@ -52,9 +60,14 @@ window = { kind = "tumbling", size = "1m" }
 TOML
   start=$(date +%s.%N)
   RUST_LOG=ldpstream_connectors::kafka::source=info NO_COLOR=1 \
-    target/release/ldpstream serve --config "$dir/bench.toml" 2>"$dir/err.log" >/dev/null
+    "$BIN_DIR/ldpstream" serve --config "$run_dir/bench.toml" 2>"$run_dir/err.log" >/dev/null
   end=$(date +%s.%N)
-  rate=$(sed -E 's/\x1b\[[0-9;]*m//g' "$dir/err.log" | grep "Kafka input ended" | sed -E 's/.* rate=([0-9.]+).*/\1/')
+  rate=$(sed -E 's/\x1b\[[0-9;]*m//g' "$run_dir/err.log" | grep "Kafka input ended" | sed -E 's/.* rate=([0-9.]+).*/\1/' || true)
+  if [ -z "$rate" ]; then
+    echo "run $run: serve logged no 'Kafka input ended' line; its log ends with:" >&2
+    tail -20 "$run_dir/err.log" >&2
+    exit 1
+  fi
   served+=("$rate")
   python3 - "$start" "$end" "$n" "$rate" <<'PY'
 import sys
@@ -69,4 +82,3 @@ served = [float(x) for x in sys.argv[2].split()]
 mb, ms = statistics.median(bare), statistics.median(served)
 print(f"median: bare {mb:.0f} msg/s, serve {ms:.0f} msg/s, serve/bare = {ms/mb:.2f}")
 PY
-rm -rf "$dir"

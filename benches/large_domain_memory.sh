@@ -5,13 +5,17 @@
 # tables alone, plus the per-group snapshot copies.
 #
 #   benches/large_domain_memory.sh [BIN] [REPORTS]   (BIN default target/release/ldpstream)
+# SMOKE=1: 1,000 reports per group (BIN from LDPSTREAM_BIN_DIR or CARGO_TARGET_DIR).
 #
 # Prints the peak RSS of the simulate, batch and serve steps (GNU time's %M) and checks
 # that every report was counted. serve replays the same file (max_groups = 20, since its
 # estimate cannot count the reports ahead and takes the dense bound; state in memory).
 set -euo pipefail
-bin=${1:-target/release/ldpstream}
+cd "$(dirname "$0")/.."
+. benches/bench_env.sh
+bin=${1:-$BIN_DIR/ldpstream}
 reports=${2:-1000000}
+if [ "$SMOKE" = 1 ]; then reports=1000; fi
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 groups=$(python3 -c "print(','.join(f'g{i:02}={$reports}' for i in range(20)))")

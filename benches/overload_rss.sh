@@ -10,12 +10,16 @@
 # sustained-load run (benches/load_rss.png and .samples.txt instead of overload_rss.*).
 # Needs release builds: cargo build --release -p ldpstream -p ldpstream-benches --bin ldpstream --bin kafka-bench
 # The plot needs python3 with matplotlib (installed into benches/.venv when missing).
+# SMOKE=1: 6 s, 2,000 backlog messages, 1 s samples, and the plot and samples go to a
+# temporary directory instead of benches/. A broker in LDPSTREAM_KAFKA_BROKERS is used when set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. benches/bench_env.sh
 seconds=${1:-600}
 backlog=${2:-5000000}
 rate=${3:-}
 name=overload_rss
+out=benches
 rate_args=()
 if [ -n "$rate" ]; then
   name=load_rss
@@ -26,25 +30,24 @@ sample=5
 # every message was folded.
 drain=30
 groups=500
-for bin in target/release/ldpstream target/release/kafka-bench; do
-  [ -x "$bin" ] || { echo "missing $bin; see the header of $0" >&2; exit 2; }
-done
-port=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
+bench_need_bins ldpstream kafka-bench
 dir=$(mktemp -d)
+if [ "$SMOKE" = 1 ]; then seconds=6 backlog=2000 sample=1 drain=4 out=$dir/out; mkdir -p "$out"; fi
 serve_pid=
 producer_pid=
 cleanup() {
   [ -n "$producer_pid" ] && kill "$producer_pid" 2>/dev/null || true
   [ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null || true
-  ./deploy/kafka/stop-local.sh || true
+  bench_stop_broker
 }
 trap cleanup EXIT
-broker=$(./deploy/kafka/start-local.sh "$port")
+bench_broker
+broker=$BROKER
 topic="overload-$$"
-"$(cat .kafka/tansu.bin)" topic create --broker "tcp://$broker" --partitions 4 "$topic" >/dev/null
+"$TANSU" topic create --broker "tcp://$broker" --partitions 4 "$topic" >/dev/null
 echo "backlog: $backlog messages, $groups groups, producer rate: ${rate:-full speed}" >&2
 if [ "$backlog" -gt 0 ]; then
-  target/release/kafka-bench produce --brokers "$broker" --topic "$topic" --n "$backlog" \
+  "$BIN_DIR/kafka-bench" produce --brokers "$broker" --topic "$topic" --n "$backlog" \
     --groups "$groups" --seconds 100000 >&2
 fi
 
@@ -57,7 +60,7 @@ snapshot_interval = "1s"
 sink = [{ kind = "stdout" }]
 [[stream]]
 name = "overload"
-source = { kind = "kafka", brokers = "$broker", topics = ["$topic"], group_id = "overload", format = "binary" }
+source = { kind = "kafka", brokers = "$broker", topics = ["$topic"], group_id = "overload-$$", format = "binary" }
 mechanism = { kind = "grr", epsilon = 1.0, domain = 16 }
 columns = { group_by = ["g"] }
 allowed_lateness = "1m"
@@ -74,7 +77,7 @@ sequential = true
 window = { kind = "cumulative" }
 TOML
 
-NO_COLOR=1 target/release/ldpstream serve --config "$dir/overload.toml" \
+NO_COLOR=1 "$BIN_DIR/ldpstream" serve --config "$dir/overload.toml" \
   --duration "$((seconds + drain))s" 2>"$dir/serve.log" >/dev/null &
 serve_pid=$!
 for _ in $(seq 1 100); do
@@ -83,7 +86,7 @@ for _ in $(seq 1 100); do
 done
 url=$(sed -nE 's/.*listening on (http:[^ ]+).*/\1/p' "$dir/serve.log" | head -1)
 [ -n "$url" ] || { cat "$dir/serve.log" >&2; exit 1; }
-target/release/kafka-bench produce --brokers "$broker" --topic "$topic" --n 0 \
+"$BIN_DIR/kafka-bench" produce --brokers "$broker" --topic "$topic" --n 0 \
   --groups "$groups" --seconds "$seconds" "${rate_args[@]}" >"$dir/producer.log" 2>&1 &
 producer_pid=$!
 
@@ -145,7 +148,7 @@ venv=benches/.venv
 if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import matplotlib' 2>/dev/null; then
   python3 -m venv "$venv" && "$venv/bin/pip" -q install matplotlib || true
 fi
-"$venv/bin/python" - "$dir/samples.txt" "benches/$name.png" <<'PY' || echo "no plot (matplotlib missing)" >&2
+"$venv/bin/python" - "$dir/samples.txt" "$out/$name.png" <<'PY' || echo "no plot (matplotlib missing)" >&2
 import sys
 import matplotlib
 matplotlib.use("Agg")
@@ -164,5 +167,5 @@ fig.tight_layout()
 fig.savefig(sys.argv[2], dpi=100)
 print(f"plot: {sys.argv[2]}")
 PY
-cp "$dir/samples.txt" "benches/$name.samples.txt"
+cp "$dir/samples.txt" "$out/$name.samples.txt"
 rm -rf "$dir"

@@ -4,18 +4,27 @@
 # and 20,000 row groups, each timed ROUNDS times (median printed) for a grouped stream
 # (Arrow reader) and an ungrouped one (dictionary keys). Linear: time per row group
 # roughly constant. Not part of CI. Usage: benches/row_groups.sh [ROUNDS] (default 3).
+# SMOKE=1: 4,000 reports in 1 and 50 row groups, one round, files in a temporary directory,
+# binaries from LDPSTREAM_BIN_DIR (no build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. benches/bench_env.sh
 rounds=${1:-3}
-target=${CARGO_TARGET_DIR:-target}
-cargo build --release --quiet -p ldpstream --bin ldpstream -p ldpstream-benches --bin row-groups-file
-bin="$target/release/ldpstream"
-gen="$target/release/row-groups-file"
 data=benches/data/row_groups
-mkdir -p "$data"
 rows=400000
+groups_list="1 5000 10000 20000"
+if [ "$SMOKE" = 1 ]; then
+  rounds=1 rows=4000 groups_list="1 50" data=$(mktemp -d)
+  trap 'rm -rf "$data"' EXIT
+else
+  cargo build --release --quiet -p ldpstream --bin ldpstream -p ldpstream-benches --bin row-groups-file
+fi
+bench_need_bins ldpstream row-groups-file
+bin="$BIN_DIR/ldpstream"
+gen="$BIN_DIR/row-groups-file"
+mkdir -p "$data"
 printf '%-12s %-8s %10s %12s\n' row_groups stream seconds bytes
-for rg in 1 5000 10000 20000; do
+for rg in $groups_list; do
   dir="$data/rg$rg"
   mkdir -p "$dir"
   [ -f "$dir/r.parquet" ] || "$gen" "$dir/r.parquet" "$rows" "$rg"

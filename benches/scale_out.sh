@@ -10,22 +10,29 @@
 # is killed with SIGKILL. Printed: the time from the kill to the survivor owning all 6
 # partitions again (their state restored from the changelog), and to the survivor's merge
 # having read the partials back.
+# SMOKE=1: the throughput part on 20,000 reports; the failover part is skipped (with debug
+# binaries on a loaded machine the survivor did not log the end of every partition within
+# 600 s, which needs looking into before it can gate CI). A broker in
+# LDPSTREAM_KAFKA_BROKERS is used when set.
 # Needs release builds: cargo build --release -p ldpstream -p ldpstream-benches --bin ldpstream --bin kafka-bench
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. benches/bench_env.sh
 n=${1:-3000000}
 failover_n=${2:-20000000}
-port=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
+if [ "$SMOKE" = 1 ]; then n=20000; fi
+bench_need_bins ldpstream kafka-bench
 dir=$(mktemp -d)
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  ./deploy/kafka/stop-local.sh || true
+  bench_stop_broker
   rm -rf "$dir"
 }
 trap cleanup EXIT
-broker=$(./deploy/kafka/start-local.sh "$port")
-tansu="$(cat .kafka/tansu.bin)"
+bench_broker
+broker=$BROKER
+tansu=$TANSU
 topic() { "$tansu" topic create --broker "tcp://$broker" --partitions "$2" "$1" >/dev/null; }
 
 # config FILE GROUP TOPIC RESULTS STATE
@@ -55,7 +62,7 @@ TOML
 # start NAME CONFIG: starts an instance, logging at info into $dir/NAME.log
 start() {
   RUST_LOG=ldpstream::serve::scale_out=info NO_COLOR=1 \
-    target/release/ldpstream serve --config "$2" 2>"$dir/$1.log" >/dev/null &
+    "$BIN_DIR/ldpstream" serve --config "$2" 2>"$dir/$1.log" >/dev/null &
   pids+=($!)
   echo $!
 }
@@ -98,7 +105,7 @@ PY
 
 input="so-bench-$$"
 topic "$input" 6
-target/release/kafka-bench produce --brokers "$broker" --topic "$input" --n "$n" --format binary
+"$BIN_DIR/kafka-bench" produce --brokers "$broker" --topic "$input" --n "$n" --format binary
 echo "throughput: $n reports on 6 partitions, 2 cores, one broker on the same machine"
 for k in 1 2 3; do
   group="so-$k-$$"
@@ -119,16 +126,22 @@ for k in 1 2 3; do
   pids=()
 done
 
+if [ "$SMOKE" = 1 ]; then
+  echo "failover: SKIPPED in smoke mode (see the header)"
+  exit 0
+fi
 echo "failover: 2 instances on $failover_n reports; SIGKILL of the merge owner mid-run"
 input="so-failover-$$"
 topic "$input" 6
-target/release/kafka-bench produce --brokers "$broker" --topic "$input" --n "$failover_n" --format binary
+"$BIN_DIR/kafka-bench" produce --brokers "$broker" --topic "$input" --n "$failover_n" --format binary
 group="so-f-$$"
 topic "$group-results" 1
 config "$dir/f1.toml" "$group" "$input" "$group-results" "$dir/f1-state"
 config "$dir/f2.toml" "$group" "$input" "$group-results" "$dir/f2-state"
 p1=$(start f1 "$dir/f1.toml")
 p2=$(start f2 "$dir/f2.toml")
+# `start` ran in a command substitution, so its `pids+=` did not reach this shell.
+pids+=("$p1" "$p2")
 wait_for "input partitions assigned" "$dir/f1.log"
 wait_for "input partitions assigned" "$dir/f2.log"
 wait_for "owns the partials topic" "$dir/f1.log" "$dir/f2.log"

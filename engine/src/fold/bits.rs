@@ -2,10 +2,76 @@ use arrow::array::{Array, FixedSizeBinaryArray};
 
 use crate::sketch::{BitSketch, RejectReason};
 
-/// Folds packed bit-flip reports (`FixedSizeBinary(⌈d/8⌉)`, LSB first) into per-bit counts
-/// with a positional popcount: one histogram of byte values per byte position, turned into
-/// bit counts once per batch. The inner loop is one table increment per byte.
+use super::popcount::{positional_counts_with, subtract_row, Kernel};
+
+/// Folds packed bit-flip reports (`FixedSizeBinary(⌈d/8⌉)`, LSB first) into per-bit counts.
+/// Padding bits (at or beyond d in the last byte) must be zero, else the report is rejected
+/// as `padding_bits_set`; null reports are counted as `null`.
 pub fn fold_bits(array: &FixedSizeBinaryArray, sketch: &mut BitSketch) {
+    fold_bits_with(Kernel::detect(), array, sketch);
+}
+
+/// [`fold_bits`] with a chosen positional-popcount kernel.
+///
+/// The kernel counts every row of the batch, nulls and padding violations included, in
+/// one pass over the contiguous value buffer; those rows are then taken out again one by
+/// one. Rejected rows are rare, and the padding positions' own totals tell whether any
+/// row sets a padding bit, so a clean batch never looks at a row twice.
+pub fn fold_bits_with(kernel: Kernel, array: &FixedSizeBinaryArray, sketch: &mut BitSketch) {
+    let d = sketch.bit_counts().len();
+    let width = d.div_ceil(8);
+    let nulls = array.null_count() as u64;
+    if array.value_length() as usize != width {
+        let valid = array.len() as u64 - nulls;
+        sketch.rejected_mut().add(RejectReason::BadSize, valid);
+        sketch.rejected_mut().add(RejectReason::Null, nulls);
+        return;
+    }
+    // A sliced array's value buffer is sliced with it; anything else takes the old path.
+    let Some(data) = array.value_data().get(..array.len() * width) else {
+        fold_bits_scalar(array, sketch);
+        return;
+    };
+    let mut totals = vec![0u64; width * 8];
+    positional_counts_with(kernel, data, width, &mut totals);
+    if let Some(valid) = array.nulls().filter(|n| n.null_count() > 0) {
+        for i in (0..array.len()).filter(|&i| valid.is_null(i)) {
+            subtract_row(&data[i * width..(i + 1) * width], &mut totals);
+        }
+    }
+    let mut padding = 0u64;
+    if totals[d..].iter().any(|&c| c != 0) {
+        let mask = padding_mask(d);
+        for (i, row) in data.chunks_exact(width).enumerate() {
+            if row[width - 1] & mask != 0 && !array.is_null(i) {
+                padding += 1;
+                subtract_row(row, &mut totals);
+            }
+        }
+    }
+    let (bit_counts, n) = sketch.parts_mut();
+    for (count, total) in bit_counts.iter_mut().zip(&totals) {
+        *count += total;
+    }
+    *n += array.len() as u64 - nulls - padding;
+    sketch
+        .rejected_mut()
+        .add(RejectReason::PaddingBitsSet, padding);
+    sketch.rejected_mut().add(RejectReason::Null, nulls);
+}
+
+/// The bits of the last byte at or beyond d, which a report must leave zero.
+fn padding_mask(d: usize) -> u8 {
+    if d % 8 == 0 {
+        0
+    } else {
+        !((1u16 << (d % 8)) as u8 - 1)
+    }
+}
+
+/// The scalar fold kept as the reference the vector kernels are tested against: one
+/// histogram of byte values per byte position, turned into bit counts once per batch.
+pub fn fold_bits_scalar(array: &FixedSizeBinaryArray, sketch: &mut BitSketch) {
     let d = sketch.bit_counts().len();
     let width = d.div_ceil(8);
     let nulls = array.null_count() as u64;

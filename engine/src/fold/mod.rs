@@ -4,15 +4,16 @@
 mod bits;
 mod categories;
 mod dictionary;
+pub mod popcount;
 mod report_check;
 mod signed;
 mod sums;
 
-pub use bits::fold_bits;
+pub use bits::{fold_bits, fold_bits_scalar, fold_bits_with};
 pub use categories::{count_categories, fold_categories};
 pub use dictionary::fold_key_counts;
 pub use report_check::ReportCheck;
-pub use signed::fold_signed;
+pub use signed::{fold_signed, fold_signed_scalar};
 pub use sums::fold_sums;
 
 use arrow::array::{Array, FixedSizeBinaryArray, FixedSizeListArray, Int8Array, UInt32Array};
