@@ -14,7 +14,11 @@ cd "$(dirname "$0")/.."
 profile=${SMOKE_PROFILE:-debug}
 flags=()
 [ "$profile" = release ] && flags=(--release)
-cargo build "${flags[@]}" --quiet -p ldpstream -p ldpstream-benches --bins || exit 1
+# scripts/test.sh passes the binaries its `cargo test --all-targets` just built: a second
+# build in another profile would compile every dependency again.
+if [ -z "${LDPSTREAM_BIN_DIR:-}" ]; then
+  cargo build "${flags[@]}" --quiet -p ldpstream -p ldpstream-benches --bins || exit 1
+fi
 export LDPSTREAM_BIN_DIR=${LDPSTREAM_BIN_DIR:-${CARGO_TARGET_DIR:-target}/$profile}
 export SMOKE=1
 scripts=(compare.sh kafka_throughput.sh large_domain_memory.sh overload_rss.sh row_groups.sh scale_out.sh scaling.sh)

@@ -61,6 +61,12 @@ if LDPSTREAM_BIN="${CARGO_TARGET_DIR:-target}/debug/ldpstream" deploy/check.sh 2
 else
   echo "test result: FAILED. 0 passed; 1 failed; 0 ignored (deploy/check.sh)" | tee -a "$log"
 fi
+# Every bench script in its smoke mode (a tiny input, one run), with the binaries the tests
+# just built, so that a bench that stops working fails here. It prints its own
+# "test result:" line per script.
+if ! LDPSTREAM_BIN_DIR="${CARGO_TARGET_DIR:-target}/debug" benches/smoke.sh 2>&1 | tee -a "$log"; then
+  echo "test result: FAILED. 0 passed; 1 failed; 0 ignored (benches/smoke.sh)" | tee -a "$log"
+fi
 # Every dependency's license, source and known advisories (deny.toml; cargo-deny is built
 # into .tools/ the first time). It prints its own "test result:" lines.
 if ! scripts/deny.sh 2>&1 | tee -a "$log"; then

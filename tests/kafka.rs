@@ -131,7 +131,11 @@ fn kafka_json_serve_matches_batch() {
             .wrapping_add(1442695040888963407);
         let r = ((x >> 33) % 8) as u32;
         let t = T0 + 5 * i as i64;
-        let g = if (x >> 20) % 3 == 0 { "a" } else { "b" };
+        let g = if (x >> 20).is_multiple_of(3) {
+            "a"
+        } else {
+            "b"
+        };
         let p = (i % 4) as i32;
         messages.push((
             p,

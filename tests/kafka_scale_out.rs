@@ -36,7 +36,11 @@ fn reports(n: usize) -> Vec<(i32, u32, i64, &'static str)> {
                 .wrapping_mul(6364136223846793005)
                 .wrapping_add(1442695040888963407);
             let r = ((x >> 33) % 8) as u32;
-            let g = if (x >> 20) % 3 == 0 { "a" } else { "b" };
+            let g = if (x >> 20).is_multiple_of(3) {
+                "a"
+            } else {
+                "b"
+            };
             ((i % PARTITIONS as usize) as i32, r, T0 + 5 * i as i64, g)
         })
         .collect()

@@ -53,7 +53,7 @@ impl std::fmt::Display for DurationMs {
             (1_000, "s"),
         ];
         for (scale, unit) in units {
-            if ms != 0 && ms % scale == 0 {
+            if ms != 0 && ms.is_multiple_of(scale) {
                 return write!(f, "\"{}{unit}\"", ms / scale);
             }
         }

@@ -195,7 +195,7 @@ fn row_of(mechanism: &Mechanism, s: usize, edges: &[f64]) -> Result<Row, EngineE
         Mechanism::Hadamard(m) => {
             let k = m.rows() as usize;
             let (keep, lie) = (sign_keep(m.epsilon()), sign_lie(m.epsilon()));
-            let (j, sign) = (s / 2, if s % 2 == 0 { 1 } else { -1 });
+            let (j, sign) = (s / 2, if s.is_multiple_of(2) { 1 } else { -1 });
             Row::Law(
                 (0..d)
                     .map(|x| {
@@ -208,7 +208,7 @@ fn row_of(mechanism: &Mechanism, s: usize, edges: &[f64]) -> Result<Row, EngineE
         Mechanism::Cohort(m) => {
             let c = m.cohorts() as usize;
             let (keep, lie) = (sign_keep(m.epsilon()), sign_lie(m.epsilon()));
-            let (ci, sign) = (s / 2, if s % 2 == 0 { 1 } else { -1 });
+            let (ci, sign) = (s / 2, if s.is_multiple_of(2) { 1 } else { -1 });
             Row::Law(
                 (0..d)
                     .map(|x| {

@@ -24,7 +24,7 @@ fn bit_batch(
     let mut rng = StdRng::seed_from_u64(seed);
     let total = offset + len;
     let mut bytes: Vec<u8> = (0..total * width).map(|_| rng.random()).collect();
-    let keep: u8 = if d % 8 == 0 {
+    let keep: u8 = if d.is_multiple_of(8) {
         0xFF
     } else {
         (1u16 << (d % 8)) as u8 - 1

@@ -62,7 +62,7 @@ pub fn fold_bits_with(kernel: Kernel, array: &FixedSizeBinaryArray, sketch: &mut
 
 /// The bits of the last byte at or beyond d, which a report must leave zero.
 fn padding_mask(d: usize) -> u8 {
-    if d % 8 == 0 {
+    if d.is_multiple_of(8) {
         0
     } else {
         !((1u16 << (d % 8)) as u8 - 1)
@@ -82,7 +82,7 @@ pub fn fold_bits_scalar(array: &FixedSizeBinaryArray, sketch: &mut BitSketch) {
         return;
     }
     // Bits at or beyond d in the last byte must be zero.
-    let padding_mask: u8 = if d % 8 == 0 {
+    let padding_mask: u8 = if d.is_multiple_of(8) {
         0
     } else {
         !((1u16 << (d % 8)) as u8 - 1)

@@ -40,7 +40,7 @@ impl Hadamard {
     /// `H[j, x]`.
     #[inline]
     pub fn entry(j: u32, x: u32) -> i8 {
-        if (j & x).count_ones() % 2 == 0 {
+        if (j & x).count_ones().is_multiple_of(2) {
             1
         } else {
             -1

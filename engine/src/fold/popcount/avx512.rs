@@ -1,10 +1,6 @@
 //! AVX-512 (F + BW) positional popcount: Harley–Seal carry-save adders on 512-bit vectors,
 //! two `vpternlogq` per adder.
-//!
-//! The AVX-512 intrinsics are stable since Rust 1.89, later than the workspace's declared
-//! `rust-version` (1.85); raising it makes clippy ask for `is_multiple_of` elsewhere, so
-//! until then this one module is exempt from the MSRV lint.
-#![allow(clippy::incompatible_msrv)]
+//! The AVX-512 intrinsics are stable since Rust 1.89, the workspace's `rust-version`.
 
 use std::arch::x86_64::{
     __m512i, _mm512_add_epi8, _mm512_and_si512, _mm512_loadu_si512, _mm512_set1_epi8,
