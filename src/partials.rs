@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 
 use ldpstream_config::{Config, StreamConfig};
 use ldpstream_connectors::position::Position;
+use ldpstream_engine::mechanism::Mechanism;
 use ldpstream_engine::stream::{stream_pane_width, PanedDelta};
 use ldpstream_engine::window::RestoredPanes;
 use serde::{Deserialize, Serialize};
@@ -30,8 +31,12 @@ pub const EXTENSION: &str = "ldpp";
 #[derive(Debug, Serialize, Deserialize)]
 struct Header {
     ldpstream: String,
-    /// Per stream: the absolute paths of the Parquet files folded into its sketches.
+    /// Per stream: the canonical paths of the Parquet files folded into its sketches.
     inputs: BTreeMap<String, Vec<String>>,
+    /// Per stream, in the order of `inputs`: each file's content fingerprint
+    /// ([`input_id`]). Absent from files written before it existed.
+    #[serde(default)]
+    input_ids: BTreeMap<String, Vec<String>>,
 }
 
 /// One stream's share: the files it folded and their sketches.
@@ -41,15 +46,80 @@ pub struct StreamPart {
 }
 
 fn absolute(p: &Path) -> String {
-    std::path::absolute(p)
+    std::fs::canonicalize(p)
+        .or_else(|_| std::path::absolute(p))
         .unwrap_or_else(|_| p.to_path_buf())
         .display()
         .to_string()
 }
 
+/// A Parquet file's identity wherever it is read: SHA-256 of its length and its footer
+/// (schema, row groups, their sizes and statistics). The same file under two spellings,
+/// behind a symlink or copied to another machine has one identity, so `merge` can refuse
+/// counting it twice; files on two machines that share a path but not their content do
+/// not collide.
+pub fn input_id(path: &Path) -> std::io::Result<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = std::fs::File::open(path)?;
+    let len = file.metadata()?.len();
+    let mut tail = [0u8; 8];
+    let footer = if len >= 12 {
+        file.seek(SeekFrom::End(-8))?;
+        file.read_exact(&mut tail)?;
+        let footer_len = u64::from(u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]));
+        if &tail[4..] == b"PAR1" && footer_len + 8 <= len {
+            footer_len + 8
+        } else {
+            len.min(1 << 16)
+        }
+    } else {
+        len
+    };
+    let mut bytes = Vec::new();
+    file.seek(SeekFrom::Start(len - footer))?;
+    file.take(footer).read_to_end(&mut bytes)?;
+    let mut hasher = openssl::sha::Sha256::new();
+    hasher.update(&len.to_le_bytes());
+    hasher.update(&bytes);
+    let digest = hasher.finish();
+    Ok(format!(
+        "sha256:{}",
+        digest
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    ))
+}
+
+/// Every stream's input fingerprints, in the order of its inputs.
+fn input_ids(
+    parts: &[(&StreamConfig, StreamPart)],
+) -> Result<BTreeMap<String, Vec<String>>, Error> {
+    parts
+        .iter()
+        .map(|(s, p)| {
+            let ids = p
+                .inputs
+                .iter()
+                .map(|f| {
+                    input_id(f).map_err(|e| Error::Partial {
+                        path: f.display().to_string(),
+                        message: format!("cannot fingerprint the input: {e}"),
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok((s.name.clone(), ids))
+        })
+        .collect()
+}
+
 /// The bytes of a partial sketch file for `parts` (in config order).
-pub fn encode(parts: &[(&StreamConfig, StreamPart)]) -> Vec<u8> {
+pub fn encode(
+    parts: &[(&StreamConfig, StreamPart)],
+    input_ids: BTreeMap<String, Vec<String>>,
+) -> Vec<u8> {
     let header = Header {
+        input_ids,
         ldpstream: env!("CARGO_PKG_VERSION").to_string(),
         inputs: parts
             .iter()
@@ -114,7 +184,7 @@ pub fn write(dir: &Path, parts: &[(&StreamConfig, StreamPart)]) -> Result<PathBu
     names.sort();
     let id = crc32c::crc32c(names.join("\n").as_bytes());
     let target = dir.join(format!("sketches-{id:08x}.{EXTENSION}"));
-    let bytes = encode(parts);
+    let bytes = encode(parts, input_ids(parts)?);
     ldpstream_connectors::atomic_file::write_atomically(&target, |mut file| {
         file.write_all(&bytes)
             .map_err(|source| ldpstream_connectors::ConnectorError::Io {
@@ -129,6 +199,7 @@ pub fn write(dir: &Path, parts: &[(&StreamConfig, StreamPart)]) -> Result<PathBu
 /// A decoded partial sketch file.
 pub struct Partial {
     pub inputs: BTreeMap<String, Vec<String>>,
+    pub input_ids: BTreeMap<String, Vec<String>>,
     pub streams: Vec<StreamCheckpoint>,
 }
 
@@ -167,7 +238,109 @@ pub fn decode(bytes: &[u8], origin: &str) -> Result<Partial, Error> {
     let streams = state_codec::decode(&body[header_end..], origin)?;
     Ok(Partial {
         inputs: header.inputs,
+        input_ids: header.input_ids,
         streams,
+    })
+}
+
+/// Which file each input of each stream came from, so that no input is counted twice.
+#[derive(Default)]
+struct SeenInputs {
+    /// (stream, content fingerprint) → file.
+    ids: BTreeMap<(String, String), String>,
+    /// (stream, canonical path) → (file, whether that file had fingerprints).
+    paths: BTreeMap<(String, String), (String, bool)>,
+}
+
+impl SeenInputs {
+    /// Files with fingerprints are told apart by content, so two machines' files at one
+    /// path do not collide; a file without them (written before fingerprints) is told
+    /// apart by canonical path, from every other file.
+    fn claim(
+        &mut self,
+        stream: &str,
+        shown: &str,
+        paths: &[String],
+        ids: Option<&Vec<String>>,
+    ) -> Result<(), Error> {
+        let twice = |input: &str, first: &str| Error::PartialConflict {
+            message: format!(
+                "input {input} of stream {stream:?} is in both {first} and {shown}; merging \
+                 them would count its reports twice"
+            ),
+        };
+        for (i, path) in paths.iter().enumerate() {
+            let key = (stream.to_string(), path.clone());
+            let id = ids.and_then(|ids| ids.get(i));
+            if let Some((first, had_ids)) = self.paths.get(&key) {
+                if id.is_none() || !had_ids {
+                    return Err(twice(path, first));
+                }
+            }
+            if let Some(id) = id {
+                if let Some(first) = self.ids.get(&(stream.to_string(), id.clone())) {
+                    return Err(twice(&format!("{path} ({id})"), first));
+                }
+                self.ids
+                    .insert((stream.to_string(), id.clone()), shown.to_string());
+            }
+            self.paths.insert(key, (shown.to_string(), id.is_some()));
+        }
+        Ok(())
+    }
+}
+
+/// One stream's part of a partial file, checked against the config: counted under the
+/// same settings (a format without settings is refused: its sketches could have been
+/// counted under any ε or d), with panes of the config's width and sketches of the
+/// mechanism's shape.
+fn checked_delta(
+    stream: &StreamConfig,
+    stored: &StreamCheckpoint,
+    shown: &str,
+) -> Result<PanedDelta, Error> {
+    let conflict = |message: String| Error::PartialConflict { message };
+    let Some(old) = stored.settings.as_ref() else {
+        return Err(conflict(format!(
+            "{shown}: stream {:?} carries no settings (an older checkpoint format), so it \
+             could have been counted under any mechanism; emit it again",
+            stream.name
+        )));
+    };
+    if let Some(changes) = describe_changes(&stream.name, old, &settings_of(stream)) {
+        return Err(conflict(format!(
+            "{shown} was counted under other settings: {changes}"
+        )));
+    }
+    if stored.pane_width != stream_pane_width(stream) {
+        return Err(conflict(format!(
+            "{shown}: stream {:?} has panes of {} ms, the config needs {} ms",
+            stream.name,
+            stored.pane_width,
+            stream_pane_width(stream)
+        )));
+    }
+    let mechanism = Mechanism::from_config(&stream.mechanism)?;
+    let sketches = stored
+        .panes
+        .panes
+        .values()
+        .chain(std::iter::once(&stored.panes.retired))
+        .flat_map(|g| g.values());
+    for sketch in sketches {
+        mechanism.check_sketch(sketch).map_err(|e| {
+            conflict(format!(
+                "{shown}: stream {:?} holds a sketch its mechanism does not make: {e}",
+                stream.name
+            ))
+        })?;
+    }
+    Ok(PanedDelta {
+        panes: stored.panes.panes.clone(),
+        untimed: stored.panes.retired.clone(),
+        late: stored.panes.late,
+        max_ts: stored.panes.max_event,
+        max_groups: Some(stream.max_groups),
     })
 }
 
@@ -179,8 +352,7 @@ pub fn merge_files(
 ) -> Result<BTreeMap<String, (Vec<String>, PanedDelta)>, Error> {
     let conflict = |message: String| Error::PartialConflict { message };
     let mut merged: BTreeMap<String, (Vec<String>, PanedDelta)> = BTreeMap::new();
-    // Which file each (stream, input) came from, to refuse counting an input twice.
-    let mut seen: BTreeMap<(String, String), String> = BTreeMap::new();
+    let mut seen = SeenInputs::default();
     for file in files {
         let shown = file.display().to_string();
         let bytes = std::fs::read(file).map_err(|e| Error::Partial {
@@ -207,51 +379,108 @@ pub fn merge_files(
                         stream.name
                     ))
                 })?;
-            let now = settings_of(stream);
-            if let Some(changes) = stored
-                .settings
-                .as_ref()
-                .and_then(|old| describe_changes(&stream.name, old, &now))
-            {
-                return Err(conflict(format!(
-                    "{shown} was counted under other settings: {changes}"
-                )));
-            }
-            if stored.pane_width != stream_pane_width(stream) {
-                return Err(conflict(format!(
-                    "{shown}: stream {:?} has panes of {} ms, the config needs {} ms",
-                    stream.name,
-                    stored.pane_width,
-                    stream_pane_width(stream)
-                )));
-            }
+            let delta = checked_delta(stream, stored, &shown)?;
             let inputs = partial
                 .inputs
                 .get(&stream.name)
                 .cloned()
                 .unwrap_or_default();
-            for input in &inputs {
-                if let Some(first) =
-                    seen.insert((stream.name.clone(), input.clone()), shown.clone())
-                {
-                    return Err(conflict(format!(
-                        "input {input} of stream {:?} is in both {first} and {shown}; merging \
-                         them would count its reports twice",
-                        stream.name
-                    )));
-                }
+            // Without its inputs a file's sketches could be merged any number of times.
+            if inputs.is_empty() {
+                return Err(conflict(format!(
+                    "{shown}: stream {:?} names no input files, so nothing shows that its \
+                     sketches are not counted twice; emit it again with `batch --emit-sketches`",
+                    stream.name
+                )));
             }
-            let delta = PanedDelta {
-                panes: stored.panes.panes.clone(),
-                untimed: stored.panes.retired.clone(),
-                late: stored.panes.late,
-                max_ts: stored.panes.max_event,
-                max_groups: Some(stream.max_groups),
-            };
+            let ids = partial.input_ids.get(&stream.name);
+            if ids.is_some_and(|ids| ids.len() != inputs.len()) {
+                return Err(conflict(format!(
+                    "{shown}: stream {:?} has {} inputs but {} fingerprints",
+                    stream.name,
+                    inputs.len(),
+                    ids.map_or(0, Vec::len)
+                )));
+            }
+            seen.claim(&stream.name, &shown, &inputs, ids)?;
             let entry = merged.entry(stream.name.clone()).or_default();
             entry.0.extend(inputs);
             entry.1.merge(delta)?;
         }
     }
     Ok(merged)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use ldpstream_config::Config;
+    use ldpstream_connectors::position::Position;
+    use ldpstream_engine::sketch::{CountSketch, Sketch};
+    use ldpstream_engine::window::RestoredPanes;
+
+    use super::*;
+
+    fn stream(domain: u32) -> StreamConfig {
+        let toml = format!(
+            "[[stream]]\nname = \"s\"\nsource = {{ kind = \"parquet\", paths = [\"x\"] }}\n\
+             mechanism = {{ kind = \"grr\", epsilon = 1.0, domain = {domain} }}\n\
+             [[stream.test]]\nname = \"t\"\nkind = \"gof\"\nnull = \"uniform\"\n"
+        );
+        Config::from_toml_str(&toml, "t").unwrap().streams.remove(0)
+    }
+
+    fn stored(under: &StreamConfig, sketch_domain: usize) -> StreamCheckpoint {
+        let mut retired = BTreeMap::new();
+        retired.insert(
+            vec![],
+            Sketch::Counts(CountSketch::from_counts(vec![5; sketch_domain])),
+        );
+        StreamCheckpoint {
+            name: under.name.clone(),
+            pane_width: stream_pane_width(under),
+            panes: RestoredPanes {
+                retired,
+                ..RestoredPanes::default()
+            },
+            position: Position::Start,
+            ledger: None,
+            settings: Some(settings_of(under)),
+        }
+    }
+
+    // The probe's merge_crafted: a d = 3 sketch re-wrapped into a d = 10 stream's file
+    // was merged and gave a 3-entry estimate; an ε = 2 file re-wrapped in a format without
+    // settings was tested as ε = 1.
+    #[test]
+    fn sketches_of_another_shape_or_without_settings_are_refused() {
+        let ten = stream(10);
+        assert!(checked_delta(&ten, &stored(&ten, 10), "f").is_ok());
+        let e = checked_delta(&ten, &stored(&ten, 3), "f").unwrap_err();
+        assert!(e.to_string().contains("does not make"), "{e}");
+        let mut bare = stored(&ten, 10);
+        bare.settings = None;
+        let e = checked_delta(&ten, &bare, "f").unwrap_err();
+        assert!(e.to_string().contains("carries no settings"), "{e}");
+    }
+
+    #[test]
+    fn one_file_under_two_spellings_has_one_identity() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        std::fs::create_dir(&data).unwrap();
+        std::fs::write(data.join("a.parquet"), b"PAR1 body \x05\x00\x00\x00PAR1").unwrap();
+        std::fs::write(data.join("b.parquet"), b"PAR1 other \x05\x00\x00\x00PAR1").unwrap();
+        std::os::unix::fs::symlink(&data, dir.path().join("link")).unwrap();
+        let id = |p: &std::path::Path| input_id(p).unwrap();
+        let a = id(&data.join("a.parquet"));
+        assert_eq!(a, id(&dir.path().join("link/a.parquet")));
+        assert_eq!(a, id(&data.join("./a.parquet")));
+        assert_ne!(a, id(&data.join("b.parquet")));
+        assert_eq!(
+            absolute(&dir.path().join("link/./a.parquet")),
+            absolute(&data.join("a.parquet"))
+        );
+    }
 }

@@ -212,3 +212,130 @@ fn four_emitted_shares_merge_to_the_records_of_one_batch() {
         );
     }
 }
+
+fn simulate(file: &Path, groups: &str, seed: &str) {
+    let o = ldpstream(&[
+        "simulate",
+        "--mechanism",
+        "grr",
+        "--epsilon",
+        "1",
+        "--domain",
+        "5",
+        "--p",
+        "0.2,0.2,0.2,0.2,0.2",
+        "--groups",
+        groups,
+        "--seed",
+        seed,
+        "--out",
+        file.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+/// A partial file's header rewritten (as a hostile user would, checksum recomputed).
+fn rewrap(bytes: &[u8], edit: impl Fn(&mut Value)) -> Vec<u8> {
+    let len = u32::from_le_bytes([bytes[5], bytes[6], bytes[7], bytes[8]]) as usize;
+    let mut header: Value = serde_json::from_slice(&bytes[9..9 + len]).unwrap();
+    edit(&mut header);
+    let header = serde_json::to_vec(&header).unwrap();
+    let mut out = bytes[..5].to_vec();
+    out.extend_from_slice(&(header.len() as u32).to_le_bytes());
+    out.extend_from_slice(&header);
+    out.extend_from_slice(&bytes[9 + len..bytes.len() - 4]);
+    let sum = crc32c::crc32c(&out);
+    out.extend_from_slice(&sum.to_le_bytes());
+    out
+}
+
+/// The probe's path_spelling_double_count: `--input 'data/*.parquet' --input
+/// ./data/a.parquet` counted a.parquet twice (n = 30,000 of 20,000), and sketch files
+/// emitted for `data/a.parquet` and `link/a.parquet` (a symlinked directory) merged to
+/// 30,000 without the "folded into two files" refusal. Also: a crafted file whose input
+/// list was emptied could be merged any number of times.
+#[test]
+fn a_file_under_two_spellings_is_counted_once_and_a_file_without_inputs_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    simulate(&data.join("a.parquet"), "a=10000", "1");
+    simulate(&data.join("b.parquet"), "a=10000", "2");
+    std::os::unix::fs::symlink(&data, dir.path().join("link")).unwrap();
+    let cfg = config(dir.path(), "c.toml", "1.0");
+    let cfg = cfg.to_str().unwrap();
+    let run = |args: &[&str]| {
+        let o = Command::new(env!("CARGO_BIN_EXE_ldpstream"))
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        o
+    };
+    let o = run(&[
+        "batch",
+        "--config",
+        cfg,
+        "--input",
+        "data/*.parquet",
+        "--input",
+        "./data/a.parquet",
+        "--input",
+        "link/a.parquet",
+    ]);
+    let recs = records(&String::from_utf8_lossy(&o.stdout));
+    let global = recs.iter().find(|r| r["test"] == "global").unwrap();
+    assert_eq!(global["n"], 20000, "{global}");
+
+    for (input, out) in [("data/a.parquet", "one"), ("link/a.parquet", "two")] {
+        run(&[
+            "batch",
+            "--config",
+            cfg,
+            "--input",
+            input,
+            "--emit-sketches",
+            out,
+        ]);
+    }
+    let o = ldpstream(&[
+        "merge",
+        "--config",
+        cfg,
+        "--input",
+        &format!("{}/one/*.ldpp", dir.path().display()),
+        "--input",
+        &format!("{}/two/*.ldpp", dir.path().display()),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("count its reports twice"),
+        "{}",
+        stderr(&o)
+    );
+
+    let one = std::fs::read_dir(dir.path().join("one"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let emptied = dir.path().join("emptied.ldpp");
+    std::fs::write(
+        &emptied,
+        rewrap(&std::fs::read(&one).unwrap(), |h| {
+            h["inputs"]["s"] = serde_json::json!([]);
+            h["input_ids"]["s"] = serde_json::json!([]);
+        }),
+    )
+    .unwrap();
+    let e = emptied.to_str().unwrap();
+    let o = ldpstream(&["merge", "--config", cfg, "--input", e, "--input", e]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("names no input files"),
+        "{}",
+        stderr(&o)
+    );
+}

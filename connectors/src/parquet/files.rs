@@ -66,8 +66,33 @@ pub fn resolve_inputs(patterns: &[String]) -> Result<Vec<PathBuf>, ConnectorErro
             });
         }
     }
+    unique_files(files)
+}
+
+/// The files once each, by what they are rather than how they were spelled: canonical
+/// paths (no `./`, `..` or symlinked directories), and one entry per (device, inode), so
+/// that `data/*.parquet` beside `./data/a.parquet`, or a hard link, is not read twice.
+fn unique_files(files: Vec<PathBuf>) -> Result<Vec<PathBuf>, ConnectorError> {
+    use std::os::unix::fs::MetadataExt;
+    let mut by_inode = std::collections::BTreeMap::new();
+    for file in files {
+        let io = |source| ConnectorError::Io {
+            path: file.display().to_string(),
+            source,
+        };
+        let canonical = std::fs::canonicalize(&file).map_err(io)?;
+        let meta = std::fs::metadata(&canonical).map_err(io)?;
+        by_inode
+            .entry((meta.dev(), meta.ino()))
+            .and_modify(|kept: &mut PathBuf| {
+                if canonical < *kept {
+                    *kept = canonical.clone();
+                }
+            })
+            .or_insert(canonical);
+    }
+    let mut files: Vec<PathBuf> = by_inode.into_values().collect();
     files.sort();
-    files.dedup();
     Ok(files)
 }
 

@@ -215,6 +215,19 @@ impl Mechanism {
         })
     }
 
+    /// Refuses a sketch this mechanism does not produce: another kind, or another number of
+    /// cells (a d = 3 sketch read into a d = 10 stream gave a 3-entry estimate).
+    pub fn check_sketch(&self, sketch: &Sketch) -> Result<(), EngineError> {
+        let own = self.new_sketch();
+        if std::mem::discriminant(&own) == std::mem::discriminant(sketch)
+            && own.cells() == sketch.cells()
+        {
+            Ok(())
+        } else {
+            Err(self.sketch_mismatch(sketch))
+        }
+    }
+
     pub(crate) fn sketch_mismatch(&self, sketch: &Sketch) -> EngineError {
         EngineError::Corrupt(format!(
             "a {} mechanism cannot read this sketch ({} cells)",

@@ -11,6 +11,7 @@ use arrow::record_batch::RecordBatch;
 use super::error::StreamError;
 use super::fold::fold_record_batch;
 use super::layout::ReportLayout;
+use crate::error::EngineError;
 use crate::window::{absorb_grouped, other_key, GroupKey, Grouped, PaneStore};
 
 /// What one or more batches folded to, before it is merged into a [`PaneStore`].
@@ -97,7 +98,13 @@ impl PanedDelta {
             absorb_grouped(self.panes.entry(pane).or_default(), grouped)?;
         }
         absorb_grouped(&mut self.untimed, other.untimed)?;
-        self.late += other.late;
+        // Sketch files are input: a crafted late count must not wrap.
+        self.late = self.late.checked_add(other.late).ok_or_else(|| {
+            EngineError::Corrupt(format!(
+                "merging overflows the late report count ({} + {})",
+                self.late, other.late
+            ))
+        })?;
         self.max_ts = match (self.max_ts, other.max_ts) {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),
@@ -268,6 +275,23 @@ fn fold_timed(
 
 #[cfg(test)]
 mod tests {
+
+    // The probe's merge_crafted: late_reports of crafted sketch files wrapped to
+    // 18446744073709551614 when merged.
+    #[test]
+    fn a_late_count_that_would_overflow_is_refused() {
+        let mut a = PanedDelta {
+            late: u64::MAX,
+            ..PanedDelta::default()
+        };
+        let b = PanedDelta {
+            late: 1,
+            ..PanedDelta::default()
+        };
+        let e = a.merge(b).unwrap_err();
+        assert!(e.to_string().contains("late report count"), "{e}");
+    }
+
     use std::sync::Arc;
 
     use crate::mechanism::Mechanism;

@@ -230,8 +230,10 @@ impl PaneStore {
         self.finished = true;
     }
 
+    /// Counts late reports; saturating, since a count past 2⁶⁴ can only come from crafted
+    /// input (merges refuse it first).
     pub fn add_late(&mut self, n: u64) {
-        self.late += n;
+        self.late = self.late.saturating_add(n);
     }
 
     /// Reports not folded because their pane had closed.
