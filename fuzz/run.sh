@@ -2,7 +2,7 @@
 # Runs every fuzz harness for SECONDS each (default 600), from the committed seeds plus
 # the corpus a previous run left in fuzz/corpus/<target>. Crashes land in
 # fuzz/artifacts/<target>/; fix each, add it to fuzz/seeds/<target>/ and turn it into a
-# regression test (as tests/cli.rs `crafted_dictionary_key_is_an_error_naming_the_file_not_a_panic`).
+# regression test (as tests/cli/bad_input.rs `crafted_dictionary_key_is_an_error_naming_the_file_not_a_panic`).
 #
 #   fuzz/run.sh [SECONDS] [TARGET...]
 #
