@@ -235,7 +235,11 @@ pub fn decode(bytes: &[u8], origin: &str) -> Result<Partial, Error> {
         .get(9..header_end)
         .ok_or_else(|| err("the header runs past the end of the file".into()))?;
     let header: Header = serde_json::from_slice(header).map_err(|e| err(format!("header: {e}")))?;
-    let streams = state_codec::decode(&body[header_end..], origin)?;
+    // The sketches use the checkpoint encoding, but the file is a sketch file: say so.
+    let streams = state_codec::decode(&body[header_end..], origin).map_err(|e| match e {
+        Error::Checkpoint { message, .. } => err(message),
+        other => other,
+    })?;
     Ok(Partial {
         inputs: header.inputs,
         input_ids: header.input_ids,
@@ -463,6 +467,21 @@ mod tests {
         bare.settings = None;
         let e = checked_delta(&ten, &bare, "f").unwrap_err();
         assert!(e.to_string().contains("carries no settings"), "{e}");
+    }
+
+    // The probe's nit: a damaged sketch file's error said "checkpoint f: ...".
+    #[test]
+    fn a_damaged_sketch_body_is_named_as_a_sketch_file() {
+        let header = br#"{"ldpstream":"0","inputs":{}}"#;
+        let mut bytes = MAGIC.to_vec();
+        bytes.push(VERSION);
+        bytes.extend_from_slice(&(header.len() as u32).to_le_bytes());
+        bytes.extend_from_slice(header);
+        bytes.extend_from_slice(b"not sketches");
+        let sum = crc32c::crc32c(&bytes);
+        bytes.extend_from_slice(&sum.to_le_bytes());
+        let e = decode(&bytes, "f.ldpp").err().unwrap().to_string();
+        assert!(e.starts_with("sketch file f.ldpp: "), "{e}");
     }
 
     #[test]

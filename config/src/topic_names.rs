@@ -53,6 +53,23 @@ fn validate_group_ids(kafka: &[(String, &KafkaConfig)]) -> Result<(), ConfigErro
             }
         }
     }
+    // A scale-out stream's merge reads in the consumer group `<group_id>-merge`: another
+    // stream in that group would take the merge's partition away from it.
+    for (at, k) in kafka {
+        if let Some((owner, _)) = kafka.iter().find(|(_, other)| {
+            other.scale_out.is_some() && format!("{}-merge", other.group_id) == k.group_id
+        }) {
+            return Err(ConfigError::invalid(
+                format!("{at}.source.group_id"),
+                format!("{:?}", k.group_id),
+                format!(
+                    "another group: {owner} is a scale-out stream whose merge uses the \
+                     consumer group {:?}",
+                    k.group_id
+                ),
+            ));
+        }
+    }
     Ok(())
 }
 
@@ -162,6 +179,17 @@ mod tests {
             "t",
         )
         .unwrap();
+        // The consumer group of a scale-out stream's merge is taken too.
+        let e = err(&format!(
+            "{}{}",
+            stream("a", "in1", "g", SCALE_OUT),
+            stream("b", "in2", "g-merge", "")
+        ));
+        assert!(
+            e.contains("stream[1] (\"b\").source.group_id = \"g-merge\"")
+                && e.contains("merge uses the consumer group"),
+            "{e}"
+        );
         // Two scale-out streams may share a results topic: records are keyed by stream.
         Config::from_toml_str(
             &format!(

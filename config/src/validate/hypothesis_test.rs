@@ -106,9 +106,10 @@ fn validate_sequential(
             format!("{at}.sequential"),
             true,
             format!(
-                "false: a sequential (anytime-valid) {:?} test is not offered on a {} stream; \
-                 sequential mode covers gof on every mechanism, independence on grr and \
-                 bitflip, and two_sample on grr, matrix, raw and bitflip",
+                "not offered for a {:?} test on a {} stream (remove the key, or set it to \
+                 false): sequential (anytime-valid) mode covers gof on every mechanism, \
+                 independence on grr and bitflip, and two_sample on grr, matrix, raw and \
+                 bitflip",
                 test.kind(),
                 mechanism.kind()
             ),
@@ -364,6 +365,8 @@ mod tests {
         let e = err(&gauss_ind);
         assert!(e.contains("test[0] (\"uniform_gof\").sequential"), "{e}");
         assert!(e.contains("gauss stream"), "{e}");
+        // It reads as a sentence, not "sequential = true: false: …".
+        assert!(!e.contains("true: false"), "{e}");
         // The same independence test without sequential mode is fine.
         Config::from_toml_str(&gauss_ind.replace("\nsequential = true", ""), "t").unwrap();
     }
