@@ -85,6 +85,7 @@ fn row_group(c: &mut Criterion) {
             ts: "ts".into(),
             block_sizes: Vec::new(),
             max_groups: usize::MAX,
+            max_group_value_bytes: usize::MAX,
         };
         let file = inspect(std::slice::from_ref(&path), &layout)
             .expect("inspect")

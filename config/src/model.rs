@@ -163,6 +163,9 @@ pub struct StreamConfig {
     /// stream keeps apart. Reports of further groups are folded into one group whose every
     /// column is `"__other__"`, so a high-cardinality column cannot exhaust memory.
     pub max_groups: usize,
+    /// The longest group value (UTF-8 bytes) kept: with `max_groups`, it bounds what a
+    /// producer's group strings can make the pane store and the metrics hold.
+    pub max_group_value_bytes: usize,
 }
 
 impl StreamConfig {

@@ -57,6 +57,10 @@ pub(crate) struct StreamTable {
     /// column is `"__other__"`, so a high-cardinality column cannot exhaust memory.
     #[serde(default = "default_max_groups")]
     pub(crate) max_groups: usize,
+    /// The longest value, in UTF-8 bytes, a group column may hold. A Kafka message with a
+    /// longer one is refused (`group_value_too_long`); Parquet input with one stops the job.
+    #[serde(default = "default_max_group_value_bytes")]
+    pub(crate) max_group_value_bytes: usize,
 }
 
 impl StreamTable {
@@ -69,6 +73,10 @@ impl StreamTable {
 
 fn default_max_groups() -> usize {
     10_000
+}
+
+fn default_max_group_value_bytes() -> usize {
+    128
 }
 
 fn default_max_batch_rows() -> usize {

@@ -15,8 +15,9 @@ pub struct SourceBatch {
 pub trait SourceEvents: Send + Sync {
     /// The source is connected (a Kafka source: the group assigned its partitions).
     fn connected(&self);
-    /// A message that did not decode (it is counted, and dead-lettered when configured).
-    fn bad_message(&self);
+    /// A message that did not decode (it is counted under `reason`, one of
+    /// [`crate::kafka::MESSAGE_REASONS`], and dead-lettered when configured).
+    fn bad_message(&self, reason: &'static str);
     /// Dead-letter deliveries that failed.
     fn dead_letters_failed(&self, count: u64);
     /// Messages behind the high watermark in a partition this instance reads.

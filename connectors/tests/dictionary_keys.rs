@@ -50,6 +50,7 @@ fn layout(mechanism: Mechanism) -> ReportLayout {
         ts: "ts".into(),
         block_sizes: Vec::new(),
         max_groups: usize::MAX,
+        max_group_value_bytes: usize::MAX,
     }
 }
 

@@ -3,7 +3,6 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use ldpstream_connectors::kafka::BAD_MESSAGE;
 use ldpstream_connectors::SourceEvents;
 
 use super::shared::Shared;
@@ -28,11 +27,11 @@ impl SourceEvents for StreamEvents {
         self.shared.connecting.fetch_sub(1, Ordering::AcqRel);
     }
 
-    fn bad_message(&self) {
+    fn bad_message(&self, reason: &'static str) {
         self.shared
             .metrics
             .rejected
-            .with_label_values(&[self.stream.as_str(), BAD_MESSAGE])
+            .with_label_values(&[self.stream.as_str(), reason])
             .inc();
     }
 

@@ -8,6 +8,7 @@ use prometheus::{
 
 use std::collections::BTreeMap;
 
+use ldpstream_connectors::kafka::MESSAGE_REASONS;
 use ldpstream_engine::record::{TestRecord, MAX_RECORDED_CATEGORIES};
 use ldpstream_engine::sketch::RejectReason;
 
@@ -378,10 +379,9 @@ impl Metrics {
             ] {
                 vec.with_label_values(&[stream]).inc_by(0);
             }
-            for reason in RejectReason::ALL {
-                self.rejected
-                    .with_label_values(&[stream, reason.name()])
-                    .inc_by(0);
+            let reasons = RejectReason::ALL.iter().map(|r| r.name());
+            for reason in reasons.chain(MESSAGE_REASONS) {
+                self.rejected.with_label_values(&[stream, reason]).inc_by(0);
             }
         }
     }

@@ -93,6 +93,48 @@ fn missing_column_and_missing_file_exit_1() {
     );
 }
 
+/// A group value over `max_group_value_bytes` stops the job naming the file, the column,
+/// the row and the bound, instead of being copied into every pane (#34 item 7); `check`
+/// counts the bound in the state estimate.
+#[test]
+fn a_group_value_over_the_bound_exits_1_naming_column_row_and_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let long = "x".repeat(129);
+    write_parquet(
+        &dir.path().join("g.parquet"),
+        vec![
+            ("report", Arc::new(UInt32Array::from(vec![0u32, 1, 2]))),
+            (
+                "g",
+                Arc::new(StringArray::from(vec!["a", "b", long.as_str()])),
+            ),
+        ],
+    );
+    let cfg = config(dir.path(), 4, "\"g\"");
+    let o = ldpstream(&["batch", "--config", cfg.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let e = stderr(&o);
+    assert!(
+        e.contains("g.parquet")
+            && e.contains("group column \"g\" has a 129-byte value at row 2")
+            && e.contains("max_group_value_bytes = 128"),
+        "{e}"
+    );
+    let o = ldpstream(&["check", "--config", cfg.to_str().unwrap()]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("group values") && out.contains("max_group_value_bytes = 128"),
+        "{out}"
+    );
+    let text = std::fs::read_to_string(&cfg).unwrap().replace(
+        "[[stream.test]]",
+        "max_group_value_bytes = 129\n[[stream.test]]",
+    );
+    std::fs::write(&cfg, text).unwrap();
+    let o = ldpstream(&["batch", "--config", cfg.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
 #[test]
 fn usage_errors_exit_2() {
     let o = ldpstream(&[

@@ -3,6 +3,8 @@
 
 use std::collections::HashSet;
 
+use unicode_normalization::UnicodeNormalization;
+
 use super::hypothesis_test::validate_tests;
 use super::kafka::validate_kafka_source;
 use super::mechanism::validate_mechanism;
@@ -16,6 +18,14 @@ use crate::toml_form::StreamTable;
 /// The largest `max_groups`.
 pub const MAX_GROUPS: usize = 10_000_000;
 
+/// The largest `max_group_value_bytes`: the binary Kafka format gives a group value a
+/// `u16` length.
+pub const MAX_GROUP_VALUE_BYTES: usize = u16::MAX as usize;
+
+/// The most streams one config may have: `serve` runs a source thread per stream, and
+/// thousands of them exhaust the process's threads before any report is read.
+pub const MAX_STREAMS: usize = 1_000;
+
 /// Every stream, in order; a stream's name must be unique among them.
 pub(super) fn validate_streams(tables: Vec<StreamTable>) -> Result<Vec<StreamConfig>, ConfigError> {
     if tables.is_empty() {
@@ -25,9 +35,23 @@ pub(super) fn validate_streams(tables: Vec<StreamTable>) -> Result<Vec<StreamCon
             "at least one [[stream]] table is required",
         ));
     }
+    if tables.len() > MAX_STREAMS {
+        return Err(ConfigError::invalid(
+            "stream",
+            format!("{} [[stream]] tables", tables.len()),
+            format!(
+                "at most {MAX_STREAMS} streams: serve runs a source thread per stream. Split \
+                 the config across processes, or fold many sources into one stream with \
+                 group_by"
+            ),
+        ));
+    }
     let mut names = HashSet::new();
     let mut streams = Vec::with_capacity(tables.len());
-    for (i, table) in tables.into_iter().enumerate() {
+    for (i, mut table) in tables.into_iter().enumerate() {
+        // "é" and "e\u{301}" look alike everywhere a name is shown (logs, labels, record
+        // keys): one canonical form makes them the same name, so a second is refused.
+        table.name = table.name.nfc().collect();
         validate_name(i, &table.name, &mut names)?;
         let at = format!("stream[{i}] ({:?})", table.name);
         streams.push(validate_stream(&at, table)?);
@@ -57,8 +81,8 @@ fn validate_name(i: usize, name: &str, names: &mut HashSet<String>) -> Result<()
 /// One stream, `at` naming it in errors (`stream[0] ("homepage")`).
 fn validate_stream(at: &str, stream: StreamTable) -> Result<StreamConfig, ConfigError> {
     validate_mechanism(at, &stream.mechanism)?;
-    validate_source(at, &stream)?;
     validate_batching(at, &stream)?;
+    validate_source(at, &stream)?;
     validate_columns(at, &stream)?;
     validate_budget(at, &stream)?;
     validate_lateness(at, &stream)?;
@@ -75,6 +99,7 @@ fn validate_stream(at: &str, stream: StreamTable) -> Result<StreamConfig, Config
         max_batch_rows: stream.max_batch_rows,
         max_batch_delay: stream.max_batch_delay,
         max_groups: stream.max_groups,
+        max_group_value_bytes: stream.max_group_value_bytes,
     })
 }
 
@@ -111,6 +136,7 @@ fn validate_source(at: &str, stream: &StreamTable) -> Result<(), ConfigError> {
             &format!("{at}.source"),
             sim,
             stream.mechanism.domain() as usize,
+            stream.max_group_value_bytes,
         ),
     }
 }
@@ -131,6 +157,16 @@ fn validate_batching(at: &str, stream: &StreamTable) -> Result<(), ConfigError> 
             format!(
                 "between 1 and {MAX_GROUPS}: every group holds a sketch in every pane, \
                  so more groups than this cannot be tested within memory"
+            ),
+        ));
+    }
+    if !(1..=MAX_GROUP_VALUE_BYTES).contains(&stream.max_group_value_bytes) {
+        return Err(ConfigError::invalid(
+            format!("{at}.max_group_value_bytes"),
+            stream.max_group_value_bytes,
+            format!(
+                "between 1 and {MAX_GROUP_VALUE_BYTES} bytes (the binary message format's \
+                 limit)"
             ),
         ));
     }
@@ -182,7 +218,12 @@ fn validate_budget(at: &str, stream: &StreamTable) -> Result<(), ConfigError> {
     }
 }
 
-fn validate_simulator(key: &str, sim: &SimulatorConfig, d: usize) -> Result<(), ConfigError> {
+fn validate_simulator(
+    key: &str,
+    sim: &SimulatorConfig,
+    d: usize,
+    max_value_bytes: usize,
+) -> Result<(), ConfigError> {
     if !(sim.rate.is_finite() && sim.rate > 0.0 && sim.rate <= 1e8) {
         return Err(ConfigError::invalid(
             format!("{key}.rate"),
@@ -216,7 +257,28 @@ fn validate_simulator(key: &str, sim: &SimulatorConfig, d: usize) -> Result<(), 
             "non-empty group labels",
         ));
     }
+    if let Some((i, g)) = sim
+        .groups
+        .iter()
+        .enumerate()
+        .find(|(_, g)| g.len() > max_value_bytes)
+    {
+        return Err(ConfigError::invalid(
+            format!("{key}.groups[{i}]"),
+            format!("a {}-byte label starting {:?}", g.len(), prefix(g, 24)),
+            format!("at most max_group_value_bytes = {max_value_bytes} bytes"),
+        ));
+    }
     Ok(())
+}
+
+/// At most `bytes` bytes of `s`, cut at a character boundary, for error messages.
+fn prefix(s: &str, bytes: usize) -> &str {
+    let mut end = bytes.min(s.len());
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
 }
 
 #[cfg(test)]
@@ -236,6 +298,51 @@ mod tests {
             e.contains("test[1].name") && e.contains("used twice"),
             "{e}"
         );
+    }
+
+    /// Names are compared in NFC: a decomposed spelling of a name is the same name.
+    #[test]
+    fn names_that_differ_only_in_unicode_normalization_are_one_name() {
+        let composed = GOOD.replace("name = \"homepage\"", "name = \"caf\u{e9}\"");
+        let decomposed = GOOD.replace("name = \"homepage\"", "name = \"cafe\u{301}\"");
+        let e = err(&format!("{composed}\n{decomposed}"));
+        assert!(e.contains("used twice"), "{e}");
+        let c = Config::from_toml_str(&decomposed, "t").unwrap();
+        assert_eq!(c.streams[0].name, "caf\u{e9}");
+    }
+
+    #[test]
+    fn too_many_streams_are_refused() {
+        let many: String = (0..=super::MAX_STREAMS)
+            .map(|i| GOOD.replace("name = \"homepage\"", &format!("name = \"s{i}\"")))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let e = err(&many);
+        assert!(
+            e.contains("1001 [[stream]] tables") && e.contains("at most 1000"),
+            "{e}"
+        );
+    }
+
+    /// Group labels are bounded like the values a producer sends.
+    #[test]
+    fn long_group_values_are_refused() {
+        let sim = GOOD.replace(
+            "source = { kind = \"parquet\", paths = [\"data/*.parquet\"] }",
+            "source = { kind = \"simulator\", rate = 1000.0, groups = [\"a\", \"\u{e9}\u{e9}\"] }\nmax_group_value_bytes = 3",
+        );
+        let e = err(&sim);
+        assert!(
+            e.contains("source.groups[1]")
+                && e.contains("4-byte label")
+                && e.contains("max_group_value_bytes = 3"),
+            "{e}"
+        );
+        Config::from_toml_str(&sim.replace("= 3", "= 4"), "t").unwrap();
+        let e = err(&sim.replace("= 3", "= 0"));
+        assert!(e.contains("max_group_value_bytes = 0"), "{e}");
+        let e = err(&sim.replace("= 3", "= 65536"));
+        assert!(e.contains("between 1 and 65535"), "{e}");
     }
 
     #[test]

@@ -30,6 +30,33 @@ use crate::error::ConnectorError;
 
 /// Why a message was not decoded; the label of `ldpstream_reports_rejected_total`.
 pub const BAD_MESSAGE: &str = "bad_message";
+/// A message whose group value is longer than the stream's `max_group_value_bytes`.
+pub const GROUP_VALUE_TOO_LONG: &str = "group_value_too_long";
+/// Every label a message refused at decode is counted under.
+pub const MESSAGE_REASONS: [&str; 2] = [BAD_MESSAGE, GROUP_VALUE_TOO_LONG];
+
+/// A message that was not decoded: the reason it is counted under, and what was wrong
+/// (the dead letter's `ldpstream-reason` header).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadMessage {
+    pub reason: &'static str,
+    pub detail: String,
+}
+
+impl From<String> for BadMessage {
+    fn from(detail: String) -> Self {
+        BadMessage {
+            reason: BAD_MESSAGE,
+            detail,
+        }
+    }
+}
+
+impl std::fmt::Display for BadMessage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.detail)
+    }
+}
 
 /// What a message turned out to be.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,6 +82,7 @@ pub struct MessageDecoder {
     index_name: Option<String>,
     ts_name: String,
     group_names: Vec<String>,
+    max_group_value_bytes: usize,
     report: ReportBuilder,
     ts: TimestampMillisecondBuilder,
     groups: Vec<StringBuilder>,
@@ -65,8 +93,8 @@ pub struct MessageDecoder {
     scratch: Vec<f64>,
 }
 
-fn bad(what: impl Into<String>) -> String {
-    what.into()
+fn bad(what: impl Into<String>) -> BadMessage {
+    BadMessage::from(what.into())
 }
 
 impl MessageDecoder {
@@ -106,6 +134,7 @@ impl MessageDecoder {
             index_name,
             ts_name: stream.columns.ts.clone(),
             group_names: stream.columns.group_by.clone(),
+            max_group_value_bytes: stream.max_group_value_bytes,
             report,
             ts: TimestampMillisecondBuilder::new().with_timezone("UTC"),
             groups: stream
@@ -133,7 +162,7 @@ impl MessageDecoder {
         self
     }
 
-    pub fn push(&mut self, payload: &[u8]) -> Result<Decoded, String> {
+    pub fn push(&mut self, payload: &[u8]) -> Result<Decoded, BadMessage> {
         self.push_with_time(payload, None)
     }
 
@@ -142,7 +171,7 @@ impl MessageDecoder {
         &mut self,
         payload: &[u8],
         kafka_ts: Option<i64>,
-    ) -> Result<Decoded, String> {
+    ) -> Result<Decoded, BadMessage> {
         match self.format {
             MessageFormat::Json => self.push_json(payload, kafka_ts),
             MessageFormat::Binary => self.push_binary(payload, kafka_ts),
@@ -158,7 +187,7 @@ impl MessageDecoder {
         }
     }
 
-    fn push_json(&mut self, payload: &[u8], kafka_ts: Option<i64>) -> Result<Decoded, String> {
+    fn push_json(&mut self, payload: &[u8], kafka_ts: Option<i64>) -> Result<Decoded, BadMessage> {
         let m = JsonFields::parse(payload)?;
         if m.is_end_marker() {
             return Ok(Decoded::EndMarker);
@@ -175,10 +204,13 @@ impl MessageDecoder {
         let ts = self.event_time(ts, kafka_ts);
         let mut groups = Vec::with_capacity(self.group_names.len());
         for g in &self.group_names {
-            groups.push(
-                m.string(g)
-                    .map_err(|_| bad(format!("JSON: group {g:?} is not a string")))?,
-            );
+            let value = m
+                .string(g)
+                .map_err(|_| bad(format!("JSON: group {g:?} is not a string")))?;
+            if let Some(v) = &value {
+                self.check_group_length(g, v)?;
+            }
+            groups.push(value);
         }
         // Validate everything before appending, so a bad message leaves no partial row.
         let verdict = match &mut self.report {
@@ -235,7 +267,23 @@ impl MessageDecoder {
         Ok(verdict.map_or(Decoded::Report, Decoded::Invalid))
     }
 
-    fn push_binary(&mut self, p: &[u8], kafka_ts: Option<i64>) -> Result<Decoded, String> {
+    /// A producer controls group strings, and every pane and metric series keeps a copy:
+    /// a value over the stream's bound is refused before anything is appended.
+    fn check_group_length(&self, column: &str, value: &str) -> Result<(), BadMessage> {
+        if value.len() <= self.max_group_value_bytes {
+            return Ok(());
+        }
+        Err(BadMessage {
+            reason: GROUP_VALUE_TOO_LONG,
+            detail: format!(
+                "group {column:?} is {} bytes, above max_group_value_bytes = {}",
+                value.len(),
+                self.max_group_value_bytes
+            ),
+        })
+    }
+
+    fn push_binary(&mut self, p: &[u8], kafka_ts: Option<i64>) -> Result<Decoded, BadMessage> {
         match p.first() {
             Some(0xFF) => return Ok(Decoded::EndMarker),
             Some(1) => {}
@@ -260,11 +308,13 @@ impl MessageDecoder {
             &body[report_len..],
         );
         let mut groups = Vec::with_capacity(self.group_names.len());
-        for _ in &self.group_names {
+        for g in &self.group_names {
             let len = rest.get(..2).ok_or_else(short)?;
             let len = u16::from_le_bytes([len[0], len[1]]) as usize;
             let s = rest.get(2..2 + len).ok_or_else(short)?;
-            groups.push(std::str::from_utf8(s).map_err(|_| bad("binary: group is not UTF-8"))?);
+            let value = std::str::from_utf8(s).map_err(|_| bad("binary: group is not UTF-8"))?;
+            self.check_group_length(g, value)?;
+            groups.push(value);
             rest = &rest[2 + len..];
         }
         if !rest.is_empty() {
@@ -390,6 +440,46 @@ mod tests {
         let s = c.streams[0].clone();
         let m = Mechanism::from_config(&s.mechanism).unwrap();
         (s, m)
+    }
+
+    /// A producer's long group value is refused under its own reason, in both formats,
+    /// and leaves no row behind; a value at the bound is taken.
+    #[test]
+    fn group_values_over_the_bound_are_refused() {
+        let (mut s, m) = stream("{ kind = \"grr\", epsilon = 1.0, domain = 4 }", "\"g\"");
+        s.max_group_value_bytes = 4;
+        let mut json = MessageDecoder::new(&s, &m, MessageFormat::Json);
+        let mut bin = MessageDecoder::new(&s, &m, MessageFormat::Binary);
+        for (g, ok) in [
+            ("abcd", true),
+            ("abcde", false),
+            ("\u{e9}\u{e9}\u{e9}", false),
+        ] {
+            let j = format!(r#"{{"report": 1, "g": "{g}"}}"#);
+            for got in [
+                json.push(j.as_bytes()),
+                bin.push(&encode_binary_u32(None, 1, &[g])),
+            ] {
+                match got {
+                    Ok(Decoded::Report) if ok => {}
+                    Err(e) if !ok => {
+                        assert_eq!(e.reason, GROUP_VALUE_TOO_LONG);
+                        assert!(
+                            e.detail.contains(&format!("is {} bytes", g.len()))
+                                && e.detail.contains("max_group_value_bytes = 4"),
+                            "{e}"
+                        );
+                    }
+                    other => panic!("{g:?}: {other:?}"),
+                }
+            }
+        }
+        assert_eq!(json.rows(), 1);
+        assert_eq!(bin.rows(), 1);
+        assert_eq!(
+            json.push(b"not json").map_err(|e| e.reason),
+            Err(BAD_MESSAGE)
+        );
     }
 
     #[test]

@@ -19,7 +19,10 @@ pub mod source;
 pub mod transactions;
 
 pub use consumer::{GroupConsumer, GroupMetadata, Polled};
-pub use decode::{encode_binary_u32, Decoded, MessageDecoder, BAD_MESSAGE};
+pub use decode::{
+    encode_binary_u32, BadMessage, Decoded, MessageDecoder, BAD_MESSAGE, GROUP_VALUE_TOO_LONG,
+    MESSAGE_REASONS,
+};
 pub use group::{PartitionHandler, StartAt};
 pub use partitioned::PartitionedSource;
 pub use sink::{record_key, KafkaSink};

@@ -165,9 +165,9 @@ impl<H: PartitionHandler> PartitionedSource<H> {
                 true
             }
             Ok(Decoded::EndMarker) => false,
-            Err(reason) => {
-                self.events.bad_message();
-                self.dead_letter(&message, &reason);
+            Err(bad) => {
+                self.events.bad_message(bad.reason);
+                self.dead_letter(&message, &bad.detail);
                 false
             }
         };

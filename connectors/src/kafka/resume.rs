@@ -68,7 +68,7 @@ mod tests {
 
     impl SourceEvents for Revoked {
         fn connected(&self) {}
-        fn bad_message(&self) {}
+        fn bad_message(&self, _reason: &'static str) {}
         fn dead_letters_failed(&self, _: u64) {}
         fn partition_lag(&self, _: &str, _: i32, _: i64) {}
         fn partition_revoked(&self, topic: &str, partition: i32) {

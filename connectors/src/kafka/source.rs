@@ -415,9 +415,9 @@ pub fn run_kafka(
                 all_ended = all_assigned_ended(&assigned, &ended);
             }
             Ok(Decoded::EndMarker) => {}
-            Err(reason) => {
-                events.bad_message();
-                set_aside(&dead_letters, &message, single_topic, &reason, stream);
+            Err(bad) => {
+                events.bad_message(bad.reason);
+                set_aside(&dead_letters, &message, single_topic, &bad.detail, stream);
             }
         }
     }

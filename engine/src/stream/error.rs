@@ -26,6 +26,21 @@ pub enum StreamError {
         expected: String,
         found: String,
     },
+    /// A group value longer than the stream's `max_group_value_bytes` (Parquet input; a
+    /// Kafka message with one is refused at decode).
+    #[error(
+        "{origin}: group column {column:?} has a {bytes}-byte value at row {row}, above \
+         max_group_value_bytes = {limit}; long group values are refused because every pane \
+         and metric series holds a copy of them. Shorten or hash the values, or raise the \
+         stream's max_group_value_bytes"
+    )]
+    GroupValueTooLong {
+        origin: String,
+        column: String,
+        row: usize,
+        bytes: usize,
+        limit: usize,
+    },
     /// A curator-model test on a stream without a privacy budget (the config validator
     /// refuses this; reaching it means the config was built by hand).
     #[error("stream {stream:?} has private tests but no budget_epsilon")]

@@ -67,6 +67,9 @@ pub fn fold_record_batch(
             expected: "columns that cast to Utf8".into(),
             found: "a column whose cast did not produce Utf8".into(),
         })?;
+    for (values, name) in strings.iter().zip(&key_columns) {
+        check_value_lengths(values, name, layout.max_group_value_bytes, origin)?;
+    }
     let mut groups = group_rows(&strings, batch.num_rows());
     cap_groups(&mut groups, layout.max_groups, key_columns.len());
     // Counting sort of row indices by group id.
@@ -125,6 +128,31 @@ fn cap_groups(groups: &mut BatchGroups, max_groups: usize, columns: usize) {
         *id = new_id[*id as usize];
     }
     groups.keys = keys;
+}
+
+/// Refuses a group column holding a value longer than `limit` bytes: the fold would keep
+/// a copy of it per pane and the service one per metric series (the offsets say every
+/// value's length without reading the bytes).
+fn check_value_lengths(
+    values: &StringArray,
+    column: &str,
+    limit: usize,
+    origin: &str,
+) -> Result<(), StreamError> {
+    let offsets = values.value_offsets();
+    match offsets
+        .windows(2)
+        .position(|w| (w[1] - w[0]) as usize > limit)
+    {
+        None => Ok(()),
+        Some(row) => Err(StreamError::GroupValueTooLong {
+            origin: origin.to_string(),
+            column: column.to_string(),
+            row,
+            bytes: (offsets[row + 1] - offsets[row]) as usize,
+            limit,
+        }),
+    }
 }
 
 fn column(batch: &RecordBatch, name: &str, origin: &str) -> Result<ArrayRef, StreamError> {

@@ -26,6 +26,8 @@ pub struct ReportLayout {
     /// The stream's `max_groups`: one batch never allocates more group sketches than this
     /// plus the overflow group, whatever its cardinality.
     pub max_groups: usize,
+    /// The stream's `max_group_value_bytes`: longer group values stop the fold.
+    pub max_group_value_bytes: usize,
 }
 
 impl ReportLayout {
@@ -44,6 +46,7 @@ impl ReportLayout {
             ts: stream.columns.ts.clone(),
             block_sizes: block_sizes(stream),
             max_groups: stream.max_groups,
+            max_group_value_bytes: stream.max_group_value_bytes,
         }
     }
 

@@ -64,7 +64,8 @@ impl StateEstimate {
         let sketch = empty.max_heap_bytes() as u64;
         let cell = SPARSE_CELL_BYTES as u64;
         let sparse = empty.starts_sparse();
-        let key_columns = ReportLayout::of(stream, mechanism).key_columns();
+        let layout = ReportLayout::of(stream, mechanism);
+        let key_columns = layout.key_columns();
         let keyed = !key_columns.is_empty();
         // A window's snapshot is one copy of its groups' sketches; a test grouped as the
         // stream folds borrows them, and only one that merges fold keys (a two-sample
@@ -148,6 +149,15 @@ impl StateEstimate {
                 how: format!("the last merge of the parallel fold: {how}"),
             });
         }
+        if keyed {
+            let key = KeyShape {
+                values: layout.group_by.len() as u64,
+                blocks: layout.block_sizes.len() as u64,
+                value_bytes: stream.max_group_value_bytes as u64,
+            };
+            let series = (stream.tests.len() as u64).saturating_mul(d_recorded(mechanism) + 6);
+            terms.push(group_values_term(&key, groups, panes + copies, series));
+        }
         // The group under test, one group at a time: a dense table is borrowed, and the
         // null, the report law under it and the estimate are vectors of d doubles. A
         // sparse table is walked cell by cell against the null, and its estimate is not
@@ -182,6 +192,54 @@ impl StateEstimate {
             stream: stream.name.clone(),
             terms,
         }
+    }
+}
+
+/// Bytes a block-index value takes (`__block_N` columns hold decimal block numbers).
+const BLOCK_VALUE_BYTES: u64 = 20;
+/// What a string costs beside its bytes: its `String` header.
+const STRING_HEADER_BYTES: u64 = 24;
+
+/// The categories a record (and the service's estimate series) carries per group: none
+/// past [`MAX_RECORDED_CATEGORIES`](crate::record::MAX_RECORDED_CATEGORIES).
+fn d_recorded(mechanism: &Mechanism) -> u64 {
+    let d = mechanism.domain() as usize;
+    if d <= crate::record::MAX_RECORDED_CATEGORIES {
+        d as u64
+    } else {
+        0
+    }
+}
+
+/// A group key: its value columns (`group_by` and two-sample `by`), at most
+/// `value_bytes` each, and its block-index columns.
+struct KeyShape {
+    values: u64,
+    blocks: u64,
+    value_bytes: u64,
+}
+
+/// The group values themselves, at their longest (`max_group_value_bytes`): every pane and
+/// window copy keys its sketches by them, and `serve` labels each test's result series
+/// (the statistic, p- and e-values, and one estimate per category) with them.
+fn group_values_term(shape: &KeyShape, groups: u64, copies: u64, series: u64) -> Term {
+    let key = shape
+        .values
+        .saturating_mul(shape.value_bytes + STRING_HEADER_BYTES)
+        .saturating_add(
+            shape
+                .blocks
+                .saturating_mul(BLOCK_VALUE_BYTES + STRING_HEADER_BYTES),
+        );
+    let holders = copies.saturating_add(series);
+    Term {
+        what: "group values",
+        bytes: groups.saturating_mul(holders).saturating_mul(key),
+        how: format!(
+            "{groups} groups × ({copies} pane and window copies + {series} result series) × \
+             {key} B per key (max_group_value_bytes = {})",
+            shape.value_bytes
+        ),
     }
 }
 
@@ -237,13 +295,18 @@ window = { kind = "sliding", size = "1h", slide = "10m" }
             "one copy: the test groups as the fold"
         );
         assert_eq!(e.terms[2].bytes, sketch * 101 * 9);
+        // Keys of 128 + 24 B, in 9 panes + 1 window copy and 1000 + 6 result series.
+        let values = 101 * (10 + 1006) * (128 + 24);
         assert_eq!(
             (e.terms[3].what, e.terms[3].bytes),
+            ("group values", values)
+        );
+        assert_eq!(
+            (e.terms[4].what, e.terms[4].bytes),
             ("test evaluation", 24 * 1000)
         );
-        assert_eq!(e.terms.len(), 4);
-        assert_eq!(e.largest().map(|t| t.what), Some("pane store"));
-        assert_eq!(e.total(), sketch * (101 * 9 * 2 + 101) + 24_000);
+        assert_eq!(e.terms.len(), 5);
+        assert_eq!(e.total(), sketch * (101 * 9 * 2 + 101) + values + 24_000);
     }
 
     #[test]
@@ -322,6 +385,9 @@ null = "uniform"
                 ("window snapshot", 20_000_000 * cell),
                 ("batch delta", 65_536 * cell),
                 ("fold merge", 20_000_000 * cell),
+                // 10,000 groups + __other__, in 1 pane and 1 window copy, and 6 result
+                // series (no estimate series past 65,536 categories).
+                ("group values", 10_001 * (2 + 6) * (128 + 24)),
                 ("test evaluation", 16 << 24),
             ]
         );

@@ -310,6 +310,7 @@ mod tests {
             ts: "ts".into(),
             block_sizes: Vec::new(),
             max_groups: usize::MAX,
+            max_group_value_bytes: usize::MAX,
         }
     }
 
