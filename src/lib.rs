@@ -6,6 +6,7 @@
 pub mod batch;
 pub mod error;
 pub mod ledger_file;
+pub mod mechanisms;
 pub mod output;
 pub mod partials;
 pub mod release;

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use bytesize::ByteSize;
-use ldpstream_config::Config;
+use ldpstream_config::{Config, StreamConfig};
 use ldpstream_engine::mechanism::Mechanism;
 use ldpstream_engine::stream::StateEstimate;
 
@@ -42,16 +42,23 @@ pub fn estimates(
     config
         .streams
         .iter()
-        .map(|s| {
-            let m = Mechanism::from_config(&s.mechanism)?;
-            Ok(StateEstimate::of(
-                s,
-                &m,
-                batch_rows.unwrap_or(s.max_batch_rows),
-                reports.get(&s.name).copied(),
-            ))
-        })
+        .map(|s| estimate(s, batch_rows, reports))
         .collect()
+}
+
+/// One stream's estimate (see [`estimates`]).
+pub fn estimate(
+    stream: &StreamConfig,
+    batch_rows: Option<usize>,
+    reports: &BTreeMap<String, u64>,
+) -> Result<StateEstimate, Error> {
+    let m = Mechanism::from_config(&stream.mechanism)?;
+    Ok(StateEstimate::of(
+        stream,
+        &m,
+        batch_rows.unwrap_or(stream.max_batch_rows),
+        reports.get(&stream.name).copied(),
+    ))
 }
 
 /// Refuses a config whose streams together would hold more than the limit, naming the

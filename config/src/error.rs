@@ -21,7 +21,7 @@ pub enum ConfigError {
 }
 
 impl ConfigError {
-    pub(crate) fn invalid(
+    pub fn invalid(
         key: impl Into<String>,
         value: impl std::fmt::Display,
         allowed: impl Into<String>,

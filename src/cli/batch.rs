@@ -58,7 +58,7 @@ pub struct ReleaseArgs {
 
 pub fn run(args: BatchArgs) -> Result<()> {
     super::clean_up_on_signal();
-    let config = Config::from_path(&args.config)?;
+    let config = super::load_config(&args.config)?;
     // Unreadable inputs are reported by the fold, naming the file; here they only leave
     // the estimate at its bound without reports.
     let reports = input_reports(&config, &args.inputs).unwrap_or_default();

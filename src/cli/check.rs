@@ -4,7 +4,7 @@
 use anyhow::Result;
 use bytesize::ByteSize;
 use ldpstream::state_memory;
-use ldpstream_config::{Config, SourceConfig};
+use ldpstream_config::SourceConfig;
 use ldpstream_connectors::parquet::BATCH_ROWS;
 use ldpstream_engine::stream::memory::has_bounded_windows;
 
@@ -16,7 +16,7 @@ pub struct CheckArgs {
 }
 
 pub fn run(args: CheckArgs) -> Result<()> {
-    let config = Config::from_path(&args.config)?;
+    let config = super::load_config(&args.config)?;
     println!("config {}: valid", args.config.display());
     println!(
         "serve keeps its state in: {}",
@@ -49,24 +49,21 @@ pub fn run(args: CheckArgs) -> Result<()> {
             SourceConfig::Parquet { .. } => Some(BATCH_ROWS),
             _ => None,
         };
-        let single = Config {
-            streams: vec![stream.clone()],
-            ..config.clone()
-        };
-        for estimate in state_memory::estimates(&single, batch_rows, &reports)? {
+        // One stream at a time, borrowed: a copy of the config per stream made `check`
+        // quadratic in streams.
+        let estimate = state_memory::estimate(stream, batch_rows, &reports)?;
+        println!(
+            "stream {:?}: estimated state {}",
+            estimate.stream,
+            ByteSize::b(estimate.total())
+        );
+        for term in &estimate.terms {
             println!(
-                "stream {:?}: estimated state {}",
-                estimate.stream,
-                ByteSize::b(estimate.total())
+                "  {:<18} {:>12}  ({})",
+                term.what,
+                ByteSize::b(term.bytes).to_string(),
+                term.how
             );
-            for term in &estimate.terms {
-                println!(
-                    "  {:<18} {:>12}  ({})",
-                    term.what,
-                    ByteSize::b(term.bytes).to_string(),
-                    term.how
-                );
-            }
         }
         if has_bounded_windows(stream) {
             println!(

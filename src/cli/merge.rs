@@ -5,7 +5,6 @@ use anyhow::Result;
 use ldpstream::batch::test_streams;
 use ldpstream::ledger_file::input_fingerprint;
 use ldpstream::partials::merge_files;
-use ldpstream_config::Config;
 use ldpstream_connectors::parquet::resolve_inputs;
 
 use super::batch::{release, ReleaseArgs};
@@ -24,7 +23,7 @@ pub struct MergeArgs {
 
 pub fn run(args: MergeArgs) -> Result<()> {
     super::clean_up_on_signal();
-    let config = Config::from_path(&args.config)?;
+    let config = super::load_config(&args.config)?;
     let files = resolve_inputs(&args.inputs)?;
     let mut merged = merge_files(&config, &files)?;
     eprintln!("merged {} sketch file(s)", files.len());

@@ -9,9 +9,11 @@ pub mod plan;
 pub mod serve;
 pub mod simulate;
 
+use std::path::Path;
+
 use anyhow::{anyhow, Result};
 use clap::ValueEnum;
-use ldpstream_config::MechanismConfig;
+use ldpstream_config::{Config, MechanismConfig};
 use ldpstream_engine::mechanism::Mechanism;
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -203,4 +205,12 @@ pub fn clean_up_on_signal() {
     if let Err(e) = installed {
         tracing::warn!(error = %e, "no signal handler: an interrupted run may leave a temporary file");
     }
+}
+
+/// Reads and validates a config, including what only the engine can check (see
+/// [`ldpstream::mechanisms`]).
+pub fn load_config(path: &Path) -> Result<Config> {
+    let config = Config::from_path(path)?;
+    ldpstream::mechanisms::check_mechanisms(&config)?;
+    Ok(config)
 }

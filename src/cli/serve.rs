@@ -1,7 +1,6 @@
 //! `ldpstream serve`: the long-running service.
 
 use anyhow::{Context, Result};
-use ldpstream_config::Config;
 
 use super::usage;
 
@@ -26,7 +25,7 @@ pub struct ServeArgs {
 }
 
 pub fn run(args: ServeArgs) -> Result<()> {
-    let config = Config::from_path(&args.config)?;
+    let config = super::load_config(&args.config)?;
     ldpstream::state_memory::enforce(&config, None, &Default::default())?;
     let duration = args
         .duration

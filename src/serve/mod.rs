@@ -221,8 +221,15 @@ fn fold_one(rt: &StreamRuntime, metrics: &Metrics, source: SourceBatch) -> Resul
     let (groups_kept, overflow_reports) = {
         let mut state = rt.state();
         let overflowed_reports = state.store.overflowed_reports();
+        let was_full = state.store.groups_kept() >= rt.config.max_groups;
         delta.apply(&mut state.store)?;
-        if overflowed_reports == 0 && state.store.overflowed_reports() > 0 {
+        // A real group named "__other__" counts there too: only a full store overflows,
+        // and the warning comes once, when it first does.
+        let full = state.store.groups_kept() >= rt.config.max_groups;
+        if full
+            && state.store.overflowed_reports() > overflowed_reports
+            && (overflowed_reports == 0 || !was_full)
+        {
             warn!(
                 stream = %rt.config.name,
                 max_groups = rt.config.max_groups,

@@ -135,6 +135,39 @@ fn a_group_value_over_the_bound_exits_1_naming_column_row_and_bound() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }
 
+/// A real group named "__other__" is not an overflow: no max_groups warning for it; a
+/// real overflow still warns.
+#[test]
+fn a_real_other_group_does_not_warn_of_overflow() {
+    let dir = tempfile::tempdir().unwrap();
+    write_parquet(
+        &dir.path().join("g.parquet"),
+        vec![
+            ("report", Arc::new(UInt32Array::from(vec![0u32, 1, 2, 3]))),
+            (
+                "g",
+                Arc::new(StringArray::from(vec!["__other__", "a", "a", "b"])),
+            ),
+        ],
+    );
+    let cfg = config(dir.path(), 4, "\"g\"");
+    let out = dir.path().join("out.jsonl");
+    let o = run_batch(&cfg, &out);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("max_groups"), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace("[[stream.test]]", "max_groups = 1\n[[stream.test]]");
+    std::fs::write(&cfg, text).unwrap();
+    let o = run_batch(&cfg, &out);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("more groups than max_groups"),
+        "{}",
+        stderr(&o)
+    );
+}
+
 #[test]
 fn usage_errors_exit_2() {
     let o = ldpstream(&[

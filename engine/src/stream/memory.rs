@@ -203,7 +203,7 @@ const STRING_HEADER_BYTES: u64 = 24;
 /// The categories a record (and the service's estimate series) carries per group: none
 /// past [`MAX_RECORDED_CATEGORIES`](crate::record::MAX_RECORDED_CATEGORIES).
 fn d_recorded(mechanism: &Mechanism) -> u64 {
-    let d = mechanism.domain() as usize;
+    let d = mechanism.domain();
     if d <= crate::record::MAX_RECORDED_CATEGORIES {
         d as u64
     } else {

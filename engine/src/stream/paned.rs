@@ -12,7 +12,7 @@ use super::error::StreamError;
 use super::fold::fold_record_batch;
 use super::layout::ReportLayout;
 use crate::error::EngineError;
-use crate::window::{absorb_grouped, other_key, GroupKey, Grouped, PaneStore};
+use crate::window::{absorb_grouped, other_key, GroupKey, Grouped, PaneStore, EVENT_TIME_MS};
 
 /// What one or more batches folded to, before it is merged into a [`PaneStore`].
 #[derive(Debug, Default)]
@@ -195,6 +195,10 @@ fn fold_timed(
             continue;
         }
         let t = ms.value(i);
+        if !EVENT_TIME_MS.contains(&t) {
+            ids.push(LATE);
+            continue;
+        }
         out.max_ts = Some(out.max_ts.map_or(t, |m| m.max(t)));
         let Some(pane) = pane_of(t) else {
             ids.push(LATE);
@@ -332,6 +336,31 @@ mod tests {
             cols.push(Arc::new(StringArray::from(g)));
         }
         RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap()
+    }
+
+    /// A report stamped outside years 1..9999 is counted as late and moves no watermark:
+    /// one at i64::MAX made every later report late.
+    #[test]
+    fn event_times_outside_the_calendar_are_late_and_move_no_watermark() {
+        let b = batch(
+            vec![0, 1, 2],
+            vec![Some(i64::MAX), Some(1010), Some(i64::MIN + 1)],
+            None,
+        );
+        let mut out = PanedDelta::default();
+        let store = PaneStore::new(1000, 0);
+        fold_paned_batch(
+            &b,
+            &layout(vec![]),
+            "t",
+            Some("ts"),
+            &|t| store.open_pane_of(t),
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(out.late, 2);
+        assert_eq!(out.max_ts, Some(1010));
+        assert_eq!(out.panes[&1000][&Vec::new()].n(), 1);
     }
 
     #[test]

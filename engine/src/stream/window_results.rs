@@ -207,7 +207,9 @@ pub fn evaluate_stream(
     let mut store = PaneStore::new(stream_pane_width(stream), 0).with_max_groups(stream.max_groups);
     // Moved in, not copied: the folded sketches are held once.
     folded.apply(&mut store)?;
-    if store.holds_overflow() {
+    // A real group whose values are literally "__other__" is in the overflow group's key
+    // too; only a full store can have overflowed.
+    if store.holds_overflow() && store.groups_kept() >= stream.max_groups {
         warn!(
             stream = %stream.name,
             max_groups = stream.max_groups,

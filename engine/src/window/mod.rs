@@ -16,4 +16,5 @@ pub use panes::{
 };
 pub use spec::{
     pane_start, pane_width, pane_width_with_looks, windows_of_pane, Bounds, DEFAULT_PANE_MS,
+    EVENT_TIME_MS,
 };

@@ -3,7 +3,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use ldpstream_config::WindowConfig;
 
-use super::spec::{pane_start, windows_of_pane, Bounds};
+use super::spec::{pane_start, windows_of_pane, Bounds, EVENT_TIME_MS};
 use crate::error::EngineError;
 use crate::sketch::Sketch;
 
@@ -361,6 +361,7 @@ impl PaneStore {
         max_groups: usize,
         parts: RestoredPanes,
     ) -> Result<Self, EngineError> {
+        check_restored_times(&parts)?;
         let mut store = PaneStore::new(width_ms, lateness_ms).with_max_groups(max_groups);
         store.known = parts
             .panes
@@ -389,6 +390,28 @@ impl PaneStore {
 
     pub fn first_pane(&self) -> Option<i64> {
         self.first_pane
+    }
+}
+
+/// Refuses event times no input can have produced: a largest event time outside
+/// [`EVENT_TIME_MS`] (the fold never records one) would make every later report late, and a
+/// finalized-through time past year 9999 would suppress every window's final record.
+/// `i64::MAX` there is legitimate: the input had ended.
+fn check_restored_times(parts: &RestoredPanes) -> Result<(), EngineError> {
+    let corrupt = |what: &str, t: i64| {
+        EngineError::Corrupt(format!(
+            "checkpoint {what} {t} ms is not an event time ldpstream records (years 1 to \
+             9999)"
+        ))
+    };
+    if let Some(t) = parts.max_event.filter(|t| !EVENT_TIME_MS.contains(t)) {
+        return Err(corrupt("largest event time", t));
+    }
+    match parts.finalized_through {
+        Some(f) if f != i64::MAX && f > *EVENT_TIME_MS.end() => {
+            Err(corrupt("finalized-through time", f))
+        }
+        _ => Ok(()),
     }
 }
 
@@ -511,6 +534,31 @@ mod tests {
                 (vec![Some(g.to_string())], s)
             })
             .collect()
+    }
+
+    /// Crafted times in a checkpoint are refused on restore, not obeyed (#34 nit): a
+    /// largest event time of i64::MAX made every report late.
+    #[test]
+    fn restored_times_outside_what_the_fold_records_are_refused() {
+        let at = |max_event: Option<i64>, finalized_through: Option<i64>| {
+            PaneStore::restore(
+                1000,
+                0,
+                10,
+                RestoredPanes {
+                    max_event,
+                    finalized_through,
+                    ..RestoredPanes::default()
+                },
+            )
+        };
+        let e = at(Some(i64::MAX), None).unwrap_err().to_string();
+        assert!(e.contains("largest event time 9223372036854775807"), "{e}");
+        let e = at(Some(5_000), Some(i64::MAX - 1)).unwrap_err().to_string();
+        assert!(e.contains("finalized-through time"), "{e}");
+        at(Some(5_000), Some(i64::MAX)).unwrap();
+        at(Some(5_000), Some(4_000)).unwrap();
+        at(None, None).unwrap();
     }
 
     #[test]

@@ -47,6 +47,12 @@ pub fn pane_width_with_looks<'a>(
     }
 }
 
+/// The event times a window can hold: 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z, in
+/// ms. A report stamped outside them is counted as late, never placed: one report at
+/// `i64::MAX` would otherwise move the watermark past every later report. A checkpoint
+/// holding a time outside them was not written by ldpstream.
+pub const EVENT_TIME_MS: std::ops::RangeInclusive<i64> = -62_135_596_800_000..=253_402_300_799_999;
+
 /// The start of the pane holding event time `ts_ms` (floor, also for times before 1970).
 pub fn pane_start(ts_ms: i64, width: i64) -> i64 {
     ts_ms.div_euclid(width) * width
