@@ -55,6 +55,13 @@ pub const PRECISION_GRID: [f64; 11] = [
 /// The information time from which the asymptotic e-processes run; before it they are 1.
 pub const ASYMPTOTIC_START: f64 = 1000.0;
 
+/// The information (reports' worth of signal, `n·β²`) from which the composite-null
+/// e-processes (independence, two-sample) run; before it they are 1. Chosen by simulation
+/// (`engine/tests/sequential_small_eps.rs`): it leaves ε ≥ 1 at d ≤ 16 starting at
+/// `ASYMPTOTIC_START` as before, and holds small-ε processes at 1 while their plug-in
+/// marginals are noise.
+pub const INFORMATION_START: f64 = 10.0;
+
 /// `ln E_t(r)` for one precision: `(ν/2) ln(r/(t+r)) + t·T/(2(t+r))`.
 pub fn log_e_single(statistic: f64, df: u32, t: f64, r: f64) -> f64 {
     0.5 * f64::from(df) * (r / (t + r)).ln() + t * statistic / (2.0 * (t + r))

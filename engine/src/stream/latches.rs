@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::eprocess::SequentialState;
+use crate::eprocess::{anytime_p_value, SequentialState};
 use crate::record::TestRecord;
 
 /// The group as the record carries it: column → value, a null value apart from `""`.
@@ -24,14 +24,28 @@ impl SequentialLatches {
     /// Folds each sequential record's look into its window's state and sets the record's
     /// `anytime_p_value` and `reject` from the running maximum. A final record's state is
     /// dropped: its window gets no more looks.
+    ///
+    /// An inconclusive look (too little information for the statistic's law, say) holds
+    /// e = 1 and is not folded: skipping looks keeps Ville's bound, while folding its
+    /// e-value let a look the record itself called undecidable latch a rejection that
+    /// every later look then reported.
     pub fn observe(&mut self, records: &mut [TestRecord]) {
         for r in records.iter_mut() {
             let Some(e) = r.e_value else { continue };
             let key = (r.test.clone(), r.window_start.clone(), r.group.clone());
             let state = self.states.entry(key.clone()).or_default();
+            if r.inconclusive {
+                r.e_value = Some(1.0);
+                r.anytime_p_value = Some(anytime_p_value(state.max_e));
+                r.reject = false;
+                if r.is_final {
+                    self.states.remove(&key);
+                }
+                continue;
+            }
             let look = state.observe(e, r.alpha);
             r.anytime_p_value = Some(look.anytime_p_value);
-            r.reject = look.reject && !r.inconclusive;
+            r.reject = look.reject;
             if r.is_final {
                 self.states.remove(&key);
             }
@@ -87,6 +101,35 @@ mod tests {
         assert_eq!(later[1].anytime_p_value, Some(1.0 / 30.0));
         // w2's final record ends its state; w1 is still open.
         assert_eq!(latches.len(), 1);
+    }
+
+    /// Issue 31 defect 1: a group crossed 1/α on a look marked inconclusive ("smallest
+    /// expected cell 0.000"), and its final record, with e = 0.59, said reject: true. An
+    /// inconclusive look now holds e = 1 and latches nothing.
+    #[test]
+    fn an_inconclusive_look_neither_rejects_nor_latches() {
+        let mut latches = SequentialLatches::default();
+        let mut first = look("w", 1e6, false);
+        first.inconclusive = true;
+        let mut looks = vec![first, look("w2", 4.0, false)];
+        latches.observe(&mut looks);
+        assert!(!looks[0].reject);
+        assert_eq!(looks[0].e_value, Some(1.0));
+        assert_eq!(looks[0].anytime_p_value, Some(1.0));
+        let mut last = vec![look("w", 0.59, true)];
+        latches.observe(&mut last);
+        assert!(!last[0].reject, "the inconclusive look latched a rejection");
+        assert_eq!(last[0].anytime_p_value, Some(1.0));
+        // A conclusive look's rejection is kept in the state across a later inconclusive
+        // look, whose own record does not reject but shows the running anytime p-value.
+        let mut w2 = vec![look("w2", 30.0, false)];
+        latches.observe(&mut w2);
+        assert!(w2[0].reject);
+        let mut after = look("w2", 2.0, false);
+        after.inconclusive = true;
+        let mut after = vec![after];
+        latches.observe(&mut after);
+        assert_eq!(after[0].anytime_p_value, Some(1.0 / 30.0));
     }
 
     fn grouped(value: Option<&str>, e: f64) -> TestRecord {
