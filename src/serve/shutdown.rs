@@ -51,13 +51,13 @@ pub(super) async fn shut_down(
         shared,
         &mut sinks,
         true,
-        files.journal.as_deref(),
+        files.ledger.as_ref(),
     )
     .await?;
     sinks.close()?;
     if let Some(dir) = &files.dir {
         if failure.is_none() {
-            write_checkpoint(&runtimes, &files.orphans, dir).await?;
+            write_checkpoint(&runtimes, dir).await?;
         }
     }
     stop_http(http).await;
