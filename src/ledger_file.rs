@@ -142,7 +142,10 @@ impl LedgerBook {
         let digest = openssl::sha::sha256(&canonical);
         Ok(format!(
             "sha256:{}",
-            digest.iter().map(|b| format!("{b:02x}")).collect::<String>()
+            digest
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>()
         ))
     }
 

@@ -188,11 +188,17 @@ mod tests {
         let e = LedgerFile::locate(&config(""), None)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("ledger = \"/var/lib/ldpstream/ledger.json\"") && e.contains("\"r\""), "{e}");
+        assert!(
+            e.contains("ledger = \"/var/lib/ldpstream/ledger.json\"") && e.contains("\"r\""),
+            "{e}"
+        );
         let e = LedgerFile::locate(&config(""), Some(Path::new("l.json")))
             .unwrap_err()
             .to_string();
-        assert!(e.contains("--ledger l.json: must be an absolute path"), "{e}");
+        assert!(
+            e.contains("--ledger l.json: must be an absolute path"),
+            "{e}"
+        );
         let named = config("ledger = \"/srv/l.json\"\n");
         let file = LedgerFile::locate(&named, None).unwrap().unwrap();
         assert_eq!(file.describe(), "/srv/l.json (ledger)");

@@ -2,8 +2,8 @@
 
 use anyhow::{bail, Context, Result};
 use ldpstream::batch::{fold_stream, input_reports, patterns_of, run_batch};
-use ldpstream::partials::{self, StreamPart};
 use ldpstream::ledger_store::LedgerFile;
+use ldpstream::partials::{self, StreamPart};
 use ldpstream::release::{release_records, Release, ReleaseOptions, Released};
 use ldpstream_config::Config;
 use ldpstream_connectors::parquet::resolve_inputs;

@@ -105,9 +105,13 @@ impl OldLedgers {
     /// Removes the journal, once the ledger file that holds its spends is saved.
     pub(super) fn remove_journal(&self) {
         match std::fs::remove_file(&self.journal) {
-            Ok(()) => info!(journal = %self.journal.display(), "removed the old ledger journal from the state directory"),
+            Ok(()) => {
+                info!(journal = %self.journal.display(), "removed the old ledger journal from the state directory")
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => warn!(journal = %self.journal.display(), error = %e, "could not remove the old ledger journal (its spends are in the ledger file, which will not import it again)"),
+            Err(e) => {
+                warn!(journal = %self.journal.display(), error = %e, "could not remove the old ledger journal (its spends are in the ledger file, which will not import it again)")
+            }
         }
     }
 }
@@ -121,9 +125,7 @@ mod tests {
     fn entry(spends: &[f64]) -> LedgerEntry {
         let mut ledger = PrivacyLedger::new(1.0);
         for (i, e) in spends.iter().enumerate() {
-            ledger
-                .try_spend(None, None, *e, &format!("s/{i}"))
-                .unwrap();
+            ledger.try_spend(None, None, *e, &format!("s/{i}")).unwrap();
         }
         LedgerEntry {
             ledger,

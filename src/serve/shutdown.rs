@@ -46,14 +46,7 @@ pub(super) async fn shut_down(
     if joined.is_err() {
         warn!("joining the stream threads failed");
     }
-    snapshot_round(
-        &runtimes,
-        shared,
-        &mut sinks,
-        true,
-        files.ledger.as_ref(),
-    )
-    .await?;
+    snapshot_round(&runtimes, shared, &mut sinks, true, files.ledger.as_ref()).await?;
     sinks.close()?;
     if let Some(dir) = &files.dir {
         if failure.is_none() {
