@@ -150,13 +150,21 @@ pub(super) async fn snapshot_round(
         .cloned();
     let (records, spends) = tokio::task::spawn_blocking(
         move || -> Result<(Vec<TestRecord>, Option<LockedLedger>), Error> {
-            let mut locked = ledger.as_ref().map(LedgerFile::lock).transpose()?;
+            // Locked at the first budgeted stream, so that the streams before it do not
+            // hold up another process's spends.
+            let mut locked: Option<LockedLedger> = None;
             let mut records = Vec::new();
             let mut spent = false;
             for rt in &evaluated {
                 let t0 = Instant::now();
-                let entry = match (&mut locked, rt.config.budget_epsilon) {
-                    (Some(l), Some(_)) => Some(entry_of(l, &rt.config.name)?),
+                let entry = match (&ledger, rt.config.budget_epsilon) {
+                    (Some(file), Some(_)) => {
+                        if locked.is_none() {
+                            locked = Some(file.lock()?);
+                        }
+                        let name = rt.config.name.as_str();
+                        locked.as_mut().map(|l| entry_of(l, name)).transpose()?
+                    }
                     _ => None,
                 };
                 spent |= evaluate_stream(rt, &for_eval, provisional, entry, &mut records)?;

@@ -387,3 +387,36 @@ fn a_tampered_or_truncated_ledger_file_is_refused() {
         assert!(!out.exists(), "nothing is released");
     }
 }
+
+/// Concurrent jobs on one ledger: each spends from the file as re-read under its lock, so
+/// of four batch runs started together over a budget that covers one release, exactly
+/// one releases and the ledger keeps exactly one spend.
+#[test]
+fn concurrent_batch_runs_spend_the_budget_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("ledger.json");
+    let cfg = ledger_scope(dir.path(), &format!("ledger = \"{}\"", ledger.display()));
+    let children: Vec<(std::process::Child, PathBuf)> = (0..4)
+        .map(|i| {
+            let out = dir.path().join(format!("o{i}.jsonl"));
+            let child = Command::new(env!("CARGO_BIN_EXE_ldpstream"))
+                .args(["batch", "--config", cfg.to_str().unwrap()])
+                .args(["--output", out.to_str().unwrap()])
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            (child, out)
+        })
+        .collect();
+    let mut released = 0;
+    for (mut child, out) in children {
+        assert!(child.wait().unwrap().success());
+        released += records(&out)
+            .iter()
+            .filter(|r| r["refused"].is_null())
+            .count();
+    }
+    assert_eq!(released, 1);
+    let book: Value = serde_json::from_str(&std::fs::read_to_string(&ledger).unwrap()).unwrap();
+    assert_eq!(book["streams"]["r"]["spends"].as_array().unwrap().len(), 1);
+}
