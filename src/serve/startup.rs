@@ -258,7 +258,8 @@ fn open_ledgers(
 }
 
 /// Starts every stream's threads from its restored state. The restored streams the config
-/// no longer has are kept (with their ledgers) for the next checkpoints.
+/// no longer has are left out of the next checkpoints (their ledgers, if any, are in the
+/// ledger file, which keeps them).
 pub(super) fn start_streams(
     config: &Config,
     mut restored: Restored,
