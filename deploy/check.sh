@@ -191,7 +191,8 @@ start_serve() {
   deploy/kubernetes/configmap.yaml >"$work/k8s.toml"
 cp deploy/compose/ldpstream.toml "$work/compose.toml"
 for name in k8s compose; do
-  sed -i "s#/var/lib/ldpstream/checkpoint#$work/$name-checkpoint#" "$work/$name.toml"
+  sed -i -e "s#/var/lib/ldpstream/checkpoint#$work/$name-checkpoint#" \
+    -e "s#/var/lib/ldpstream/ledger.json#$work/$name-ledger.json#" "$work/$name.toml"
   if start_serve "$work/$name.toml" "$work/$name.log" 3s; then
     if wait "$serve_pid"; then
       echo "ok   $name config: serve ran 3 s and exited 0"

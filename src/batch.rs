@@ -9,7 +9,6 @@ use ldpstream_connectors::parquet::{inspect, resolve_inputs};
 use ldpstream_connectors::{ConnectorError, ParallelFiles, RowGroupInput};
 use ldpstream_engine::fold::fold_key_counts;
 use ldpstream_engine::mechanism::Mechanism;
-use ldpstream_engine::record::TestRecord;
 use ldpstream_engine::sketch::{Rejections, Sketch};
 use ldpstream_engine::stream::layout::fold_columns;
 use ldpstream_engine::stream::{
@@ -20,18 +19,19 @@ use ldpstream_engine::EngineError;
 use tracing::info;
 
 use crate::error::Error;
-use crate::ledger_file::{check_reset_names, input_fingerprint, open_ledger};
-pub use crate::release::Release;
+use crate::ledger_file::{check_reset_names, input_fingerprint, open_ledger, LedgerEntry};
+use crate::ledger_store::{LedgerFile, LockedLedger};
+pub use crate::release::{Release, Released};
 
 /// Runs every stream of `config` over its Parquet files (or `inputs`, when given) and
 /// returns one record per (stream, test, window, group). Curator-model tests spend from
-/// `release.ledgers` (see [`open_ledger`]); the caller releases the records through
+/// `release.ledger` (see [`open_ledger`]); the caller releases the records through
 /// [`crate::release`], which saves the spends first.
 pub fn run_batch(
     config: &Config,
     inputs: &[String],
     release: Release<'_>,
-) -> Result<Vec<TestRecord>, Error> {
+) -> Result<Released, Error> {
     let fingerprints: Vec<String> = config
         .streams
         .iter()
@@ -46,40 +46,85 @@ pub fn run_batch(
 /// Tests every stream of `config` on the sketches `sketches_of` gives it (folded here, or
 /// merged from partial sketch files). `fingerprints[i]` identifies stream i's input for
 /// its privacy ledger.
+///
+/// Every stream is folded before the ledger is locked, so that a long fold never holds
+/// up another process's spends; the ledgers are then opened on the file as read under
+/// the lock, and the lock is handed back with the records, to be released by the save.
+/// The ledgers are also checked once before the fold, so that a conflict fails at once.
 pub fn test_streams(
     config: &Config,
     fingerprints: &[String],
     release: Release<'_>,
     mut sketches_of: impl FnMut(&StreamConfig, &Mechanism) -> Result<PanedDelta, Error>,
-) -> Result<Vec<TestRecord>, Error> {
+) -> Result<Released, Error> {
     let Release {
-        ledgers,
+        ledger,
         reset,
-        origin,
         noise,
     } = release;
     check_reset_names(config, reset)?;
-    // Conflicts are judged against the ledgers as they were before this run.
-    let known = ledgers.streams.clone();
-    let mut opened = Vec::new();
-    for (stream, fingerprint) in config.streams.iter().zip(fingerprints) {
-        opened.push(open_ledger(&known, stream, fingerprint, reset, origin)?);
+    if let Some(file) = ledger {
+        // Reset streams cannot conflict; leaving them out logs each reset once.
+        let before = file.lock()?;
+        let origin = before.path().display().to_string();
+        for (stream, fingerprint) in config.streams.iter().zip(fingerprints) {
+            if !reset.contains(&stream.name) {
+                open_ledger(&before.book.streams, stream, fingerprint, &[], &origin)?;
+            }
+        }
     }
-    let mut records = Vec::new();
-    for (stream, mut ledger) in config.streams.iter().zip(opened) {
+    let mut folded = Vec::new();
+    for stream in &config.streams {
         let mechanism = Mechanism::from_config(&stream.mechanism)?;
         let sketches = sketches_of(stream, &mechanism)?;
         check_testable(stream, &sketches)?;
+        folded.push((mechanism, sketches));
+    }
+    let mut locked = ledger.map(LedgerFile::lock).transpose()?;
+    let mut opened = match &locked {
+        Some(l) => open_ledgers(config, fingerprints, l, reset)?,
+        None => vec![None; config.streams.len()],
+    };
+    let mut records = Vec::new();
+    for ((stream, (mechanism, sketches)), ledger) in
+        config.streams.iter().zip(folded).zip(&mut opened)
+    {
         let mut private = Private {
             ledger: ledger.as_mut().map(|e| &mut e.ledger),
             noise: &mut *noise,
         };
         records.extend(evaluate_stream(stream, &mechanism, sketches, &mut private)?);
-        if let Some(l) = ledger {
-            ledgers.streams.insert(stream.name.clone(), l);
+    }
+    if let Some(l) = &mut locked {
+        for (stream, entry) in config.streams.iter().zip(opened) {
+            if let Some(entry) = entry {
+                l.book.streams.insert(stream.name.clone(), entry);
+            }
         }
     }
-    Ok(records)
+    Ok(Released {
+        records,
+        spends: locked,
+    })
+}
+
+/// Every stream's ledger as opened on `locked` (None for a stream without a budget).
+/// Conflicts are judged against the ledgers as they were before this run.
+fn open_ledgers(
+    config: &Config,
+    fingerprints: &[String],
+    locked: &LockedLedger,
+    reset: &[String],
+) -> Result<Vec<Option<LedgerEntry>>, Error> {
+    let origin = locked.path().display().to_string();
+    config
+        .streams
+        .iter()
+        .zip(fingerprints)
+        .map(|(stream, fingerprint)| {
+            open_ledger(&locked.book.streams, stream, fingerprint, reset, &origin)
+        })
+        .collect()
 }
 
 /// The reports (rows) each stream's input holds, read from the Parquet footers, whose

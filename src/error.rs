@@ -29,8 +29,12 @@ pub enum Error {
     /// count reports twice or lose them.
     #[error("checkpoint {path}: {message}")]
     Checkpoint { path: String, message: String },
-    #[error("{path}: {message}")]
+    #[error("privacy ledger {path}: {message}")]
     Ledger { path: String, message: String },
+    /// No ledger file named for budgeted streams, or one that is not absolute, or one
+    /// inside the recoverable state (see `ledger_store::LedgerFile::locate`).
+    #[error("privacy ledger: {message}")]
+    LedgerLocation { message: String },
     /// The checkpoint directory cannot be created or written.
     #[error(
         "state directory {path}{}: {message}; set serve.checkpoint_dir to a writable \
@@ -127,6 +131,7 @@ impl Error {
             Error::Config(_)
             | Error::NotBatchSource { .. }
             | Error::LedgerConflict { .. }
+            | Error::LedgerLocation { .. }
             | Error::ResetLedger { .. }
             | Error::CheckpointConflict { .. }
             | Error::PartialConflict { .. }

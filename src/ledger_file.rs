@@ -1,28 +1,31 @@
-//! The privacy-budget ledgers of batch jobs, kept in a JSON file that survives runs: a
-//! batch job re-run on the same data spends again, as it should.
+//! The privacy-budget ledger file: every curator-model stream's ledger, kept in one JSON
+//! file per deployment (the config's `ledger`, see [`crate::ledger_store`]) that `batch`,
+//! `merge` and `serve` all spend from and that survives runs.
 //!
 //! A ledger keeps the budget it was created with and the inputs it was charged on, so that
 //! neither a raised `budget_epsilon` nor a renamed stream over the same data reopens a
-//! spent budget; only `--reset-ledger STREAM` starts one afresh (`serve` keeps the same
-//! entries in its checkpoint and applies the same rules through [`open_ledger`]).
+//! spent budget; only `--reset-ledger STREAM` starts one afresh (see
+//! [`crate::ledger_rules`]).
 //!
 //! File versions: 1 had no `inputs` and overwrote `budget` with the config's on every run,
-//! so its budget is the one of the last run; it still reads, and is written back as 2.
+//! so its budget is the one of the last run; 2 added `inputs`; 3 adds `checksum`, a SHA-256
+//! of the canonical (compact, key-sorted) JSON of the rest, and `imported`. A damaged or
+//! hand-edited file is refused, never read as empty: an empty ledger gives the budget
+//! back. Versions 1 and 2 still read, and are written back as 3.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use ldpstream_config::{compact, Config, SourceConfig, StreamConfig};
 use ldpstream_engine::curator::ledger::PrivacyLedger;
 use serde::{Deserialize, Serialize};
-use tracing::warn;
 
 use ldpstream_connectors::{atomic_file, ConnectorError};
 
 use crate::error::Error;
+pub use crate::ledger_rules::{check_reset_names, input_fingerprint, open_ledger};
 
 /// Version of the ledger file's JSON form.
-pub const BOOK_VERSION: u32 = 2;
+pub const BOOK_VERSION: u32 = 3;
 
 /// One stream's ledger and the inputs its spends were charged on.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -39,20 +42,49 @@ pub struct LedgerEntry {
 pub struct LedgerBook {
     pub version: u32,
     pub streams: BTreeMap<String, LedgerEntry>,
+    /// `serve` state directories whose ledgers (of versions before 3, kept in the
+    /// checkpoint) were added to this book: importing one twice would count its spends
+    /// twice, and a copy of the old checkpoint can outlive the import.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub imported: BTreeSet<String>,
+}
+
+/// What the checksum covers: everything but the version and the checksum itself.
+#[derive(Serialize)]
+struct Checked<'a> {
+    streams: &'a BTreeMap<String, LedgerEntry>,
+    #[serde(skip_serializing_if = "BTreeSet::is_empty")]
+    imported: &'a BTreeSet<String>,
+}
+
+/// The file as written: the book and its checksum.
+#[derive(Deserialize)]
+struct Stored {
+    version: u32,
+    #[serde(default)]
+    checksum: Option<String>,
+    streams: BTreeMap<String, LedgerEntry>,
+    #[serde(default)]
+    imported: BTreeSet<String>,
 }
 
 impl LedgerBook {
-    /// Reads `path`; a missing file is an empty book.
+    /// A book without ledgers.
+    pub fn empty() -> Self {
+        LedgerBook {
+            version: BOOK_VERSION,
+            streams: BTreeMap::new(),
+            imported: BTreeSet::new(),
+        }
+    }
+
+    /// Reads `path`; a missing file is an empty book. A file that does not parse, whose
+    /// checksum does not hold, or that has none (version 3) is refused, naming the file.
     pub fn load(path: &Path) -> Result<Self, Error> {
         let shown = path.display().to_string();
         let text = match std::fs::read_to_string(path) {
             Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(LedgerBook {
-                    version: BOOK_VERSION,
-                    streams: BTreeMap::new(),
-                })
-            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(LedgerBook::empty()),
             Err(source) => {
                 return Err(ConnectorError::Io {
                     path: shown,
@@ -61,31 +93,77 @@ impl LedgerBook {
                 .into())
             }
         };
-        let mut book: LedgerBook = serde_json::from_str(&text).map_err(|e| Error::Ledger {
+        let refuse = |message: String| Error::Ledger {
             path: shown.clone(),
-            message: format!("not a privacy ledger: {e}"),
+            message,
+        };
+        let stored: Stored = serde_json::from_str(&text).map_err(|e| {
+            refuse(format!(
+                "not a privacy ledger, or truncated ({e}); it is not read as empty, which would \
+                 give every budget back: restore it from a backup"
+            ))
         })?;
-        if !(1..=BOOK_VERSION).contains(&book.version) {
-            return Err(Error::Ledger {
-                path: shown,
-                message: format!(
-                    "ledger format version {} (this build reads versions 1 to {BOOK_VERSION}); \
-                     it was written by a newer ldpstream",
-                    book.version
-                ),
-            });
+        if !(1..=BOOK_VERSION).contains(&stored.version) {
+            return Err(refuse(format!(
+                "ledger format version {} (this build reads versions 1 to {BOOK_VERSION}); \
+                 it was written by a newer ldpstream",
+                stored.version
+            )));
         }
-        book.version = BOOK_VERSION;
+        let book = LedgerBook {
+            version: BOOK_VERSION,
+            streams: stored.streams,
+            imported: stored.imported,
+        };
+        if stored.version >= 3 {
+            let expected = book.checksum().map_err(|e| refuse(e.to_string()))?;
+            match stored.checksum {
+                Some(c) if c == expected => {}
+                Some(c) => {
+                    return Err(refuse(format!(
+                        "checksum mismatch (the file says {c}, its content hashes to \
+                         {expected}): it was damaged or edited by hand; restore it from a backup"
+                    )))
+                }
+                None => return Err(refuse("no checksum (format version 3 has one)".into())),
+            }
+        }
         Ok(book)
     }
 
-    /// Writes atomically (see [`ldpstream_connectors::atomic_file`]).
+    /// `sha256:` and the hex SHA-256 of the canonical JSON of what the file keeps: serde
+    /// writes struct fields in order and `BTreeMap`s sorted, and floats round-trip
+    /// exactly, so a file read and written back hashes the same.
+    fn checksum(&self) -> Result<String, serde_json::Error> {
+        let canonical = serde_json::to_vec(&Checked {
+            streams: &self.streams,
+            imported: &self.imported,
+        })?;
+        let digest = openssl::sha::sha256(&canonical);
+        Ok(format!(
+            "sha256:{}",
+            digest
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>()
+        ))
+    }
+
+    /// Writes atomically (see [`ldpstream_connectors::atomic_file`]), with its checksum.
     pub fn save(&self, path: &Path) -> Result<(), Error> {
         let shown = path.display().to_string();
-        let text = serde_json::to_string_pretty(self).map_err(|e| Error::Ledger {
+        let encode_err = |e: serde_json::Error| Error::Ledger {
             path: shown.clone(),
             message: format!("cannot encode ledger: {e}"),
-        })?;
+        };
+        let checksum = self.checksum().map_err(encode_err)?;
+        let text = serde_json::to_string_pretty(&serde_json::json!({
+            "version": BOOK_VERSION,
+            "checksum": checksum,
+            "streams": &self.streams,
+            "imported": &self.imported,
+        }))
+        .map_err(encode_err)?;
         atomic_file::write_atomically(path, |mut f| {
             use std::io::Write;
             f.write_all(text.as_bytes())
@@ -99,137 +177,6 @@ impl LedgerBook {
     }
 }
 
-/// Which reports a stream reads: its source (Parquet paths made absolute, Kafka topics,
-/// the simulator's settings) and its report column. `patterns` replaces the Parquet paths
-/// (`batch --input`) when not empty. Group and time columns are left out on purpose: they
-/// change how reports are split, not whose reports are charged.
-pub fn input_fingerprint(stream: &StreamConfig, patterns: &[String]) -> String {
-    let parquet = |given: &[String]| {
-        let mut paths: Vec<String> = given
-            .iter()
-            .map(|p| std::path::absolute(p).map_or_else(|_| p.clone(), |a| a.display().to_string()))
-            .collect();
-        paths.sort();
-        paths.dedup();
-        format!("parquet {paths:?}")
-    };
-    let source = match &stream.source {
-        _ if !patterns.is_empty() => parquet(patterns),
-        SourceConfig::Parquet { paths, .. } => parquet(paths),
-        SourceConfig::Kafka(k) => {
-            let mut topics = k.topics.clone();
-            topics.sort();
-            topics.dedup();
-            format!("kafka {topics:?}")
-        }
-        SourceConfig::Simulator(sim) => format!("simulator {sim:?}"),
-    };
-    format!("{source}, report column {:?}", stream.columns.report)
-}
-
-/// Every `--reset-ledger` name must be a configured stream that has a ledger: a typo would
-/// otherwise silently reset nothing.
-pub fn check_reset_names(config: &Config, reset: &[String]) -> Result<(), Error> {
-    for name in reset {
-        match config.streams.iter().find(|s| &s.name == name) {
-            Some(s) if s.budget_epsilon.is_some() => {}
-            Some(_) => {
-                return Err(Error::ResetLedger {
-                    stream: name.clone(),
-                    reason: "that stream has no budget_epsilon, so no privacy ledger".into(),
-                })
-            }
-            None => {
-                return Err(Error::ResetLedger {
-                    stream: name.clone(),
-                    reason: format!(
-                        "no stream of the config has that name (streams: {})",
-                        config
-                            .streams
-                            .iter()
-                            .map(|s| format!("{:?}", s.name))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                })
-            }
-        }
-    }
-    Ok(())
-}
-
-/// The ledger `stream` spends from, given the ledgers kept so far (`known`, by stream
-/// name) and the fingerprint of what it reads; None when the stream has no budget.
-/// `origin` names where the ledgers are kept, in errors.
-///
-/// Refused, unless `reset` names the stream: a kept ledger whose budget differs from the
-/// config's, and a stream without a ledger whose input another stream's ledger was charged
-/// on. A reset discards the stream's spends and is logged.
-pub fn open_ledger(
-    known: &BTreeMap<String, LedgerEntry>,
-    stream: &StreamConfig,
-    input: &str,
-    reset: &[String],
-    origin: &str,
-) -> Result<Option<LedgerEntry>, Error> {
-    let Some(budget) = stream.budget_epsilon else {
-        return Ok(None);
-    };
-    let name = &stream.name;
-    let fresh = LedgerEntry {
-        ledger: PrivacyLedger::new(budget),
-        inputs: vec![input.to_string()],
-    };
-    if reset.iter().any(|r| r == name) {
-        let previous = known.get(name);
-        warn!(
-            stream = %name,
-            ledger = origin,
-            budget_epsilon = budget,
-            previous_budget = previous.map(|e| e.ledger.budget),
-            forgotten_spends = previous.map_or(0, |e| e.ledger.spends.len()),
-            "--reset-ledger: starting a fresh privacy ledger; earlier spends no longer count"
-        );
-        return Ok(Some(fresh));
-    }
-    let conflict = |message: String| Error::LedgerConflict {
-        origin: origin.to_string(),
-        stream: name.clone(),
-        message,
-    };
-    if let Some(entry) = known.get(name) {
-        if entry.ledger.budget != budget {
-            return Err(conflict(format!(
-                "budget_epsilon = {} but its privacy ledger was created with budget_epsilon = {}; \
-                 a ledger keeps its budget, since changing it would reopen a spent budget. Set \
-                 budget_epsilon = {} again, or pass --reset-ledger {name} to discard the \
-                 ledger's {} spends and start a new one",
-                compact(budget),
-                compact(entry.ledger.budget),
-                compact(entry.ledger.budget),
-                entry.ledger.spends.len()
-            )));
-        }
-        let mut entry = entry.clone();
-        if !entry.inputs.iter().any(|i| i == input) {
-            entry.inputs.push(input.to_string());
-        }
-        return Ok(Some(entry));
-    }
-    if let Some((other, _)) = known
-        .iter()
-        .find(|(other, e)| *other != name && e.inputs.iter().any(|i| i == input))
-    {
-        return Err(conflict(format!(
-            "it has no privacy ledger yet, but it reads the same input ({input}) as the ledger \
-             of stream {other:?}; a new name would start a fresh budget over reports that \
-             budget was already spent on. Rename the stream back to {other:?}, or pass \
-             --reset-ledger {name} to start a new ledger anyway"
-        )));
-    }
-    Ok(Some(fresh))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -239,10 +186,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("ledger.json");
         assert_eq!(LedgerBook::load(&path).unwrap().streams.len(), 0);
-        let mut book = LedgerBook {
-            version: BOOK_VERSION,
-            streams: BTreeMap::new(),
-        };
+        let mut book = LedgerBook::empty();
         let mut l = PrivacyLedger::new(1.0);
         l.try_spend(None, None, 0.25, "s/t").unwrap();
         book.streams.insert(
@@ -257,7 +201,7 @@ mod tests {
         std::fs::write(&path, r#"{"version": 99, "streams": {}}"#).unwrap();
         let e = LedgerBook::load(&path).unwrap_err().to_string();
         assert!(
-            e.contains("version 99") && e.contains("versions 1 to 2"),
+            e.contains("version 99") && e.contains("versions 1 to 3"),
             "{e}"
         );
     }
@@ -280,61 +224,67 @@ mod tests {
         assert!(entry.inputs.is_empty());
     }
 
-    fn stream(name: &str, budget: f64, path: &str) -> StreamConfig {
-        let text = format!(
-            "[[stream]]\nname = \"{name}\"\nsource = {{ kind = \"parquet\", paths = [\"{path}\"] }}\n\
-             mechanism = {{ kind = \"raw\", domain = 4 }}\nbudget_epsilon = {budget}\n"
+    fn spent_book() -> LedgerBook {
+        let mut book = LedgerBook::empty();
+        let mut l = PrivacyLedger::new(1.0);
+        l.try_spend(Some(0), Some(60_000), 0.6, "r/u").unwrap();
+        book.streams.insert(
+            "r".into(),
+            LedgerEntry {
+                ledger: l,
+                inputs: vec!["parquet [\"/d/x\"], report column \"report\"".into()],
+            },
         );
-        Config::from_toml_str(&text, "t").unwrap().streams.remove(0)
+        book
     }
 
-    /// Raising the budget, or renaming the stream over the same input, would reopen a spent
-    /// ledger: both are refused unless `--reset-ledger` names the stream.
+    /// Issue 34 (nit): the ledger had no checksum, so an edited spend (0.6 -> 0.0) or a
+    /// truncated file went unnoticed. Both are refused, naming the file.
     #[test]
-    fn budget_changes_and_renames_are_refused_unless_reset() {
-        let old = stream("a", 1.0, "/data/x.parquet");
-        let input = input_fingerprint(&old, &[]);
-        let mut entry = open_ledger(&BTreeMap::new(), &old, &input, &[], "book")
-            .unwrap()
-            .unwrap();
-        entry.ledger.try_spend(None, None, 1.0, "a/t").unwrap();
-        let known = BTreeMap::from([("a".to_string(), entry)]);
-        // Same name, same budget: the spends carry over.
-        let again = open_ledger(&known, &old, &input, &[], "book")
-            .unwrap()
-            .unwrap();
-        assert_eq!(again.ledger.remaining_overall(), 0.0);
-        let raised = stream("a", 3.0, "/data/x.parquet");
-        let e = open_ledger(&known, &raised, &input, &[], "book")
-            .unwrap_err()
-            .to_string();
+    fn a_tampered_or_truncated_ledger_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.json");
+        spent_book().save(&path).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains("\"checksum\": \"sha256:"), "{text}");
+        let edited = text.replace("0.6", "0.0");
+        assert_ne!(edited, text);
+        std::fs::write(&path, &edited).unwrap();
+        let e = LedgerBook::load(&path).unwrap_err().to_string();
         assert!(
-            e.contains(
-                "budget_epsilon = 3 but its privacy ledger was created with budget_epsilon = 1"
-            ) && e.contains("--reset-ledger a"),
+            e.contains(&path.display().to_string()) && e.contains("checksum mismatch"),
             "{e}"
         );
-        let reset = open_ledger(&known, &raised, &input, &["a".into()], "book")
-            .unwrap()
-            .unwrap();
-        assert_eq!(reset.ledger.remaining_overall(), 3.0);
-        let renamed = stream("b", 1.0, "/data/x.parquet");
-        assert_eq!(input_fingerprint(&renamed, &[]), input);
-        let e = open_ledger(&known, &renamed, &input, &[], "book")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("stream \"b\"") && e.contains("same input") && e.contains("\"a\""),
-            "{e}"
-        );
-        open_ledger(&known, &renamed, &input, &["b".into()], "book")
-            .unwrap()
-            .unwrap();
-        // Another input under a new name is a new ledger.
-        let other = stream("c", 1.0, "/data/y.parquet");
-        let fresh = open_ledger(&known, &other, &input_fingerprint(&other, &[]), &[], "book")
-            .unwrap()
-            .unwrap();
-        assert_eq!(fresh.ledger.remaining_overall(), 1.0);
+        for cut in [0, 1, text.len() / 2, text.len() - 2] {
+            std::fs::write(&path, &text[..cut]).unwrap();
+            let e = LedgerBook::load(&path).unwrap_err().to_string();
+            assert!(
+                e.contains(&path.display().to_string()) && e.contains("truncated"),
+                "{cut}: {e}"
+            );
+        }
+        let unsigned = text.replace("\"checksum\"", "\"note\"");
+        std::fs::write(&path, unsigned).unwrap();
+        let e = LedgerBook::load(&path).unwrap_err().to_string();
+        assert!(e.contains("no checksum"), "{e}");
+    }
+
+    /// A version-2 file (no checksum) still reads, and is written back as 3.
+    #[test]
+    fn reads_version_2_files_and_writes_3() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.json");
+        std::fs::write(
+            &path,
+            r#"{"version":2,"streams":{"r":{"version":1,"budget":1.0,"spends":[{"start":0,"end":60000,"epsilon":0.6,"label":"r/u"}],"inputs":["parquet [\"/d/x\"], report column \"report\""]}}}"#,
+        )
+        .unwrap();
+        let book = LedgerBook::load(&path).unwrap();
+        assert_eq!(book, spent_book());
+        book.save(&path).unwrap();
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(v["version"], 3);
+        assert_eq!(LedgerBook::load(&path).unwrap(), book);
     }
 }

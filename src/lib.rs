@@ -6,6 +6,8 @@
 pub mod batch;
 pub mod error;
 pub mod ledger_file;
+pub mod ledger_rules;
+pub mod ledger_store;
 pub mod mechanisms;
 pub mod output;
 pub mod partials;

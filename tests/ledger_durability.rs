@@ -1,5 +1,5 @@
 //! A privacy budget survives `kill -9` right after a release: `serve` writes the spend to
-//! its ledger journal (fsynced, in `checkpoint_dir`) before it publishes the record, so the
+//! the ledger file (fsynced, apart from `checkpoint_dir`) before it publishes the record, so the
 //! restarted service refuses what the budget no longer covers, even though no checkpoint
 //! was written after the release. Sliding windows overlap, so after one release of the
 //! whole budget every later window is refused (disjoint windows would compose in
@@ -45,9 +45,10 @@ fn a_spend_survives_kill_9_right_after_its_release() {
             &config,
             format!(
                 r#"
+ledger = "{ledger}"
 [serve]
 snapshot_interval = "100ms"
-# No checkpoint after the start: only the journal can remember the spend.
+# No checkpoint after the start: only the ledger file can remember the spend.
 checkpoint_interval = "1h"
 checkpoint_dir = "{ck}"
 sink = [{{ kind = "jsonl", path = "{out}" }}]
@@ -63,6 +64,7 @@ epsilon = 1.0
 mc_samples = 99
 window = {{ kind = "sliding", size = "2s", slide = "1s" }}
 "#,
+                ledger = dir.path().join("ledger.json").display(),
                 ck = dir.path().join("ck").display(),
                 out = out.display()
             ),

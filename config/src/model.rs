@@ -19,6 +19,11 @@ pub struct Config {
     /// config whose estimate (`ldpstream check`) exceeds it. Default: half the machine's
     /// memory.
     pub max_state_memory: Option<bytesize::ByteSize>,
+    /// The deployment's privacy-budget ledger file (top-level `ledger`), an absolute path
+    /// (validated): `batch`, `merge` and `serve` of every config over the same data must
+    /// spend from one file, wherever they run from. Required, or `--ledger`, when a stream
+    /// has `budget_epsilon` (see `ldpstream::ledger_store`).
+    pub ledger: Option<std::path::PathBuf>,
 }
 
 /// The `[serve]` table.
@@ -34,7 +39,8 @@ pub struct ServeConfig {
     /// Where results go; stdout when empty.
     #[serde(rename = "sink", default)]
     pub sinks: Vec<SinkConfig>,
-    /// Directory of the checkpoint (panes, source positions, ledgers). When absent, a
+    /// Directory of the checkpoint (panes, source positions; never the privacy ledger,
+    /// which is the top-level `ledger`). When absent, a
     /// config that reads Kafka or Parquet checkpoints beside its file (see
     /// [`crate::StateLocation`]).
     #[serde(default)]

@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 
 use crate::model::{Config, SourceConfig};
 
-/// Where `serve`'s sketches, source positions and privacy ledgers live.
+/// Where `serve`'s sketches and source positions live (never the privacy ledger: see the
+/// top-level `ledger`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StateLocation {
     /// `serve.checkpoint_dir`, as written (relative paths are relative to the working

@@ -19,6 +19,8 @@ pub(crate) struct ConfigFile {
     pub(crate) serve: ServeConfig,
     #[serde(default)]
     pub(crate) max_state_memory: Option<bytesize::ByteSize>,
+    #[serde(default)]
+    pub(crate) ledger: Option<String>,
 }
 
 /// A `[[stream]]` table as written, with its keys' defaults; validation turns it into a

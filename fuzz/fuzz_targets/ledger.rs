@@ -1,4 +1,5 @@
-//! The privacy-ledger file `batch` keeps: load never panics on any bytes.
+//! The privacy-ledger file `batch`, `merge` and `serve` share: load never panics on any
+//! bytes (a damaged or tampered file is an error naming it, never an empty ledger).
 
 #![no_main]
 use ldpstream::ledger_file::LedgerBook;

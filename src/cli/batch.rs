@@ -2,12 +2,12 @@
 
 use anyhow::{bail, Context, Result};
 use ldpstream::batch::{fold_stream, input_reports, patterns_of, run_batch};
+use ldpstream::ledger_store::LedgerFile;
 use ldpstream::partials::{self, StreamPart};
-use ldpstream::release::{release_records, Release, ReleaseOptions};
+use ldpstream::release::{release_records, Release, ReleaseOptions, Released};
 use ldpstream_config::Config;
 use ldpstream_connectors::parquet::resolve_inputs;
 use ldpstream_engine::mechanism::Mechanism;
-use ldpstream_engine::record::TestRecord;
 
 use super::UsageError;
 
@@ -41,10 +41,12 @@ pub struct ReleaseArgs {
     /// Where to write JSON lines; "-" for stdout.
     #[arg(long, default_value = "-")]
     output: String,
-    /// The privacy-budget ledger of curator-model (raw) streams; created if missing and
-    /// updated atomically before any result is written.
-    #[arg(long, default_value = "ldpstream-ledger.json")]
-    ledger: std::path::PathBuf,
+    /// The privacy-budget ledger of curator-model (raw) streams, an absolute path;
+    /// overrides the config's `ledger` (one of the two is required when a stream has
+    /// budget_epsilon). Created if missing, locked while spent from, and updated
+    /// atomically before any result is written.
+    #[arg(long)]
+    ledger: Option<std::path::PathBuf>,
     /// Discard the privacy ledger of this stream and start a new one (repeatable). Needed
     /// when its budget_epsilon changed, or when a renamed stream reads the input of an
     /// existing ledger; the reset is logged.
@@ -82,7 +84,7 @@ pub fn run(args: BatchArgs) -> Result<()> {
     if let Some(dir) = &args.emit_sketches {
         return emit_sketches(&config, &args.inputs, dir);
     }
-    release(&args.release, |release| {
+    release(&args.release, &config, |release| {
         Ok(run_batch(&config, &args.inputs, release)?)
     })
 }
@@ -115,11 +117,16 @@ fn emit_sketches(config: &Config, inputs: &[String], dir: &std::path::Path) -> R
 /// written: [`ldpstream::release`]), then prints a summary.
 pub(super) fn release(
     args: &ReleaseArgs,
-    compute: impl FnOnce(Release<'_>) -> Result<Vec<TestRecord>>,
+    config: &Config,
+    compute: impl FnOnce(Release<'_>) -> Result<Released>,
 ) -> Result<()> {
+    let ledger = LedgerFile::locate(config, args.ledger.as_deref())?;
+    if let Some(file) = &ledger {
+        eprintln!("privacy ledger: {}", file.describe());
+    }
     let records = release_records(
         &ReleaseOptions {
-            ledger: &args.ledger,
+            ledger: ledger.as_ref(),
             reset: &args.reset_ledgers,
             insecure_seed: args.insecure_seed,
             output: &args.output,

@@ -3,6 +3,7 @@
 
 use anyhow::Result;
 use bytesize::ByteSize;
+use ldpstream::ledger_store::LedgerFile;
 use ldpstream::state_memory;
 use ldpstream_config::SourceConfig;
 use ldpstream_connectors::parquet::BATCH_ROWS;
@@ -17,7 +18,15 @@ pub struct CheckArgs {
 
 pub fn run(args: CheckArgs) -> Result<()> {
     let config = super::load_config(&args.config)?;
+    // A budgeted stream without a named ledger is refused as batch and serve refuse it.
+    let ledger = LedgerFile::locate(&config, None)?;
     println!("config {}: valid", args.config.display());
+    if let Some(file) = ledger {
+        println!(
+            "privacy budgets are spent from the ledger file {}",
+            file.describe()
+        );
+    }
     println!(
         "serve keeps its state in: {}",
         config.state_location(&args.config)

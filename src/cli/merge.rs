@@ -39,7 +39,7 @@ pub fn run(args: MergeArgs) -> Result<()> {
             input_fingerprint(s, &inputs)
         })
         .collect();
-    release(&args.release, |release| {
+    release(&args.release, &config, |release| {
         Ok(test_streams(
             &config,
             &fingerprints,

@@ -1,6 +1,7 @@
 //! `ldpstream serve`: the long-running service.
 
 use anyhow::{Context, Result};
+use ldpstream::ledger_store::LedgerFile;
 
 use super::usage;
 
@@ -17,7 +18,12 @@ pub struct ServeArgs {
     /// stderr).
     #[arg(long)]
     listen: Option<String>,
-    /// Discard the privacy ledger this stream has in the checkpoint and start a new one
+    /// The privacy-budget ledger of curator-model (raw) streams, an absolute path;
+    /// overrides the config's `ledger` (one of the two is required when a stream has
+    /// budget_epsilon). The same file as `batch`'s, never in the checkpoint directory.
+    #[arg(long)]
+    ledger: Option<std::path::PathBuf>,
+    /// Discard the privacy ledger this stream has in the ledger file and start a new one
     /// (repeatable). Needed when its budget_epsilon changed, or when a renamed stream reads
     /// the input of an existing ledger; the reset is logged.
     #[arg(long = "reset-ledger", value_name = "STREAM")]
@@ -26,6 +32,8 @@ pub struct ServeArgs {
 
 pub fn run(args: ServeArgs) -> Result<()> {
     let config = super::load_config(&args.config)?;
+    let ledger = LedgerFile::named(&config, args.ledger.as_deref())?;
+    LedgerFile::locate(&config, args.ledger.as_deref())?;
     ldpstream::state_memory::enforce(&config, None, &Default::default())?;
     let duration = args
         .duration
@@ -59,6 +67,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
             duration,
             listen: args.listen,
             reset_ledgers: args.reset_ledgers,
+            ledger,
             state,
         },
     ))?;

@@ -123,7 +123,9 @@ pub fn read_latest(dir: &Path) -> Result<Option<Vec<StreamCheckpoint>>, Error> {
             path: newest.display().to_string(),
             message: format!(
                 "both checkpoints are unusable ({e}; and the previous one: {previous_error}); \
-                 move the checkpoint directory aside to start from scratch"
+                 move the checkpoint directory aside to start the sketches and source \
+                 positions from scratch (the privacy ledger is kept apart, in the ledger file, \
+                 and keeps its spends)"
             ),
         }),
     }

@@ -18,6 +18,7 @@ mod history;
 mod http;
 mod http_server;
 mod https;
+mod ledger_import;
 mod metrics;
 mod rate;
 mod scale_out;
@@ -45,8 +46,8 @@ pub use metrics::Metrics;
 pub use shared::Shared;
 
 use crate::error::Error;
-use crate::ledger_file::{check_reset_names, LedgerEntry};
-use checkpoint::StreamCheckpoint;
+use crate::ledger_file::check_reset_names;
+use crate::ledger_store::LedgerFile;
 use fold_counters::{export_fold, rejected_counts};
 
 /// Command-line overrides of the config's `[serve]` table.
@@ -58,17 +59,20 @@ pub struct ServeOptions {
     pub listen: Option<String>,
     /// Streams whose privacy ledgers start afresh (`--reset-ledger`).
     pub reset_ledgers: Vec<String>,
+    /// The deployment's privacy-budget ledger file (the config's `ledger` or `--ledger`);
+    /// None when none is named (then no stream has a budget).
+    pub ledger: Option<LedgerFile>,
     /// Where the checkpoint lives (`Config::state_location`), resolved against the config
     /// file's path, which only the caller knows.
     pub state: StateLocation,
 }
 
-/// What changes together and is checkpointed together: the panes, where the source had
-/// got to when they last changed, and (curator-model streams) the privacy-budget ledger.
+/// What changes together and is checkpointed together: the panes and where the source
+/// had got to when they last changed. The privacy-budget ledger is not here: it lives in
+/// the ledger file, apart from this recoverable state, and is re-read before each spend.
 struct StreamState {
     store: PaneStore,
     position: Position,
-    ledger: Option<LedgerEntry>,
     /// Sequential tests: each open window's running maximum e-value and rejection latch.
     /// Not checkpointed: the e-values are recomputed exactly from the restored sketches;
     /// a restart forgets only a latch whose window's e-value has since fallen back.
@@ -111,7 +115,7 @@ pub async fn run(config: Config, options: ServeOptions) -> Result<(), Error> {
     let shared = startup::shared_state(&config)?;
     let http = startup::start_http(&config, &options, &shared).await?;
     let restored = startup::restore(&config, &options)?;
-    let mut running = startup::start_streams(&config, &options, restored, &shared, started)?;
+    let mut running = startup::start_streams(&config, restored, &shared, started)?;
     shared.ready.store(true, Ordering::Release);
     let mut sinks = Sinks::open(&config.serve.sinks)?;
     let failure =
@@ -119,19 +123,14 @@ pub async fn run(config: Config, options: ServeOptions) -> Result<(), Error> {
     shutdown::shut_down(running, &shared, sinks, http, failure).await
 }
 
-/// The privacy-ledger journal in the checkpoint directory, written before every private
-/// release (`batch`'s ledger file format).
-const LEDGER_JOURNAL: &str = "ledgers.json";
-
 /// Where this instance keeps its state on disk (nothing when it is kept in memory).
 #[derive(Default)]
 struct StateFiles {
     /// The checkpoint directory.
     dir: Option<PathBuf>,
-    /// The privacy-ledger journal in it.
-    journal: Option<PathBuf>,
-    /// Checkpointed streams the config no longer has, kept for their privacy ledgers.
-    orphans: Vec<StreamCheckpoint>,
+    /// The deployment's privacy-budget ledger file, spent from before every private
+    /// release; never in the checkpoint directory.
+    ledger: Option<LedgerFile>,
     /// The directory's lock, held until serve returns: a second instance is refused.
     _lock: Option<std::fs::File>,
 }

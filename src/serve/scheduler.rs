@@ -18,7 +18,8 @@ use super::checkpoint::{self, StreamCheckpoint};
 use super::history::unix_millis;
 use super::{Running, Shared, StreamRuntime, WorkerEvent};
 use crate::error::Error;
-use crate::ledger_file::{LedgerBook, BOOK_VERSION as LEDGER_BOOK_VERSION};
+use crate::ledger_file::LedgerEntry;
+use crate::ledger_store::{LedgerFile, LockedLedger};
 use crate::release::spend_then_publish;
 use crate::state_codec::settings_of;
 
@@ -49,7 +50,7 @@ pub(super) async fn run(
     loop {
         tokio::select! {
             _ = tick.tick() => {
-                snapshot_round(&running.runtimes, shared, sinks, true, running.files.journal.as_deref()).await?;
+                snapshot_round(&running.runtimes, shared, sinks, true, running.files.ledger.as_ref()).await?;
                 if checkpointing {
                     shared.metrics.checkpoint_age.set(last_checkpoint.elapsed().as_secs_f64());
                 }
@@ -60,7 +61,7 @@ pub(super) async fn run(
                     // crash loop: the last good checkpoint stays (it is replaced only by a
                     // complete new one), the age gauge keeps growing for the alert, and the
                     // next interval retries.
-                    match write_checkpoint(&running.runtimes, &running.files.orphans, dir).await {
+                    match write_checkpoint(&running.runtimes, dir).await {
                         Ok(()) => last_checkpoint = Instant::now(),
                         Err(e) => {
                             shared.metrics.checkpoint_failures.inc();
@@ -105,24 +106,22 @@ async fn interval(period: Duration) -> tokio::time::Interval {
 }
 
 /// Captures every stream's panes and position (each under its store's lock), then encodes
-/// and writes them off the runtime's worker threads.
+/// and writes them off the runtime's worker threads. No privacy ledger: it lives in the
+/// ledger file, apart from this recoverable state.
 pub(super) async fn write_checkpoint(
     runtimes: &[Arc<StreamRuntime>],
-    orphans: &[StreamCheckpoint],
     dir: &Path,
 ) -> Result<(), Error> {
-    let mut parts: Vec<StreamCheckpoint> = runtimes
+    let parts: Vec<StreamCheckpoint> = runtimes
         .iter()
         .map(|rt| {
             let state = rt.state();
             let mut part =
                 StreamCheckpoint::capture(&rt.config.name, &state.store, state.position.clone());
-            part.ledger = state.ledger.clone();
             part.settings = Some(settings_of(&rt.config));
             part
         })
         .collect();
-    parts.extend(orphans.iter().cloned());
     let dir = dir.to_path_buf();
     tokio::task::spawn_blocking(move || checkpoint::write(&dir, &parts))
         .await
@@ -135,44 +134,59 @@ pub(super) async fn write_checkpoint(
 
 /// Copies every stream's due windows (short lock), evaluates them off the runtime's
 /// worker threads, and publishes the records to the sinks, the metrics and the API.
+/// Budgeted streams spend from the ledger file as read under its lock, which is held
+/// until the spends are saved (another process may spend from the same file).
 pub(super) async fn snapshot_round(
     runtimes: &[Arc<StreamRuntime>],
     shared: &Arc<Shared>,
     sinks: &mut Sinks,
     provisional: bool,
-    journal: Option<&Path>,
+    ledger: Option<&LedgerFile>,
 ) -> Result<(), Error> {
     let evaluated = runtimes.to_vec();
     let for_eval = shared.clone();
-    let (records, spent) =
-        tokio::task::spawn_blocking(move || -> Result<(Vec<TestRecord>, bool), Error> {
+    let ledger = ledger
+        .filter(|_| runtimes.iter().any(|rt| rt.config.budget_epsilon.is_some()))
+        .cloned();
+    let (records, spends) = tokio::task::spawn_blocking(
+        move || -> Result<(Vec<TestRecord>, Option<LockedLedger>), Error> {
+            // Locked at the first budgeted stream, so that the streams before it do not
+            // hold up another process's spends.
+            let mut locked: Option<LockedLedger> = None;
             let mut records = Vec::new();
             let mut spent = false;
             for rt in &evaluated {
                 let t0 = Instant::now();
-                spent |= evaluate_stream(rt, &for_eval, provisional, &mut records)?;
+                let entry = match (&ledger, rt.config.budget_epsilon) {
+                    (Some(file), Some(_)) => {
+                        if locked.is_none() {
+                            locked = Some(file.lock()?);
+                        }
+                        let name = rt.config.name.as_str();
+                        locked.as_mut().map(|l| entry_of(l, name)).transpose()?
+                    }
+                    _ => None,
+                };
+                spent |= evaluate_stream(rt, &for_eval, provisional, entry, &mut records)?;
                 for_eval
                     .metrics
                     .snapshot_seconds
                     .observe(t0.elapsed().as_secs_f64());
             }
-            Ok((records, spent))
-        })
-        .await
-        .map_err(|source| Error::Task {
-            what: "snapshot",
-            source,
-        })??;
+            Ok((records, locked.filter(|_| spent)))
+        },
+    )
+    .await
+    .map_err(|source| Error::Task {
+        what: "snapshot",
+        source,
+    })??;
     // Write ahead: the spends are on disk (fsynced) before any record that used them is
     // published, so a crash right after a release cannot give the budget back.
-    let book = match (spent, journal) {
-        (true, Some(path)) => Some((journal_book(runtimes, path)?, path)),
-        _ => None,
-    };
-    // File writes, the journal's fsync and the Kafka sink's wait for acknowledgements
+    // File writes, the ledger's fsync and the Kafka sink's wait for acknowledgements
     // block: let the runtime move its other tasks (HTTP) off this worker meanwhile.
     tokio::task::block_in_place(|| {
-        spend_then_publish(book.as_ref().map(|(b, p)| (b, *p)), || {
+        spend_then_publish(spends, || {
             shared.publish(&records);
             let now = unix_millis();
             {
@@ -187,37 +201,37 @@ pub(super) async fn snapshot_round(
     })
 }
 
-/// Every stream's ledger, as the journal at `path` keeps them (its directory made if it
-/// went missing).
-fn journal_book(runtimes: &[Arc<StreamRuntime>], path: &Path) -> Result<LedgerBook, Error> {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(|source| {
-            Error::Connector(ldpstream_connectors::ConnectorError::Io {
-                path: parent.display().to_string(),
-                source,
-            })
-        })?;
-    }
-    Ok(LedgerBook {
-        version: LEDGER_BOOK_VERSION,
-        streams: runtimes
-            .iter()
-            .filter_map(|rt| Some((rt.config.name.clone(), rt.state().ledger.clone()?)))
-            .collect(),
-    })
+/// A budgeted stream's ledger in the file as just read. Startup wrote one for every
+/// budgeted stream; one gone since (the file replaced or edited) is refused rather than
+/// started afresh, which would give the budget back.
+fn entry_of<'a>(locked: &'a mut LockedLedger, stream: &str) -> Result<&'a mut LedgerEntry, Error> {
+    let path = locked.path().display().to_string();
+    locked
+        .book
+        .streams
+        .get_mut(stream)
+        .ok_or_else(|| Error::Ledger {
+            path,
+            message: format!(
+                "stream {stream:?} has no ledger in it any more, although serve opened one \
+                 there at startup: the file was replaced or edited; refusing to spend from a \
+                 fresh budget (restore the file, then restart serve)"
+            ),
+        })
 }
 
-/// Takes one stream's looks and due windows, tests them into `records`, and writes its
-/// ledger back. Returns whether the ledger spent anything (the journal must be saved).
+/// Takes one stream's looks and due windows, tests them into `records`, spending from
+/// `ledger` (its entry in the ledger file, budgeted streams only). Returns whether the
+/// ledger spent anything (the file must be saved).
 fn evaluate_stream(
     rt: &StreamRuntime,
     shared: &Shared,
     provisional: bool,
+    ledger: Option<&mut LedgerEntry>,
     records: &mut Vec<TestRecord>,
 ) -> Result<bool, Error> {
-    // Copy under the lock, evaluate outside it: a fold never waits for a test. Only this
-    // task changes the ledger, so the copy is written back unchanged by anyone else.
-    let (looks, due, mut ledger) = {
+    // Copy under the lock, evaluate outside it: a fold never waits for a test.
+    let (looks, due) = {
         let mut state = rt.state();
         // Looks before the due windows: taking finals retires panes.
         let looks = match state.store.watermark() {
@@ -229,11 +243,12 @@ fn evaluate_stream(
             _ => Vec::new(),
         };
         let due = take_due(&rt.config, &mut state.store, provisional)?;
-        (looks, due, state.ledger.clone())
+        (looks, due)
     };
+    let before = ledger.as_ref().map(|e| e.ledger.spends.len());
     let mut noise = ldpstream_engine::curator::secure_rng();
     let mut private = Private {
-        ledger: ledger.as_mut().map(|e| &mut e.ledger),
+        ledger: ledger.map(|e| &mut e.ledger),
         noise: &mut noise,
     };
     let mut stream_records = Vec::new();
@@ -255,17 +270,15 @@ fn evaluate_stream(
     }
     rt.state().sequential.observe(&mut stream_records);
     records.extend(stream_records);
-    let Some(l) = ledger else {
+    let Some(l) = private.ledger else {
         return Ok(false);
     };
-    let spent = rt.state().ledger.as_ref() != Some(&l);
     shared
         .metrics
         .budget_remaining
         .with_label_values(&[rt.config.name.as_str()])
-        .set(l.ledger.remaining_overall());
-    rt.state().ledger = Some(l);
-    Ok(spent)
+        .set(l.remaining_overall());
+    Ok(before != Some(l.spends.len()))
 }
 
 /// Resolves at the first SIGINT or SIGTERM.

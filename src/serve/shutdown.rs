@@ -46,18 +46,11 @@ pub(super) async fn shut_down(
     if joined.is_err() {
         warn!("joining the stream threads failed");
     }
-    snapshot_round(
-        &runtimes,
-        shared,
-        &mut sinks,
-        true,
-        files.journal.as_deref(),
-    )
-    .await?;
+    snapshot_round(&runtimes, shared, &mut sinks, true, files.ledger.as_ref()).await?;
     sinks.close()?;
     if let Some(dir) = &files.dir {
         if failure.is_none() {
-            write_checkpoint(&runtimes, &files.orphans, dir).await?;
+            write_checkpoint(&runtimes, dir).await?;
         }
     }
     stop_http(http).await;

@@ -21,11 +21,13 @@ use super::history::History;
 use super::rate::ReportRates;
 use super::shared::StreamInfo;
 use super::{
-    https, scale_out, spawn_stream, state_dir, Metrics, Running, ServeOptions, Shared, StateFiles,
-    StreamRuntime, StreamState, WorkerEvent, LEDGER_JOURNAL,
+    https, ledger_import, scale_out, spawn_stream, state_dir, Metrics, Running, ServeOptions,
+    Shared, StateFiles, StreamRuntime, StreamState, WorkerEvent,
 };
 use crate::error::Error;
-use crate::ledger_file::{input_fingerprint, open_ledger, LedgerBook, LedgerEntry};
+use crate::ledger_file::{input_fingerprint, open_ledger};
+use crate::ledger_rules::canonical;
+use crate::ledger_store::LedgerFile;
 use crate::state_codec::{describe_changes, settings_of};
 
 /// The metrics registry and what the HTTP handlers read, before any stream runs.
@@ -137,76 +139,129 @@ pub(super) struct Restored {
     /// Per stream name, its checkpointed state; taken out as the streams start, so what
     /// is left belongs to streams the config no longer has.
     pub(super) streams: BTreeMap<String, StreamCheckpoint>,
-    /// Every kept ledger, also of streams the config no longer has: a renamed stream must
-    /// not start a fresh budget over the same input.
-    pub(super) ledgers: BTreeMap<String, LedgerEntry>,
 }
 
-/// Locks the state directory and reads its newest usable checkpoint and ledger journal.
+/// Locks the state directory, reads its newest usable checkpoint, moves any privacy
+/// ledgers it holds (older versions kept them there) into the ledger file, and opens
+/// every budgeted stream's ledger there.
 pub(super) fn restore(config: &Config, options: &ServeOptions) -> Result<Restored, Error> {
     let dir = options.state.dir().map(Path::to_path_buf);
+    if let (Some(dir), Some(ledger)) = (&dir, &options.ledger) {
+        refuse_ledger_inside(ledger, dir)?;
+    }
     // Held until serve returns: a second instance on the same directory is refused.
     let lock = match &dir {
         Some(dir) => Some(state_dir::prepare(dir, &options.state)?),
         None => None,
     };
-    let streams: BTreeMap<String, StreamCheckpoint> = match &dir {
-        Some(dir) => checkpoint::read_latest(dir)?
-            .unwrap_or_default()
-            .into_iter()
-            .map(|s| (s.name.clone(), s))
-            .collect(),
-        None => BTreeMap::new(),
+    let checkpoint = match &dir {
+        Some(dir) => checkpoint::read_latest(dir),
+        None => Ok(None),
     };
+    let (streams, unusable): (BTreeMap<String, StreamCheckpoint>, _) = match checkpoint {
+        Ok(streams) => (
+            streams
+                .unwrap_or_default()
+                .into_iter()
+                .map(|s| (s.name.clone(), s))
+                .collect(),
+            None,
+        ),
+        Err(e) => (BTreeMap::new(), Some(e)),
+    };
+    let old = dir
+        .as_deref()
+        .map(|d| ledger_import::read_old(d, &streams))
+        .transpose()?;
+    // Even when the checkpoint is unusable, the journal's spends are moved to safety
+    // first: the error then advises moving the directory aside.
+    open_ledgers(config, options, old.as_ref())?;
+    if let Some(e) = unusable {
+        return Err(e);
+    }
     if !streams.is_empty() {
         info!(streams = streams.len(), "restoring the checkpoint");
     }
-    let mut ledgers: BTreeMap<String, LedgerEntry> = streams
-        .iter()
-        .filter_map(|(name, ck)| Some((name.clone(), ck.ledger.clone()?)))
-        .collect();
-    // The ledger journal is written before every private release, the checkpoint only
-    // every checkpoint_interval: after a crash the journal may know spends the checkpoint
-    // does not. Both grow by appending spends, so the longer one is the newer.
-    if let Some(dir) = &dir {
-        let journal = LedgerBook::load(&dir.join(LEDGER_JOURNAL))?;
-        for (name, entry) in journal.streams {
-            let newer = ledgers
-                .get(&name)
-                .is_none_or(|k| k.ledger.spends.len() < entry.ledger.spends.len());
-            if newer {
-                info!(stream = %name, spends = entry.ledger.spends.len(), "privacy ledger from the journal (newer than the checkpoint)");
-                ledgers.insert(name, entry);
-            }
-        }
-    }
-    for stream in &config.streams {
-        if stream.has_private_tests() && dir.is_none() {
-            warn!(
-                stream = %stream.name,
-                "private tests with the state in memory: the privacy ledger is lost on a \
-                 restart, which starts the budget afresh"
-            );
-        }
-    }
     state_dir::log_where_state_lives(config, &options.state, !streams.is_empty());
+    if let Some(ledger) = &options.ledger {
+        eprintln!("ldpstream serve: privacy ledger: {}", ledger.describe());
+    }
     Ok(Restored {
         files: StateFiles {
-            journal: dir.as_ref().map(|d| d.join(LEDGER_JOURNAL)),
             dir,
-            orphans: Vec::new(),
+            ledger: options.ledger.clone(),
             _lock: lock,
         },
         streams,
-        ledgers,
     })
 }
 
-/// Starts every stream's threads from its restored state. The restored streams the config
-/// no longer has are kept (with their ledgers) for the next checkpoints.
-pub(super) fn start_streams(
+/// The ledger inside the checkpoint directory would go with it when the directory is
+/// moved aside to start fresh, and give the budget back.
+fn refuse_ledger_inside(ledger: &LedgerFile, dir: &Path) -> Result<(), Error> {
+    let parent = ledger.path().parent().unwrap_or(Path::new("/"));
+    if Path::new(&canonical(parent)).starts_with(canonical(dir)) {
+        return Err(Error::LedgerLocation {
+            message: format!(
+                "{} is inside the checkpoint directory {}: the ledger must live apart from \
+                 the recoverable state, which may be moved aside to start over; name a file \
+                 outside it",
+                ledger.describe(),
+                dir.display()
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Under the ledger file's lock: adds the state directory's old ledgers (`old`), opens
+/// every budgeted stream's ledger (refusing a changed budget or a renamed stream over
+/// charged input, unless reset), and saves, so that the file names each stream's input
+/// before anything is spent. Then removes the old journal.
+fn open_ledgers(
     config: &Config,
     options: &ServeOptions,
+    old: Option<&ledger_import::OldLedgers>,
+) -> Result<(), Error> {
+    let Some(file) = &options.ledger else {
+        return match old {
+            Some(old) if !old.streams.is_empty() => Err(Error::LedgerLocation {
+                message: format!(
+                    "the state directory holds the privacy ledgers of stream(s) {} (kept \
+                     there by an older ldpstream); name the deployment's ledger file (the \
+                     top-level key ledger = \"/var/lib/ldpstream/ledger.json\", or --ledger \
+                     PATH) so that serve moves them there: they are never dropped",
+                    old.names()
+                ),
+            }),
+            _ => Ok(()),
+        };
+    };
+    let mut locked = file.lock()?;
+    let imported = old.is_some_and(|o| o.add_to(&mut locked.book, file.path()));
+    let known = locked.book.streams.clone();
+    let origin = file.path().display().to_string();
+    for stream in config.streams.iter().filter(|s| s.budget_epsilon.is_some()) {
+        let input = input_fingerprint(stream, &[]);
+        if let Some(entry) = open_ledger(&known, stream, &input, &options.reset_ledgers, &origin)? {
+            locked.book.streams.insert(stream.name.clone(), entry);
+        }
+    }
+    let changed = imported || locked.book.streams != known;
+    if changed {
+        locked.save()?;
+    }
+    if let Some(old) = old {
+        old.remove_journal();
+    }
+    Ok(())
+}
+
+/// Starts every stream's threads from its restored state. The restored streams the config
+/// no longer has are left out of the next checkpoints (their ledgers, if any, are in the
+/// ledger file, which keeps them).
+pub(super) fn start_streams(
+    config: &Config,
     mut restored: Restored,
     shared: &Arc<Shared>,
     started: Instant,
@@ -246,7 +301,7 @@ pub(super) fn start_streams(
                 continue;
             }
         }
-        let rt = Arc::new(restore_stream(stream, mechanism, options, &mut restored)?);
+        let rt = Arc::new(restore_stream(stream, mechanism, &mut restored)?);
         if Source::is_bounded(&stream.source) {
             running.bounded += 1;
         }
@@ -262,36 +317,21 @@ pub(super) fn start_streams(
     for name in restored.streams.keys() {
         warn!(stream = %name, "the checkpoint has a stream the config does not; ignoring it");
     }
-    // A removed stream's privacy ledger is carried from checkpoint to checkpoint: dropping
-    // it would let a stream added later over the same input start a fresh budget.
-    running.files = StateFiles {
-        orphans: restored
-            .streams
-            .into_values()
-            .filter(|ck| ck.ledger.is_some())
-            .collect(),
-        ..restored.files
-    };
+    // A removed stream's privacy ledger stays in the ledger file, which keeps every
+    // stream's: a stream added later over the same input cannot start a fresh budget.
+    running.files = restored.files;
     Ok(running)
 }
 
 /// One stream's runtime: its panes and position from the checkpoint (refused when it was
-/// counted under other settings), and its privacy ledger.
+/// counted under other settings).
 fn restore_stream(
     stream: &StreamConfig,
     mechanism: Mechanism,
-    options: &ServeOptions,
     restored: &mut Restored,
 ) -> Result<StreamRuntime, Error> {
     let ck_path = checkpoint_path(&restored.files.dir);
     check_settings(stream, restored.streams.get(&stream.name), &ck_path)?;
-    let ledger = open_ledger(
-        &restored.ledgers,
-        stream,
-        &input_fingerprint(stream, &[]),
-        &options.reset_ledgers,
-        &ck_path,
-    )?;
     let width = stream_pane_width(stream);
     let lateness = stream.allowed_lateness.millis() as i64;
     let (store, position) = match restored.streams.remove(&stream.name) {
@@ -326,7 +366,6 @@ fn restore_stream(
             looked_through: store.watermark(),
             store,
             position,
-            ledger,
             sequential: SequentialLatches::default(),
         }),
     })
@@ -346,7 +385,8 @@ fn check_settings(
                     "{changes}. The checkpointed sketches were counted under the old \
                      settings and cannot be merged with reports under the new ones: restore \
                      the old settings, or move {ck_path} aside to start every stream from \
-                     scratch (this also discards the streams' privacy ledgers)"
+                     scratch (the privacy ledgers are kept apart, in the ledger file, and \
+                     keep their spends)"
                 ),
             }),
             None => Ok(()),

@@ -73,8 +73,9 @@ pub(super) fn log_where_state_lives(config: &Config, state: &StateLocation, rest
             dir = %dir.display(),
             interval = ?config.serve.checkpoint_interval,
             restored,
-            "state: sketches, source positions and privacy ledgers are checkpointed here; a \
-             restart restores them and re-reads at most the input of one checkpoint interval"
+            "state: sketches and source positions are checkpointed here; a restart restores \
+             them and re-reads at most the input of one checkpoint interval (privacy ledgers \
+             are not here: they live in the ledger file)"
         );
         return;
     }

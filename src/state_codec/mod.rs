@@ -41,7 +41,8 @@ pub struct StreamCheckpoint {
     pub pane_width: i64,
     pub panes: RestoredPanes,
     pub position: Position,
-    /// Curator-model streams: the privacy-budget ledger, so spends survive restarts.
+    /// The privacy-budget ledger older versions kept here; read only to move it into the
+    /// ledger file (`serve::ledger_import`), never written any more (always None).
     pub ledger: Option<LedgerEntry>,
     /// The settings the sketches were counted under; None in files before version 3.
     pub settings: Option<Settings>,

@@ -1,5 +1,6 @@
-//! Private (curator-model) streams in `serve`: the budget gauge, no exact count released, and a ledger that survives a renamed stream.
+//! Private (curator-model) streams in `serve`: the budget gauge, no exact count released, a ledger that survives a renamed stream, and one ledger file that a copied config, a moved checkpoint or `batch` cannot evade.
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -21,6 +22,7 @@ fn serve_exports_the_privacy_budget_left() {
         &config,
         format!(
             r#"
+ledger = "{}"
 [serve]
 snapshot_interval = "200ms"
 sink = [{{ kind = "jsonl", path = "{}" }}]
@@ -37,6 +39,7 @@ epsilon = 0.5
 mc_samples = 99
 window = {{ kind = "tumbling", size = "1s" }}
 "#,
+            dir.path().join("ledger.json").display(),
             out.display()
         ),
     )
@@ -92,6 +95,7 @@ fn serve_never_releases_a_private_groups_exact_count() {
         &config,
         format!(
             r#"
+ledger = "{}"
 [serve]
 snapshot_interval = "100ms"
 sink = [{{ kind = "jsonl", path = "{}" }}]
@@ -107,6 +111,7 @@ kind = "uniformity"
 epsilon = 0.5
 mc_samples = 99
 {KEEPALIVE}"#,
+            dir.path().join("ledger.json").display(),
             out.display(),
             data.display()
         ),
@@ -185,8 +190,7 @@ mc_samples = 99
     }
 }
 
-/// Issue 19, item 4, in `serve`: the ledger in the checkpoint keeps the budget it was
-/// created with, and a renamed stream over the same file does not get a fresh one, unless
+/// Issue 19, item 4, in `serve`: the ledger keeps the budget it was created with, and a renamed stream over the same file does not get a fresh one, unless
 /// `--reset-ledger` names it.
 #[test]
 fn serve_keeps_a_ledger_budget_and_refuses_a_renamed_stream() {
@@ -209,6 +213,7 @@ fn serve_keeps_a_ledger_budget_and_refuses_a_renamed_stream() {
     let config = dir.path().join("c.toml");
     let text = format!(
         r#"
+ledger = "{}"
 [serve]
 snapshot_interval = "100ms"
 checkpoint_dir = "{}"
@@ -224,6 +229,7 @@ kind = "uniformity"
 epsilon = 0.5
 mc_samples = 99
 "#,
+        dir.path().join("ledger.json").display(),
         ck.display(),
         dir.path().join("o.jsonl").display(),
         data.display()
@@ -247,8 +253,8 @@ mc_samples = 99
         "{err}"
     );
 
-    // A run whose config lacks the private stream keeps its ledger in the checkpoint, so
-    // removing the stream first and adding a renamed one later does not reopen the budget.
+    // The ledger file keeps the ledger of a stream a run's config lacks, so removing the
+    // stream first and adding a renamed one later does not reopen the budget.
     let without = text
         .replace("name = \"raw\"", "name = \"plain\"")
         .replace("budget_epsilon = 1.0\n", "")
@@ -281,4 +287,221 @@ mc_samples = 99
         err.contains("--reset-ledger: starting a fresh privacy ledger") && err.contains("raw2"),
         "{err}"
     );
+}
+
+/// The probe's `ledger_scope` config: budget 1.0, each release 0.6, over `data`, spending
+/// from `ledger`, with records to `out` (and the state beside the config file).
+fn ledger_scope_config(ledger: &Path, out: &Path, data: &Path) -> String {
+    format!(
+        r#"
+ledger = "{}"
+[serve]
+snapshot_interval = "100ms"
+sink = [{{ kind = "jsonl", path = "{}" }}]
+[[stream]]
+name = "r"
+source = {{ kind = "parquet", paths = ["{}"] }}
+mechanism = {{ kind = "raw", domain = 10 }}
+budget_epsilon = 1.0
+[[stream.test]]
+name = "u"
+kind = "uniformity"
+epsilon = 0.6
+mc_samples = 99
+"#,
+        ledger.display(),
+        out.display(),
+        data.display()
+    )
+}
+
+/// The spends of stream `r` in the ledger file.
+fn spends(ledger: &Path) -> usize {
+    let book: Value = serde_json::from_str(&std::fs::read_to_string(ledger).unwrap()).unwrap();
+    book["streams"]["r"]["spends"].as_array().unwrap().len()
+}
+
+/// Whether any record of `out` released a private result (spent and not refused).
+fn released(out: &Path) -> bool {
+    jsonl(out)
+        .iter()
+        .any(|r| r["refused"].is_null() && r["epsilon_spent"].as_f64().is_some_and(|e| e > 0.0))
+}
+
+/// Issue 34, item 2 (`ledger_scope`): serve kept its ledger in a state directory named
+/// after the config file, so a copy of `serve.toml` as `serve2.toml` spent the budget
+/// again, and so did following the advice to move the checkpoint directory aside. With
+/// one ledger file per deployment, shared with `batch` (run from another directory), the
+/// budget is spent once in all.
+#[test]
+fn a_copied_config_or_a_moved_checkpoint_does_not_spend_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("raw.parquet");
+    simulate(
+        &data,
+        &[
+            "--mechanism",
+            "raw",
+            "--domain",
+            "10",
+            "--n",
+            "2000",
+            "--seed",
+            "3",
+        ],
+    );
+    let ledger = dir.path().join("ledger.json");
+    let run = |name: &str, out: &str| {
+        let config = dir.path().join(name);
+        let out = dir.path().join(out);
+        std::fs::write(&config, ledger_scope_config(&ledger, &out, &data)).unwrap();
+        let o = serve_to_the_end(&config, &[]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        out
+    };
+    assert!(
+        released(&run("serve.toml", "1.jsonl")),
+        "the first run spends"
+    );
+    let spent = spends(&ledger);
+    assert!(spent >= 1);
+    assert!(dir.path().join("serve.state").is_dir());
+    assert!(!dir.path().join("serve.state/ledgers.json").exists());
+
+    let copied = run("serve2.toml", "2.jsonl");
+    assert!(!released(&copied), "{:?}", jsonl(&copied));
+    assert!(jsonl(&copied)
+        .iter()
+        .any(|r| r["refused"] == "privacy budget exhausted"));
+
+    std::fs::rename(
+        dir.path().join("serve.state"),
+        dir.path().join("serve.state.aside"),
+    )
+    .unwrap();
+    let moved = run("serve.toml", "3.jsonl");
+    assert!(!released(&moved), "{:?}", jsonl(&moved));
+
+    let elsewhere = tempfile::tempdir().unwrap();
+    let out = dir.path().join("4.jsonl");
+    let o = std::process::Command::new(crate::common::bin())
+        .current_dir(elsewhere.path())
+        .args(["batch", "--config"])
+        .arg(dir.path().join("serve.toml"))
+        .arg("--output")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(!released(&out), "{:?}", jsonl(&out));
+    assert_eq!(
+        spends(&ledger),
+        spent,
+        "no run after the first spent anything"
+    );
+    assert!(std::fs::read_dir(elsewhere.path())
+        .unwrap()
+        .next()
+        .is_none());
+}
+
+/// An older serve kept its ledgers in the checkpoint directory (`ledgers.json` and the
+/// checkpoint): they are moved into the ledger file at start, never dropped, and the
+/// directory holds no ledger afterwards. Without a ledger file named, serve refuses to
+/// start rather than lose them.
+#[test]
+fn ledgers_of_an_old_state_directory_move_into_the_ledger_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("raw.parquet");
+    simulate(
+        &data,
+        &[
+            "--mechanism",
+            "raw",
+            "--domain",
+            "10",
+            "--n",
+            "2000",
+            "--seed",
+            "3",
+        ],
+    );
+    let state = dir.path().join("serve.state");
+    std::fs::create_dir(&state).unwrap();
+    std::fs::write(
+        state.join("ledgers.json"),
+        r#"{"version":2,"streams":{"r":{"version":1,"budget":1.0,"spends":[{"start":null,"end":null,"epsilon":0.6,"label":"r/u"}]}}}"#,
+    )
+    .unwrap();
+    let ledger = dir.path().join("ledger.json");
+    let out = dir.path().join("o.jsonl");
+    let config = dir.path().join("serve.toml");
+    let text = ledger_scope_config(&ledger, &out, &data);
+    let without_ledger = text
+        .replace(&format!("ledger = \"{}\"\n", ledger.display()), "")
+        .replace("budget_epsilon = 1.0\n", "")
+        .replace(
+            "name = \"u\"\nkind = \"uniformity\"\nepsilon = 0.6",
+            "name = \"g\"\nkind = \"gof\"\nnull = \"uniform\"",
+        )
+        .replace(
+            "\"raw\", domain = 10",
+            "\"grr\", epsilon = 1.0, domain = 10",
+        );
+    std::fs::write(&config, &without_ledger).unwrap();
+    let o = serve_to_the_end(&config, &[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("holds the privacy ledgers of stream(s) \"r\"") && err.contains("ledger = "),
+        "{err}"
+    );
+    assert!(state.join("ledgers.json").exists());
+
+    std::fs::write(&config, &text).unwrap();
+    let o = serve_to_the_end(&config, &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        !released(&out),
+        "the imported 0.6 leaves no room: {:?}",
+        jsonl(&out)
+    );
+    assert!(!state.join("ledgers.json").exists());
+    let book: Value = serde_json::from_str(&std::fs::read_to_string(&ledger).unwrap()).unwrap();
+    assert_eq!(book["streams"]["r"]["spends"][0]["epsilon"], 0.6);
+    assert!(book["imported"][0]
+        .as_str()
+        .unwrap()
+        .contains("serve.state"));
+}
+
+/// A ledger inside the checkpoint directory would go with it when it is moved aside.
+#[test]
+fn a_ledger_inside_the_checkpoint_directory_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("raw.parquet");
+    simulate(
+        &data,
+        &[
+            "--mechanism",
+            "raw",
+            "--domain",
+            "10",
+            "--n",
+            "100",
+            "--seed",
+            "3",
+        ],
+    );
+    let config = dir.path().join("serve.toml");
+    let ledger = dir.path().join("serve.state").join("ledger.json");
+    std::fs::write(
+        &config,
+        ledger_scope_config(&ledger, &dir.path().join("o.jsonl"), &data),
+    )
+    .unwrap();
+    let o = serve_to_the_end(&config, &[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("is inside the checkpoint directory"), "{err}");
 }

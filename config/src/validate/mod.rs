@@ -4,6 +4,7 @@
 
 mod hypothesis_test;
 mod kafka;
+mod ledger;
 mod mechanism;
 mod null;
 mod serve;
@@ -25,10 +26,16 @@ impl ConfigFile {
     pub(crate) fn validate(self) -> Result<Config, ConfigError> {
         let streams = stream::validate_streams(self.streams)?;
         serve::validate_serve(&self.serve)?;
+        let ledger = self
+            .ledger
+            .as_deref()
+            .map(ledger::validate_ledger)
+            .transpose()?;
         let config = Config {
             streams,
             serve: self.serve,
             max_state_memory: self.max_state_memory,
+            ledger,
         };
         validate_topic_names(&config)?;
         validate_state_memory(config.max_state_memory)?;
