@@ -148,6 +148,7 @@ pub fn encode(
             position: Position::Start,
             ledger: None,
             settings: Some(settings_of(stream)),
+            latches: Vec::new(),
         })
         .collect();
     let header = serde_json::to_vec(&header).unwrap_or_default();
@@ -451,6 +452,7 @@ mod tests {
             position: Position::Start,
             ledger: None,
             settings: Some(settings_of(under)),
+            latches: Vec::new(),
         }
     }
 

@@ -119,6 +119,7 @@ pub(super) async fn write_checkpoint(
             let mut part =
                 StreamCheckpoint::capture(&rt.config.name, &state.store, state.position.clone());
             part.settings = Some(settings_of(&rt.config));
+            part.latches = state.sequential.entries();
             part
         })
         .collect();

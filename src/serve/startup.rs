@@ -334,6 +334,7 @@ fn restore_stream(
     check_settings(stream, restored.streams.get(&stream.name), &ck_path)?;
     let width = stream_pane_width(stream);
     let lateness = stream.allowed_lateness.millis() as i64;
+    let mut sequential = SequentialLatches::for_stream(stream);
     let (store, position) = match restored.streams.remove(&stream.name) {
         Some(ck) if ck.pane_width != width => {
             return Err(Error::Checkpoint {
@@ -347,6 +348,12 @@ fn restore_stream(
         }
         Some(ck) => {
             info!(stream = %stream.name, position = ?ck.position, "restored");
+            sequential
+                .restore(ck.latches)
+                .map_err(|e| Error::Checkpoint {
+                    path: ck_path.clone(),
+                    message: e.to_string(),
+                })?;
             (
                 PaneStore::restore(width, lateness, stream.max_groups, ck.panes)?,
                 ck.position,
@@ -366,7 +373,7 @@ fn restore_stream(
             looked_through: store.watermark(),
             store,
             position,
-            sequential: SequentialLatches::default(),
+            sequential,
         }),
     })
 }

@@ -15,13 +15,16 @@
 //! another mechanism, ε, column or window is refused instead of merging incompatible
 //! counts. Version 4 ends in a CRC-32C (Castagnoli, as Kafka's record batches use) of
 //! everything before it; versions 1 to 3 end in an FNV-1a 64 hash instead, and still read
-//! (1 and 2 without settings, so unchecked).
+//! (1 and 2 without settings, so unchecked). Version 5 adds, per stream after the
+//! settings, the sequential tests' running maxima and rejection latches (JSON of
+//! [`LatchEntry`] as a string), so that a restart keeps every rejection.
 
 mod reader;
 mod settings;
 
 use std::collections::BTreeMap;
 
+use ldpstream_engine::stream::LatchEntry;
 use ldpstream_engine::window::{Grouped, PaneStore, RestoredPanes};
 
 use ldpstream_connectors::Position;
@@ -32,7 +35,7 @@ use reader::Reader;
 pub use settings::{describe_changes, settings_of, Settings};
 
 pub const MAGIC: [u8; 4] = *b"LDPC";
-pub const VERSION: u8 = 4;
+pub const VERSION: u8 = 5;
 
 /// One stream's checkpointed state.
 #[derive(Debug, Clone)]
@@ -46,6 +49,8 @@ pub struct StreamCheckpoint {
     pub ledger: Option<LedgerEntry>,
     /// The settings the sketches were counted under; None in files before version 3.
     pub settings: Option<Settings>,
+    /// The sequential tests' running maxima and rejection latches; empty before version 5.
+    pub latches: Vec<LatchEntry>,
 }
 
 impl StreamCheckpoint {
@@ -65,6 +70,7 @@ impl StreamCheckpoint {
             position,
             ledger: None,
             settings: None,
+            latches: Vec::new(),
         }
     }
 }
@@ -140,6 +146,12 @@ pub fn encode(streams: &[StreamCheckpoint]) -> Vec<u8> {
             put_str(&mut out, k);
             put_str(&mut out, v);
         }
+        // Few entries (one per open sequential window and group), read once at start:
+        // JSON keeps them inspectable. Their e-values are finite by construction.
+        put_str(
+            &mut out,
+            &serde_json::to_string(&s.latches).unwrap_or_else(|_| "[]".into()),
+        );
     }
     let sum = crc32c::crc32c(&out);
     out.extend_from_slice(&sum.to_le_bytes());
@@ -239,6 +251,13 @@ pub fn decode(bytes: &[u8], origin: &str) -> Result<Vec<StreamCheckpoint>, Error
         } else {
             None
         };
+        let latches = if version >= 5 {
+            let text = r.string("sequential state")?;
+            serde_json::from_str(&text)
+                .map_err(|e| err(format!("corrupt sequential state of stream {name:?}: {e}")))?
+        } else {
+            Vec::new()
+        };
         let position = Position::from_entries(entries).map_err(|e| {
             err(format!(
                 "stream {name:?}: unknown source position entry {:?}",
@@ -259,6 +278,7 @@ pub fn decode(bytes: &[u8], origin: &str) -> Result<Vec<StreamCheckpoint>, Error
             position,
             ledger,
             settings,
+            latches,
         });
     }
     if !r.bytes.is_empty() {
@@ -313,7 +333,7 @@ pub(crate) mod tests {
         newer[4] = 9;
         let e = decode(&newer, "ck").unwrap_err().to_string();
         assert!(
-            e.contains("unsupported checkpoint format version 9") && e.contains("reads version 4"),
+            e.contains("unsupported checkpoint format version 9") && e.contains("reads version 5"),
             "{e}"
         );
         let e = decode(b"PAR1....", "ck").unwrap_err().to_string();
@@ -328,19 +348,41 @@ pub(crate) mod tests {
     /// A version-3 file (FNV-1a 64 trailer) still reads: the body is the same as version 4's.
     #[test]
     fn version_3_checkpoints_with_the_fnv_trailer_still_read() {
-        let v4 = encode(&[StreamCheckpoint::capture("s", &store(), Position::Start)]);
-        let mut v3 = v4[..v4.len() - 4].to_vec();
+        let v5 = encode(&[StreamCheckpoint::capture("s", &store(), Position::Start)]);
+        // Versions 3 and 4 end the stream before its (here empty: "[]") sequential state.
+        let body = &v5[..v5.len() - 4 - (4 + 2)];
+        let mut v3 = body.to_vec();
         v3[4] = 3;
         let sum = fnv_checksum(&v3);
         v3.extend_from_slice(&sum.to_le_bytes());
         let old = decode(&v3, "v3").unwrap();
-        assert_eq!(encode(&old), v4);
+        assert_eq!(encode(&old), v5);
+        let mut v4 = body.to_vec();
+        v4[4] = 4;
+        let sum = crc32c::crc32c(&v4);
+        v4.extend_from_slice(&sum.to_le_bytes());
+        assert_eq!(encode(&decode(&v4, "v4").unwrap()), v5);
         // The CRC-32C trailer catches a flipped bit anywhere, the version byte included.
-        for i in 0..v4.len() - 4 {
-            let mut flipped = v4.clone();
+        for i in 0..v5.len() - 4 {
+            let mut flipped = v5.clone();
             flipped[i] ^= 0x01;
             assert!(decode(&flipped, "ck").is_err(), "byte {i}");
         }
+    }
+
+    /// Issue 31 defect 3: the sequential tests' running state rides in the checkpoint.
+    #[test]
+    fn sequential_latches_round_trip() {
+        let mut ck = StreamCheckpoint::capture("s", &store(), Position::Start);
+        ck.latches = vec![LatchEntry {
+            test: "t".into(),
+            window_start: None,
+            group: Some(BTreeMap::from([("g".to_string(), None)])),
+            max_e: 30.5,
+            rejected: true,
+        }];
+        let back = decode(&encode(std::slice::from_ref(&ck)), "ck").unwrap();
+        assert_eq!(back[0].latches, ck.latches);
     }
 
     #[test]

@@ -421,3 +421,117 @@ window = {{ kind = "tumbling", size = "1s" }}
     let o = serve_to_the_end(&config, &[]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
+
+/// Issue 31 defect 3: `serve` forgot the sequential state on restart, so a rejected window
+/// could show `reject: false` again and its anytime p-value rise. A strongly skewed start
+/// rejects a cumulative window at once; 300,000 uniform reports after it dilute the
+/// evidence until the e-value alone no longer rejects (batch, one look at the end, says
+/// so). Kill -9 after the rejection and a checkpoint; the restarted run must still reject
+/// at every later look, its anytime p-value never above the one before the kill.
+#[test]
+fn a_rejection_survives_kill_9_and_the_anytime_p_value_never_rises() {
+    let dir = tempfile::tempdir().unwrap();
+    let skewed = dir.path().join("a.parquet");
+    let uniform = dir.path().join("b.parquet");
+    let common = ["--mechanism", "grr", "--epsilon", "1", "--domain", "4"];
+    let args = |p: &str, n: &str, seed: &str| {
+        let mut v: Vec<String> = common.iter().map(|s| s.to_string()).collect();
+        v.extend(["--p", p, "--n", n, "--seed", seed].map(String::from));
+        v
+    };
+    let a = args("0.7,0.1,0.1,0.1", "3000", "1");
+    simulate(&skewed, &a.iter().map(String::as_str).collect::<Vec<_>>());
+    let b = args("uniform", "300000", "2");
+    simulate(&uniform, &b.iter().map(String::as_str).collect::<Vec<_>>());
+    let config = dir.path().join("seq.toml");
+    let out = dir.path().join("seq.jsonl");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[serve]
+snapshot_interval = "100ms"
+checkpoint_interval = "100ms"
+checkpoint_dir = "{dir}/ck"
+sink = [{{ kind = "jsonl", path = "{out}" }}]
+[[stream]]
+name = "s"
+source = {{ kind = "parquet", paths = ["{a}", "{b}"], rate = 100000.0 }}
+mechanism = {{ kind = "grr", epsilon = 1.0, domain = 4 }}
+max_batch_rows = 2000
+[[stream.test]]
+name = "seq"
+kind = "gof"
+null = "uniform"
+sequential = true
+window = {{ kind = "cumulative" }}
+"#,
+            dir = dir.path().display(),
+            out = out.display(),
+            a = skewed.display(),
+            b = uniform.display(),
+        ),
+    )
+    .unwrap();
+    let batch = Command::new(bin())
+        .args([
+            "batch",
+            "--config",
+            config.to_str().unwrap(),
+            "--output",
+            "-",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        batch.status.success(),
+        "{}",
+        String::from_utf8_lossy(&batch.stderr)
+    );
+    let end: Value = serde_json::from_str(String::from_utf8_lossy(&batch.stdout).trim()).unwrap();
+    assert!(
+        end["e_value"].as_f64().unwrap() < 20.0 && end["reject"] == false,
+        "the diluted end must not reject on its own e-value: {end}"
+    );
+
+    let mut first = Serve::start(&config, &[]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let rejected_before = loop {
+        let records = if out.exists() {
+            jsonl(&out)
+        } else {
+            Vec::new()
+        };
+        if let Some(r) = records.iter().find(|r| r["reject"] == true) {
+            break r["anytime_p_value"].as_f64().unwrap();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no rejection before the kill"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // Let a checkpoint after the rejection land, well before the replay's end (~3 s).
+    std::thread::sleep(Duration::from_millis(400));
+    assert!(
+        first.child.try_wait().unwrap().is_none(),
+        "the replay ended before the kill"
+    );
+    let _ = first.child.kill(); // SIGKILL
+    let _ = first.child.wait();
+    let seen = jsonl(&out).len();
+
+    let mut second = Serve::start(&config, &[]);
+    let status = second.wait(Duration::from_secs(60));
+    assert!(status.success(), "restart exited with {status:?}");
+    let after: Vec<Value> = jsonl(&out).into_iter().skip(seen).collect();
+    assert!(after.iter().any(|r| r["final"] == true), "{after:?}");
+    for r in &after {
+        assert_eq!(r["reject"], true, "the restart forgot the rejection: {r}");
+        let p = r["anytime_p_value"].as_f64().unwrap();
+        assert!(
+            p <= rejected_before,
+            "anytime p rose from {rejected_before} to {p}"
+        );
+    }
+}

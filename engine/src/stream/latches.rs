@@ -3,24 +3,102 @@
 //! the running maximum and the rejection latch (Ville's inequality bounds the chance that
 //! *any* look crosses 1/α, so a rejection, once reached, stands).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+
+use ldpstream_config::{StreamConfig, WindowConfig};
+use serde::{Deserialize, Serialize};
 
 use crate::eprocess::{anytime_p_value, SequentialState};
+use crate::error::EngineError;
 use crate::record::TestRecord;
 
 /// The group as the record carries it: column → value, a null value apart from `""`.
 type GroupKey = Option<BTreeMap<String, Option<String>>>;
 
-/// One e-process per (test, window start, group) of a stream. Keyed by the structured
-/// group, never its `k=v` label, which writes a null group and `""` alike (and
+/// One window's running state, as a checkpoint keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LatchEntry {
+    pub test: String,
+    /// None for a cumulative or global window (see [`SequentialLatches::for_stream`]).
+    pub window_start: Option<String>,
+    pub group: GroupKey,
+    pub max_e: f64,
+    pub rejected: bool,
+}
+
+/// One e-process per (test, window, group) of a stream. Keyed by the structured group,
+/// never its `k=v` label, which writes a null group and `""` alike (and
 /// `("x,b=y", "z")` like `("x", "y,b=z")`): two groups sharing one running maximum would
 /// let one group's e-values reject the other.
 #[derive(Debug, Default, Clone)]
 pub struct SequentialLatches {
     states: BTreeMap<(String, Option<String>, GroupKey), SequentialState>,
+    /// Tests whose one window grows from the first report (cumulative, global): keyed
+    /// without a window start, which moves earlier when a late report opens an earlier
+    /// pane, and would otherwise start the window's state afresh.
+    open_ended: BTreeSet<String>,
 }
 
 impl SequentialLatches {
+    /// The latches of `stream`'s tests.
+    pub fn for_stream(stream: &StreamConfig) -> Self {
+        SequentialLatches {
+            states: BTreeMap::new(),
+            open_ended: stream
+                .tests
+                .iter()
+                .filter(|t| matches!(t.window, WindowConfig::Cumulative | WindowConfig::Global))
+                .map(|t| t.name.clone())
+                .collect(),
+        }
+    }
+
+    fn key(&self, r: &TestRecord) -> (String, Option<String>, GroupKey) {
+        let window = if self.open_ended.contains(&r.test) {
+            None
+        } else {
+            r.window_start.clone()
+        };
+        (r.test.clone(), window, r.group.clone())
+    }
+
+    /// Every open window's state, for a checkpoint.
+    pub fn entries(&self) -> Vec<LatchEntry> {
+        self.states
+            .iter()
+            .map(|((test, window_start, group), s)| LatchEntry {
+                test: test.clone(),
+                window_start: window_start.clone(),
+                group: group.clone(),
+                max_e: s.max_e,
+                rejected: s.rejected,
+            })
+            .collect()
+    }
+
+    /// Restores checkpointed states: a restart must not forget a rejection, nor let a
+    /// window's anytime p-value rise. A state no e-process can reach (a running maximum
+    /// below 1 or not finite, a rejection without one) is refused as corrupt.
+    pub fn restore(&mut self, entries: Vec<LatchEntry>) -> Result<(), EngineError> {
+        for e in entries {
+            if !(e.max_e.is_finite() && e.max_e >= 1.0) {
+                return Err(EngineError::Corrupt(format!(
+                    "sequential state of test {:?}: running maximum e-value {} (an \
+                     e-process's maximum is finite and at least 1)",
+                    e.test, e.max_e
+                )));
+            }
+            self.states.insert(
+                (e.test, e.window_start, e.group),
+                SequentialState {
+                    max_e: e.max_e,
+                    rejected: e.rejected,
+                },
+            );
+        }
+        Ok(())
+    }
+
     /// Folds each sequential record's look into its window's state and sets the record's
     /// `anytime_p_value` and `reject` from the running maximum. A final record's state is
     /// dropped: its window gets no more looks.
@@ -32,7 +110,7 @@ impl SequentialLatches {
     pub fn observe(&mut self, records: &mut [TestRecord]) {
         for r in records.iter_mut() {
             let Some(e) = r.e_value else { continue };
-            let key = (r.test.clone(), r.window_start.clone(), r.group.clone());
+            let key = self.key(r);
             let state = self.states.entry(key.clone()).or_default();
             if r.inconclusive {
                 r.e_value = Some(1.0);
@@ -130,6 +208,36 @@ mod tests {
         let mut after = vec![after];
         latches.observe(&mut after);
         assert_eq!(after[0].anytime_p_value, Some(1.0 / 30.0));
+    }
+
+    /// Issue 31 defect 3: the state survives a checkpoint, and a cumulative window's
+    /// state survives its first pane moving earlier.
+    #[test]
+    fn states_round_trip_and_cumulative_windows_ignore_their_start() {
+        let stream = ldpstream_config::Config::from_toml_str(
+            "[[stream]]\nname = \"s\"\nsource = { kind = \"parquet\", paths = [\"x\"] }\n\
+             mechanism = { kind = \"grr\", epsilon = 1.0, domain = 4 }\n[[stream.test]]\n\
+             name = \"t\"\nkind = \"gof\"\nnull = \"uniform\"\nsequential = true\n\
+             window = { kind = \"cumulative\" }\n",
+            "t",
+        )
+        .unwrap()
+        .streams
+        .remove(0);
+        let mut latches = SequentialLatches::for_stream(&stream);
+        let mut looks = vec![look("2026-01-01T00:05:00Z", 30.0, false)];
+        latches.observe(&mut looks);
+        assert!(looks[0].reject);
+        let mut restarted = SequentialLatches::for_stream(&stream);
+        restarted.restore(latches.entries()).unwrap();
+        // A late report moved the window's first pane earlier: same window.
+        let mut later = vec![look("2026-01-01T00:00:00Z", 2.0, false)];
+        restarted.observe(&mut later);
+        assert!(later[0].reject, "the restart forgot the rejection");
+        assert_eq!(later[0].anytime_p_value, Some(1.0 / 30.0));
+        let mut bad = latches.entries();
+        bad[0].max_e = 0.5;
+        assert!(restarted.restore(bad).is_err());
     }
 
     fn grouped(value: Option<&str>, e: f64) -> TestRecord {

@@ -21,7 +21,7 @@ pub mod window_results;
 pub use due::{longest_window, rfc3339, stream_pane_width, take_due, WindowSnapshot};
 pub use error::StreamError;
 pub use fold::fold_record_batch;
-pub use latches::SequentialLatches;
+pub use latches::{LatchEntry, SequentialLatches};
 pub use layout::{block_column, with_block_columns, ReportLayout};
 pub use looks::{take_looks, Look};
 pub use memory::StateEstimate;

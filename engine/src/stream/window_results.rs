@@ -238,7 +238,7 @@ pub fn evaluate_stream(
     })?;
     // A sequential test's rejection at any look stands at its final record (and the
     // anytime p-value is the smallest over the looks), as in serve.
-    SequentialLatches::default().observe(&mut records);
+    SequentialLatches::for_stream(stream).observe(&mut records);
     Ok(records)
 }
 

@@ -153,6 +153,7 @@ pub fn encode_pane(
         },
         ledger: None,
         settings: Some(settings_of(stream)),
+        latches: Vec::new(),
     }])
 }
 
