@@ -102,6 +102,11 @@ window = {{ kind = "cumulative", looks = "5s" }}
 }
 
 fn batch(config: &Path) -> Vec<Value> {
+    batch_with_summary(config).0
+}
+
+/// The records and the summary `batch` prints on stderr.
+fn batch_with_summary(config: &Path) -> (Vec<Value>, String) {
     let o = Command::new(env!("CARGO_BIN_EXE_ldpstream"))
         .args([
             "batch",
@@ -113,11 +118,12 @@ fn batch(config: &Path) -> Vec<Value> {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8(o.stdout)
+    let records = String::from_utf8(o.stdout)
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+        .collect();
+    (records, String::from_utf8_lossy(&o.stderr).into_owned())
 }
 
 fn of_test<'a>(records: &'a [Value], test: &str) -> Vec<&'a Value> {
@@ -139,7 +145,19 @@ fn reports_before(t: i64) -> u64 {
 fn batch_emits_a_record_per_look_then_the_final_one() {
     let dir = tempfile::tempdir().unwrap();
     let data = write_data(dir.path());
-    let records = batch(&write_config(dir.path(), &data, None));
+    let (records, summary) = batch_with_summary(&write_config(dir.path(), &data, None));
+    // The summary counts windows, not looks (issue 31: "1 of 121000 groups").
+    let finals = records.iter().filter(|r| r["final"] == true).count();
+    let looks = records.len() - finals;
+    assert!(
+        summary.contains(&format!("{finals} final results ("))
+            && summary.contains(&format!("and {looks} look records")),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("s/minute: 0 of 1 final results") || summary.contains("/minute: "),
+        "{summary}"
+    );
 
     // One one-minute window, looked at after 15, 30 and 45 s; its end is the final record.
     let minute = of_test(&records, "minute");

@@ -133,10 +133,18 @@ pub(super) fn release(
         },
         compute,
     )?;
-    let rejected = records.iter().filter(|r| r.reject).count();
-    // Per (stream, test): how many groups stay significant after Benjamini–Hochberg.
+    print_summary(&records, &args.output);
+    Ok(())
+}
+
+/// The summary on stderr. Only final records count: a window looked at 120 times is one
+/// result, not 120 (look records are provisional, and outside the BH family).
+fn print_summary(records: &[ldpstream_engine::record::TestRecord], output: &str) {
+    // Per (stream, test): final results (windows × groups) and how many stay significant
+    // after Benjamini–Hochberg.
     let mut families: std::collections::BTreeMap<(&str, &str), (usize, usize)> = Default::default();
-    for r in &records {
+    let finals: Vec<_> = records.iter().filter(|r| r.is_final).collect();
+    for r in &finals {
         let entry = families
             .entry((r.stream.as_str(), r.test.as_str()))
             .or_default();
@@ -145,21 +153,23 @@ pub(super) fn release(
             entry.0 += 1;
         }
     }
-    for ((stream, test), (significant, groups)) in &families {
+    for ((stream, test), (significant, results)) in &families {
         eprintln!(
-            "{stream}/{test}: {significant} of {groups} groups with q < alpha (Benjamini–Hochberg)"
+            "{stream}/{test}: {significant} of {results} final results (windows × groups) with \
+             q < alpha (Benjamini–Hochberg)"
         );
     }
-    let where_to = if args.output == "-" {
-        "stdout"
-    } else {
-        args.output.as_str()
-    };
+    let where_to = if output == "-" { "stdout" } else { output };
+    let looks = records.len() - finals.len();
     eprintln!(
-        "{} results ({} reject H0) written to {}",
-        records.len(),
-        rejected,
+        "{} final results ({} reject H0){} written to {}",
+        finals.len(),
+        finals.iter().filter(|r| r.reject).count(),
+        if looks > 0 {
+            format!(", and {looks} look records")
+        } else {
+            String::new()
+        },
         where_to
     );
-    Ok(())
 }

@@ -262,7 +262,7 @@ b = "b"
     let out = dir.path().join("o.jsonl");
     let o = run_batch(&cfg, &out);
     assert!(
-        stderr(&o).contains("s/ind: 0 of 3 groups with q < alpha"),
+        stderr(&o).contains("s/ind: 0 of 3 final results (windows × groups) with q < alpha"),
         "{}",
         stderr(&o)
     );
