@@ -111,6 +111,12 @@ pub struct TestRecord {
     /// the window are looked at. Null for fixed-n tests.
     #[serde(default)]
     pub anytime_p_value: Option<f64>,
+    /// Sequential tests: `"exact"` when P(ever reject | H0) ≤ alpha holds at every n (the
+    /// Dirichlet mixtures of GOF on count and ±1 mechanisms), `"asymptotic"` when it holds
+    /// as n grows, from the start the construction states (the Gaussian mixtures: bit-flip
+    /// and noise GOF, independence, two-sample; README, "Sequential"). Null for fixed-n.
+    #[serde(default)]
+    pub validity: Option<String>,
     /// The asymptotic (χ²) p-value when `p_value` is a Monte Carlo one
     /// (`calibration = "monte_carlo"`), kept for comparison only: `reject` and `q_value`
     /// come from `p_value`. Null otherwise, and for statistics without a usable χ² law.

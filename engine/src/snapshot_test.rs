@@ -9,7 +9,8 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 
 use crate::eprocess::{
-    anytime_p_value, crosses, gof_e_process, independence_e_process, two_sample_e_process, EProcess,
+    anytime_p_value, crosses, gof_e_process, independence_e_process, two_sample_e_process,
+    EProcess, Validity,
 };
 use crate::error::EngineError;
 use crate::mechanism::{Estimate, Mechanism, NoiseKind};
@@ -52,6 +53,8 @@ struct Outcome {
     calibration_reason: Option<String>,
     /// Sequential tests: this look's e-value.
     e_value: Option<f64>,
+    /// Sequential tests: whether the e-process is exact or asymptotic.
+    validity: Option<Validity>,
 }
 
 impl Outcome {
@@ -62,6 +65,7 @@ impl Outcome {
     fn sequential(mut self, e: EProcess, alpha: f64) -> Self {
         let e_value = e.e_value();
         self.e_value = Some(e_value);
+        self.validity = Some(e.validity);
         self.reject = self.inconclusive_reason.is_none() && crosses(e_value, alpha);
         self
     }
@@ -431,6 +435,7 @@ fn record(
         late_reports: 0,
         e_value: outcome.e_value,
         anytime_p_value: outcome.e_value.map(anytime_p_value),
+        validity: outcome.validity.map(|v| v.name().to_string()),
         asymptotic_p_value: outcome.asymptotic_p_value,
         calibration_reason: outcome.calibration_reason,
         look_end: None,

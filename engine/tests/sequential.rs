@@ -637,7 +637,23 @@ fn evaluate_fills_the_sequential_fields() {
         assert_eq!(r.anytime_p_value, Some((1.0 / e).min(1.0)));
         assert_eq!(r.reject, rejects, "e = {e}");
         assert_eq!(r.reject, e >= 20.0);
+        // GenRR GOF is a Dirichlet mixture: exact at every n.
+        assert_eq!(r.validity.as_deref(), Some("exact"));
     }
+    // Bit-flip GOF is a Gaussian mixture: asymptotic.
+    let bitflip =
+        Config::from_toml_str(&toml.replace("kind = \"grr\"", "kind = \"bitflip\""), "t").unwrap();
+    let bm = Mechanism::from_config(&bitflip.streams[0].mechanism).unwrap();
+    let bits = Sketch::Bits(BitSketch::from_counts(vec![500, 300, 300, 300], 1400).unwrap());
+    let r = evaluate(
+        &bitflip.streams[0],
+        &bitflip.streams[0].tests[0],
+        &bm,
+        Scope::default(),
+        &bits,
+    )
+    .unwrap();
+    assert_eq!(r.validity.as_deref(), Some("asymptotic"));
     let fixed = Config::from_toml_str(&toml.replace("sequential = true\n", ""), "t").unwrap();
     let sketch = Sketch::Counts(CountSketch::from_counts(vec![900, 300, 300, 300]));
     let r = evaluate(
@@ -649,6 +665,7 @@ fn evaluate_fills_the_sequential_fields() {
     )
     .unwrap();
     assert_eq!((r.e_value, r.anytime_p_value), (None, None));
+    assert_eq!(r.validity, None);
 }
 
 /// The (row, sign) null law of Hadamard and cohort is a distribution whose "+" share in

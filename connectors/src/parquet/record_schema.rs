@@ -93,6 +93,7 @@ pub fn record_schema() -> SchemaRef {
         f("late_reports", DataType::UInt64, false),
         f("e_value", DataType::Float64, true),
         f("anytime_p_value", DataType::Float64, true),
+        f("validity", DataType::Utf8, true),
         f("asymptotic_p_value", DataType::Float64, true),
         f("calibration_reason", DataType::Utf8, true),
         f("look_end", DataType::Utf8, true),

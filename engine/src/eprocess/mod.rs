@@ -75,6 +75,16 @@ pub enum Validity {
     Asymptotic,
 }
 
+impl Validity {
+    /// The name records carry in `validity`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Validity::Exact => "exact",
+            Validity::Asymptotic => "asymptotic",
+        }
+    }
+}
+
 /// An e-process evaluated on one sketch snapshot.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct EProcess {
