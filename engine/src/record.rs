@@ -117,6 +117,13 @@ pub struct TestRecord {
     /// and noise GOF, independence, two-sample; README, "Sequential"). Null for fixed-n.
     #[serde(default)]
     pub validity: Option<String>,
+    /// Sequential tests: the Benjamini–Hochberg adjusted `anytime_p_value` across the
+    /// groups of the same test, window and look. A group whose `anytime_q_value ≤ alpha`
+    /// is a discovery with the false discovery rate across groups at most alpha (the
+    /// anytime p-values are valid p-values at every look, by Ville's inequality; groups
+    /// are disjoint sets of reports, so independent). Null for fixed-n tests.
+    #[serde(default)]
+    pub anytime_q_value: Option<f64>,
     /// The asymptotic (χ²) p-value when `p_value` is a Monte Carlo one
     /// (`calibration = "monte_carlo"`), kept for comparison only: `reject` and `q_value`
     /// come from `p_value`. Null otherwise, and for statistics without a usable χ² law.

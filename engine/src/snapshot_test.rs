@@ -436,6 +436,7 @@ fn record(
         e_value: outcome.e_value,
         anytime_p_value: outcome.e_value.map(anytime_p_value),
         validity: outcome.validity.map(|v| v.name().to_string()),
+        anytime_q_value: None,
         asymptotic_p_value: outcome.asymptotic_p_value,
         calibration_reason: outcome.calibration_reason,
         look_end: None,

@@ -285,6 +285,9 @@ fn monte_carlo_size_on_raw_counts_is_at_most_alpha_at_tiny_n() {
             rejections += u32::from(r.reject);
         }
         let size = f64::from(rejections) / f64::from(DATASETS);
+        eprintln!(
+            "| Monte Carlo GOF, raw d = 10, n = {n}, m = 199 | size {size:.4} | bound {bound:.4} |"
+        );
         assert!(size <= bound, "n = {n}: size {size} > {bound}");
     }
 }

@@ -29,6 +29,7 @@ pub struct Metrics {
     pub final_reject: IntGaugeVec,
     pub e_value: GaugeVec,
     pub anytime_p_value: GaugeVec,
+    pub anytime_q_value: GaugeVec,
     pub null_probability: GaugeVec,
     pub window_reports: IntGaugeVec,
     pub estimate: GaugeVec,
@@ -64,6 +65,7 @@ struct ResultMetrics {
     final_reject: IntGaugeVec,
     e_value: GaugeVec,
     anytime_p_value: GaugeVec,
+    anytime_q_value: GaugeVec,
     null_probability: GaugeVec,
 }
 
@@ -154,6 +156,18 @@ impl ResultMetrics {
                     Opts::new(
                         "ldpstream_test_anytime_p_value",
                         "Sequential tests: min(1, 1 / the largest e-value of the window so far).",
+                    ),
+                    result_labels,
+                ),
+            )?,
+            anytime_q_value: register(
+                r,
+                GaugeVec::new(
+                    Opts::new(
+                        "ldpstream_test_anytime_q_value",
+                        "Sequential tests: the anytime p-value adjusted by Benjamini-Hochberg \
+                         across the groups of the test's window; <= alpha keeps the false \
+                         discovery rate across groups at most alpha.",
                     ),
                     result_labels,
                 ),
@@ -348,6 +362,7 @@ impl Metrics {
             final_reject: results.final_reject,
             e_value: results.e_value,
             anytime_p_value: results.anytime_p_value,
+            anytime_q_value: results.anytime_q_value,
             null_probability: results.null_probability,
             reports: ops.reports,
             rejected: ops.rejected,
@@ -404,6 +419,9 @@ impl Metrics {
             .set(i64::from(record.reject));
         if let Some(e) = record.e_value {
             self.e_value.with_label_values(&labels).set(e);
+        }
+        if let Some(q) = record.anytime_q_value {
+            self.anytime_q_value.with_label_values(&labels).set(q);
         }
         if let Some(p) = record.anytime_p_value {
             self.anytime_p_value.with_label_values(&labels).set(p);

@@ -94,6 +94,7 @@ pub fn record_schema() -> SchemaRef {
         f("e_value", DataType::Float64, true),
         f("anytime_p_value", DataType::Float64, true),
         f("validity", DataType::Utf8, true),
+        f("anytime_q_value", DataType::Float64, true),
         f("asymptotic_p_value", DataType::Float64, true),
         f("calibration_reason", DataType::Utf8, true),
         f("look_end", DataType::Utf8, true),

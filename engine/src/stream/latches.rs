@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::eprocess::{anytime_p_value, SequentialState};
 use crate::error::EngineError;
 use crate::record::TestRecord;
+use crate::stats::bh_q_values;
 
 /// The group as the record carries it: column → value, a null value apart from `""`.
 type GroupKey = Option<BTreeMap<String, Option<String>>>;
@@ -128,6 +129,7 @@ impl SequentialLatches {
                 self.states.remove(&key);
             }
         }
+        adjust_across_groups(records);
     }
 
     /// Windows with a running state (open windows of sequential tests).
@@ -137,6 +139,34 @@ impl SequentialLatches {
 
     pub fn is_empty(&self) -> bool {
         self.states.is_empty()
+    }
+}
+
+/// Sets every sequential record's `anytime_q_value`: Benjamini–Hochberg over the
+/// anytime p-values of the records of one test, window and look (one family per
+/// (test, window start, look end, final)).
+fn adjust_across_groups(records: &mut [TestRecord]) {
+    type Family = (String, Option<String>, Option<String>, bool);
+    let mut families: BTreeMap<Family, Vec<usize>> = BTreeMap::new();
+    for (i, r) in records.iter().enumerate() {
+        if r.anytime_p_value.is_some() {
+            let key = (
+                r.test.clone(),
+                r.window_start.clone(),
+                r.look_end.clone(),
+                r.is_final,
+            );
+            families.entry(key).or_default().push(i);
+        }
+    }
+    for members in families.values() {
+        let p: Vec<Option<f64>> = members
+            .iter()
+            .map(|&i| records[i].anytime_p_value)
+            .collect();
+        for (&i, q) in members.iter().zip(bh_q_values(&p)) {
+            records[i].anytime_q_value = q;
+        }
     }
 }
 
@@ -238,6 +268,25 @@ mod tests {
         let mut bad = latches.entries();
         bad[0].max_e = 0.5;
         assert!(restarted.restore(bad).is_err());
+    }
+
+    /// The anytime q-value is BH over the groups of one look: with anytime p-values
+    /// 1/30, 1/4 and 1 (e = 30, 4, 0.5), q = (0.1, 0.375, 1):
+    /// `scipy.stats.false_discovery_control([1/30, 0.25, 1.0])`.
+    #[test]
+    fn anytime_q_values_adjust_across_the_groups_of_a_look() {
+        let mut latches = SequentialLatches::default();
+        let mut looks = vec![
+            grouped(Some("a"), 30.0),
+            grouped(Some("b"), 4.0),
+            grouped(Some("c"), 0.5),
+        ];
+        latches.observe(&mut looks);
+        let q: Vec<f64> = looks.iter().map(|r| r.anytime_q_value.unwrap()).collect();
+        let expected = [0.1, 0.375, 1.0];
+        for (got, want) in q.iter().zip(expected) {
+            assert!((got - want).abs() < 1e-15, "{q:?}");
+        }
     }
 
     fn grouped(value: Option<&str>, e: f64) -> TestRecord {

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The sequential tests' simulations at full size, with their tables (issue 31):
+#   - small ε: P(ever e >= 1/alpha | H0) of the independence and two-sample e-processes at
+#     ε ∈ {1e-9, 0.03, 0.25, 1}, 500 null groups × 40 looks of 1,000 reports;
+#   - multiplicity: the false discovery rate across 1,000 groups (50 non-null) of alerting
+#     on the anytime q-value, over 200 simulated monitors;
+#   - Monte Carlo ties: the size of the simulated-p-value GOF at n = 2, 6, 20.
+# Seeded; the figures are in benches/RESULTS.md. SMOKE=1 runs each at a tiny size.
+#
+#   benches/sequential.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ "${SMOKE:-0}" = 1 ]; then
+  export LDPSTREAM_SEQ_GROUPS=10 LDPSTREAM_FDR_MONITORS=3
+else
+  export LDPSTREAM_SEQ_GROUPS=${LDPSTREAM_SEQ_GROUPS:-500} LDPSTREAM_FDR_MONITORS=${LDPSTREAM_FDR_MONITORS:-200}
+fi
+run() {
+  cargo test --quiet -p ldpstream-engine --test "$@" -- --nocapture --test-threads 1 2>&1 \
+    | grep -E '\| |test result|panicked'
+}
+echo "# small epsilon, ${LDPSTREAM_SEQ_GROUPS} null groups x 40 looks x 1000 reports"
+run sequential_small_eps
+echo "# FDR across groups, ${LDPSTREAM_FDR_MONITORS} monitors"
+run sequential_fdr
+if [ "${SMOKE:-0}" != 1 ]; then
+  echo "# Monte Carlo p-value ties (20,000 null datasets per n)"
+  run small_n monte_carlo_size
+fi
