@@ -139,14 +139,9 @@ impl LedgerBook {
             streams: &self.streams,
             imported: &self.imported,
         })?;
-        let digest = openssl::sha::sha256(&canonical);
-        Ok(format!(
-            "sha256:{}",
-            digest
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect::<String>()
-        ))
+        Ok(crate::digest::sha256_label(&openssl::sha::sha256(
+            &canonical,
+        )))
     }
 
     /// Writes atomically (see [`ldpstream_connectors::atomic_file`]), with its checksum.

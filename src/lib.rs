@@ -4,6 +4,7 @@
 //! (`src/main.rs`, `src/cli/`) only parses the command line and calls in here.
 
 pub mod batch;
+pub mod digest;
 pub mod error;
 pub mod ledger_file;
 pub mod ledger_rules;

@@ -81,14 +81,7 @@ pub fn input_id(path: &Path) -> std::io::Result<String> {
     let mut hasher = openssl::sha::Sha256::new();
     hasher.update(&len.to_le_bytes());
     hasher.update(&bytes);
-    let digest = hasher.finish();
-    Ok(format!(
-        "sha256:{}",
-        digest
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect::<String>()
-    ))
+    Ok(crate::digest::sha256_label(&hasher.finish()))
 }
 
 /// Every stream's input fingerprints, in the order of its inputs.
