@@ -49,6 +49,14 @@ pub struct TestRecord {
     pub estimate: Vec<f64>,
     /// Standard error of each entry of `estimate`.
     pub std_error: Vec<f64>,
+    /// Per category, the lower and upper ends of the time-uniform (1 − alpha) confidence
+    /// sequence for its frequency: it covers the true frequency at every look of the
+    /// window at once (asymptotically; per category, d·alpha over all d at once), so it may
+    /// be read at every snapshot. [0, 1] before 1,000 reports; empty with `estimate`.
+    #[serde(default)]
+    pub cs_lower: Vec<f64>,
+    #[serde(default)]
+    pub cs_upper: Vec<f64>,
     /// Why `estimate`, `std_error` and `mle` are empty: a domain wider than
     /// [`MAX_RECORDED_CATEGORIES`] (the lists would hold millions of numbers per record).
     /// The statistic and p-value still cover every category. Null otherwise.

@@ -8,6 +8,7 @@ use ldpstream_config::{
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 
+use crate::eprocess::confidence::confidence_sequence;
 use crate::eprocess::{
     anytime_p_value, crosses, gof_e_process, independence_e_process, two_sample_e_process,
     EProcess, Validity,
@@ -373,6 +374,10 @@ fn record(
         },
         None => mechanism.estimate(sketch)?,
     };
+    let (cs_lower, cs_upper) = match estimate.estimate.is_empty() {
+        true => (Vec::new(), Vec::new()),
+        false => confidence_sequence(&estimate.estimate, &estimate.std_error, n, test.alpha.get()),
+    };
     let mle_omitted = mechanism
         .mle_omitted(n)
         .or_else(|| estimate_omitted.clone());
@@ -410,6 +415,8 @@ fn record(
         alpha: test.alpha.get(),
         estimate: estimate.estimate,
         std_error: estimate.std_error,
+        cs_lower,
+        cs_upper,
         estimate_omitted,
         mle: if n > 0 { mle.p } else { Vec::new() },
         mle_converged: mle.converged,
@@ -452,6 +459,8 @@ fn strip_raw_counts(rec: &mut TestRecord) {
     rec.rejected_reports.clear();
     rec.estimate.clear();
     rec.std_error.clear();
+    rec.cs_lower.clear();
+    rec.cs_upper.clear();
     rec.mle.clear();
     rec.calibration = "monte_carlo".into();
 }

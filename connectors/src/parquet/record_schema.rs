@@ -60,6 +60,8 @@ pub fn record_schema() -> SchemaRef {
         f("alpha", DataType::Float64, false),
         f("estimate", list_of_f64(), false),
         f("std_error", list_of_f64(), false),
+        f("cs_lower", list_of_f64(), false),
+        f("cs_upper", list_of_f64(), false),
         f("estimate_omitted", DataType::Utf8, true),
         f("mle", list_of_f64(), false),
         f("mle_converged", DataType::Boolean, false),

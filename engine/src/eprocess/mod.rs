@@ -54,6 +54,7 @@
 //! The validity and power tables measured by `engine/tests/sequential.rs` are in the
 //! README, section "Sequential (anytime-valid) tests".
 
+pub mod confidence;
 pub mod dirichlet;
 pub mod gaussian;
 mod state;
