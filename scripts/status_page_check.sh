@@ -3,7 +3,8 @@
 # snapshot interval, an early distribution switch and a second, grouped stream), loads
 # http://.../ in headless Chromium (Debian's `chromium`, installed when missing and
 # possible), and checks the rendered DOM: every configured stream appears, and every
-# configured test has a card with a result, a p-value plot and estimate bars.
+# configured test has a card with a result, a p-value plot and estimate bars with their
+# confidence-sequence bands.
 #
 #   scripts/status_page_check.sh                       # builds the debug binary if needed
 #   LDPSTREAM_BIN=target/release/ldpstream scripts/status_page_check.sh
@@ -130,6 +131,8 @@ for stream in config["stream"]:
                 problems.append(f'test {test["name"]!r} lacks its p-value plot or estimate bars')
             elif "<polyline" not in c:
                 problems.append(f'test {test["name"]!r} has an empty p-value plot')
+            elif 'class="cs-band"' not in c:
+                problems.append(f'test {test["name"]!r} shows no confidence-sequence bands')
 grouped = [c for c in cards if "checkout_identity_30s" in c]
 if sorted(re.findall(r'group <b>region=(?:&quot;|")(\w+)(?:&quot;|")</b>', "".join(grouped))) != ["eu", "us"]:
     problems.append("the grouped test does not show one card per group (eu, us)")
