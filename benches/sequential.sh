@@ -15,8 +15,9 @@ if [ "${SMOKE:-0}" = 1 ]; then
 else
   export LDPSTREAM_SEQ_GROUPS=${LDPSTREAM_SEQ_GROUPS:-500} LDPSTREAM_FDR_MONITORS=${LDPSTREAM_FDR_MONITORS:-200}
 fi
+# --workspace, not -p: the same features as scripts/test.sh's build, so no second compile.
 run() {
-  cargo test --quiet -p ldpstream-engine --test "$@" -- --nocapture --test-threads 1 2>&1 \
+  cargo test --quiet --workspace --test "$@" -- --nocapture --test-threads 1 2>&1 \
     | grep -E '\| |test result|panicked'
 }
 echo "# small epsilon, ${LDPSTREAM_SEQ_GROUPS} null groups x 40 looks x 1000 reports"
