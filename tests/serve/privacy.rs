@@ -1,6 +1,6 @@
 //! Private (curator-model) streams in `serve`: the budget gauge, no exact count released, a ledger that survives a renamed stream, and one ledger file that a copied config, a moved checkpoint or `batch` cannot evade.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -195,20 +195,7 @@ mc_samples = 99
 #[test]
 fn serve_keeps_a_ledger_budget_and_refuses_a_renamed_stream() {
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("raw.parquet");
-    simulate(
-        &data,
-        &[
-            "--mechanism",
-            "raw",
-            "--domain",
-            "20",
-            "--n",
-            "5000",
-            "--seed",
-            "5",
-        ],
-    );
+    let data = raw_reports(dir.path(), 20, 5000, 5);
     let ck = dir.path().join("ck");
     let config = dir.path().join("c.toml");
     let text = format!(
@@ -336,20 +323,7 @@ fn released(out: &Path) -> bool {
 #[test]
 fn a_copied_config_or_a_moved_checkpoint_does_not_spend_again() {
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("raw.parquet");
-    simulate(
-        &data,
-        &[
-            "--mechanism",
-            "raw",
-            "--domain",
-            "10",
-            "--n",
-            "2000",
-            "--seed",
-            "3",
-        ],
-    );
+    let data = raw_reports(dir.path(), 10, 2000, 3);
     let ledger = dir.path().join("ledger.json");
     let run = |name: &str, out: &str| {
         let config = dir.path().join(name);
@@ -412,20 +386,7 @@ fn a_copied_config_or_a_moved_checkpoint_does_not_spend_again() {
 #[test]
 fn ledgers_of_an_old_state_directory_move_into_the_ledger_file() {
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("raw.parquet");
-    simulate(
-        &data,
-        &[
-            "--mechanism",
-            "raw",
-            "--domain",
-            "10",
-            "--n",
-            "2000",
-            "--seed",
-            "3",
-        ],
-    );
+    let data = raw_reports(dir.path(), 10, 2000, 3);
     let state = dir.path().join("serve.state");
     std::fs::create_dir(&state).unwrap();
     std::fs::write(
@@ -479,20 +440,7 @@ fn ledgers_of_an_old_state_directory_move_into_the_ledger_file() {
 #[test]
 fn a_ledger_inside_the_checkpoint_directory_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("raw.parquet");
-    simulate(
-        &data,
-        &[
-            "--mechanism",
-            "raw",
-            "--domain",
-            "10",
-            "--n",
-            "100",
-            "--seed",
-            "3",
-        ],
-    );
+    let data = raw_reports(dir.path(), 10, 100, 3);
     let config = dir.path().join("serve.toml");
     let ledger = dir.path().join("serve.state").join("ledger.json");
     std::fs::write(
@@ -504,4 +452,22 @@ fn a_ledger_inside_the_checkpoint_directory_is_refused() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("is inside the checkpoint directory"), "{err}");
+}
+
+/// `raw.parquet` in `dir`: `n` raw (curator-model) reports over `domain` categories.
+fn raw_reports(dir: &Path, domain: u32, n: u32, seed: u32) -> PathBuf {
+    let data = dir.join("raw.parquet");
+    let (domain, n, seed) = (domain.to_string(), n.to_string(), seed.to_string());
+    let args = [
+        "--mechanism",
+        "raw",
+        "--domain",
+        &domain,
+        "--n",
+        &n,
+        "--seed",
+        &seed,
+    ];
+    simulate(&data, &args);
+    data
 }
