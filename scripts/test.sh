@@ -44,6 +44,12 @@ python3 scripts/check_module_cycles.py
 cargo test --workspace --all-targets 2>&1 | tee "$log"
 cargo test --workspace --doc 2>&1 | tee -a "$log"
 
+# The TypeScript client (npm ci against clients/js/package-lock.json, then node:test: unit
+# tests and the golden conformance replay). It prints its own "test result:" line.
+if ! scripts/js_client_test.sh 2>&1 | tee -a "$log"; then
+  echo "test result: FAILED. 0 passed; 1 failed; 0 ignored (scripts/js_client_test.sh)" | tee -a "$log"
+fi
+
 # The status page in a real browser (headless Chromium, installed when missing): every
 # configured test renders a card with its p-value plot and estimate bars.
 if LDPSTREAM_BIN="${CARGO_TARGET_DIR:-target}/debug/ldpstream" scripts/status_page_check.sh 2>&1 | tee -a "$log"; then

@@ -8,6 +8,7 @@ import {
   MechanismConfig,
 } from "./config.js";
 import { LdpClientError } from "./errors.js";
+import { expNeg } from "./exp.js";
 import { bernoulliExact, uniformBelow, unitDouble } from "./sampling.js";
 import { WordSource } from "./source.js";
 
@@ -29,7 +30,7 @@ export type Prepared =
 
 /** `1/(1+e^ε)` as `e^{−ε}/(1+e^{−ε})`, which neither overflows nor rounds to 0 (sign_lie). */
 function signLie(epsilon: number): number {
-  const decay = Math.exp(-epsilon);
+  const decay = expNeg(epsilon);
   return decay / (1 + decay);
 }
 
@@ -48,7 +49,7 @@ export function prepare(config: MechanismConfig): Prepared {
       const epsilon = checkEpsilon(config.epsilon);
       const domain = checkDomain(config.domain);
       const others = domain - 1;
-      const decay = Math.exp(-epsilon);
+      const decay = expNeg(epsilon);
       return { kind: "grr", domain, lie: (others * decay) / (1 + others * decay) };
     }
     case "bitflip": {

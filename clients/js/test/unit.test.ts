@@ -127,3 +127,22 @@ test("messages follow README 'Kafka messages'", () => {
   const withGroup = encodeBinary({ kind: "cohort", cohort: 258, report: -1 }, { ts: 1, groups: [["g", "é"]] });
   assert.deepEqual(Array.from(withGroup), [1, 1, 0, 0, 0, 0, 0, 0, 0, 2, 1, 0, 0, 0xff, 2, 0, 0xc3, 0xa9]);
 });
+
+test("expNeg is correctly rounded where Math.exp is not, and within an ulp of it elsewhere", async () => {
+  const { expNeg } = await import("../src/exp.js");
+  const bitsOf = (x: number) => {
+    const v = new DataView(new ArrayBuffer(8));
+    v.setFloat64(0, x);
+    return v.getBigUint64(0);
+  };
+  // e^{-10} = 4.53999297624848515355…e-5: 0x3f07cd79b5647c9b is 2.6e-21 above it, Math.exp's
+  // 0x…9a 4.1e-21 below.
+  assert.equal(bitsOf(expNeg(10)).toString(16), "3f07cd79b5647c9b");
+  assert.equal(expNeg(0), 1);
+  assert.equal(expNeg(1), Math.exp(-1));
+  for (let i = 0; i < 2000; i++) {
+    const x = i === 0 ? 700 : Math.random() * 700;
+    const d = bitsOf(expNeg(x)) - bitsOf(Math.exp(-x));
+    assert.ok(d >= -1n && d <= 1n, `x ${x}: ${d} ulps`);
+  }
+});

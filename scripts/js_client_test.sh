@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The TypeScript client (clients/js): installs the pinned tooling with `npm ci` from the
+# committed lockfile, builds, and runs its node:test suite (unit tests and the golden
+# conformance replay of conformance/golden.json). Prints one "test result:" line with the
+# counts node:test reported, for scripts/test.sh to add up.
+set -euo pipefail
+cd "$(dirname "$0")/../clients/js"
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+npm ci --no-audit --no-fund >&2
+status=0
+npm test 2>&1 | tee "$out" >&2 || status=$?
+pass=$(sed -nE 's/^# pass ([0-9]+)$/\1/p' "$out" | tail -1)
+fail=$(sed -nE 's/^# fail ([0-9]+)$/\1/p' "$out" | tail -1)
+pass=${pass:-0}
+fail=${fail:-0}
+if [ "$status" -ne 0 ] && [ "$fail" -eq 0 ]; then
+  fail=1 # the build or the runner itself failed
+fi
+if [ "$fail" -eq 0 ]; then
+  echo "test result: ok. $pass passed; 0 failed; 0 ignored (clients/js)"
+else
+  echo "test result: FAILED. $pass passed; $fail failed; 0 ignored (clients/js)"
+fi
