@@ -2,7 +2,10 @@
 # The TypeScript client (clients/js): installs the pinned tooling with `npm ci` from the
 # committed lockfile, builds, and runs its node:test suite (unit tests and the golden
 # conformance replay of conformance/golden.json). Prints one "test result:" line with the
-# counts node:test reported, for scripts/test.sh to add up.
+# counts node:test reported, for scripts/test.sh to add up. Then, with the client built,
+# the distribution conformance test (engine/tests/client_distribution.rs: χ² of 10^6
+# reports per true value from the engine's and the client's CSPRNGs; ~10 s), whose cargo
+# "test result:" line is counted too.
 set -euo pipefail
 cd "$(dirname "$0")/../clients/js"
 out=$(mktemp)
@@ -22,3 +25,6 @@ if [ "$fail" -eq 0 ]; then
 else
   echo "test result: FAILED. $pass passed; $fail failed; 0 ignored (clients/js)"
 fi
+
+cd ../..
+cargo test --workspace --test client_distribution -- --ignored

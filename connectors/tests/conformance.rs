@@ -138,7 +138,12 @@ fn edge_cases() -> Vec<Case> {
     let mut lie700 = vec![0u32; 32];
     lie700.push(0xdead_beef);
     vec![
-        fixed("grr-eps700-lie", "{ kind = \"grr\", epsilon = 700.0, domain = 2 }", 0, lie700),
+        fixed(
+            "grr-eps700-lie",
+            "{ kind = \"grr\", epsilon = 700.0, domain = 2 }",
+            0,
+            lie700,
+        ),
         // A lie, then Canon's method needing a third word: 0x55555555·3 = 2^32 − 1 twice.
         fixed(
             "grr-canon-carry",
@@ -217,7 +222,11 @@ fn json_message(m: &Mechanism, r: &Report, ts: Option<i64>, groups: &[(&str, &st
         Report::Category(x) => fields.push(format!("\"report\":{x}")),
         Report::Bits(b) => fields.push(format!("\"report\":\"{}\"", hex(b))),
         Report::Indexed(j, s) => {
-            let index = if matches!(m, Mechanism::Cohort(_)) { "cohort" } else { "row" };
+            let index = if matches!(m, Mechanism::Cohort(_)) {
+                "cohort"
+            } else {
+                "row"
+            };
             fields.push(format!("\"{index}\":{j}"));
             fields.push(format!("\"report\":{s}"));
         }
@@ -263,27 +272,44 @@ fn golden(c: &Case) -> Value {
     let (stream, m) = mechanism(&c.toml, &c.groups);
     let (report, words) = match &c.words {
         Some(words) => {
-            let mut rng = Replay { words: words.clone(), at: 0 };
+            let mut rng = Replay {
+                words: words.clone(),
+                at: 0,
+            };
             let r = randomize(&m, c.value, &mut rng);
             assert_eq!(rng.at, words.len(), "{}: fixed words left unread", c.name);
             (r, words.clone())
         }
         None => {
             let inner = rand::rngs::StdRng::seed_from_u64(c.seed);
-            let mut rng = Record { inner, words: Vec::new() };
+            let mut rng = Record {
+                inner,
+                words: Vec::new(),
+            };
             let r = randomize(&m, c.value, &mut rng);
             (r, rng.words)
         }
     };
     // Replaying the recorded words gives the same report, reading all of them.
-    let mut replay = Replay { words: words.clone(), at: 0 };
+    let mut replay = Replay {
+        words: words.clone(),
+        at: 0,
+    };
     assert_eq!(randomize(&m, c.value, &mut replay), report, "{}", c.name);
     assert_eq!(replay.at, words.len(), "{}", c.name);
     let json = json_message(&m, &report, c.ts, &c.groups);
     let binary = binary_message(&report, c.ts, &c.groups);
-    for (format, bytes) in [(MessageFormat::Json, json.as_bytes()), (MessageFormat::Binary, &binary)] {
+    for (format, bytes) in [
+        (MessageFormat::Json, json.as_bytes()),
+        (MessageFormat::Binary, &binary),
+    ] {
         let mut decoder = MessageDecoder::new(&stream, &m, format);
-        assert_eq!(decoder.push(bytes), Ok(Decoded::Report), "{}: {format:?}", c.name);
+        assert_eq!(
+            decoder.push(bytes),
+            Ok(Decoded::Report),
+            "{}: {format:?}",
+            c.name
+        );
     }
     json!({
         "name": c.name,
@@ -353,12 +379,18 @@ fn edge_cases_hit_their_branches() {
     let by_name = |name: &str| {
         let c = cases().into_iter().find(|c| c.name == name).unwrap();
         let (_, m) = mechanism(&c.toml, &[]);
-        let mut rng = Replay { words: c.words.clone().unwrap(), at: 0 };
+        let mut rng = Replay {
+            words: c.words.clone().unwrap(),
+            at: 0,
+        };
         randomize(&m, c.value, &mut rng)
     };
     assert_eq!(by_name("grr-eps700-lie"), Report::Category(1));
     assert_eq!(by_name("grr-canon-carry"), Report::Category(2));
     let row = ((0x1234_5678u64 * 1024) >> 32) as u32;
-    assert_eq!(by_name("hadamard-eps10-lie"), Report::Indexed(row, -Hadamard::entry(row, 3)));
+    assert_eq!(
+        by_name("hadamard-eps10-lie"),
+        Report::Indexed(row, -Hadamard::entry(row, 3))
+    );
     assert_eq!(by_name("matrix-rounding-fallback"), Report::Category(2));
 }

@@ -3,9 +3,16 @@ import { nextU64, WordSource } from "./source.js";
 // Both samplers are ports of the Rust engine's, step for step, so that the same words give
 // the same draw in every implementation (conformance/README.md).
 
-const TWO32 = 1n << 32n;
-const U32_MAX = TWO32 - 1n;
+const TWO32 = 2 ** 32;
 const MASK64 = (1n << 64n) - 1n;
+
+/** The 64-bit product w·n of two 32-bit integers as [high, low] 32-bit halves, exactly. */
+function wideMul(w: number, n: number): [number, number] {
+  const a = Math.floor(w / 65536) * n; // < 2^48
+  const b = (w % 65536) * n; // < 2^48
+  const low = (a % 65536) * 65536 + b; // < 2^49: exact
+  return [Math.floor(a / 65536) + Math.floor(low / TWO32), low % TWO32];
+}
 
 /**
  * A uniform integer in [0, range), range in [1, 2^32): Canon's method, as rand 0.9's
@@ -14,25 +21,59 @@ const MASK64 = (1n << 64n) - 1n;
  * possible, so every value has probability exactly 1/range: no modulo bias and no floats.
  */
 export function uniformBelow(source: WordSource, range: number): number {
-  const r = BigInt(range);
-  const threshold = (TWO32 - r) & U32_MAX; // range.wrapping_neg()
-  const first = BigInt(source.nextU32()) * r;
-  let result = first >> 32n;
-  let lo = first & U32_MAX;
+  const threshold = (TWO32 - range) % TWO32; // range.wrapping_neg()
+  let [result, lo] = wideMul(source.nextU32(), range);
   while (lo > threshold) {
-    const next = BigInt(source.nextU32()) * r;
-    const sum = lo + (next >> 32n);
-    if (sum < U32_MAX) break;
-    if (sum > U32_MAX) {
-      result += 1n;
+    const [nextHi, nextLo] = wideMul(source.nextU32(), range);
+    const sum = lo + nextHi;
+    if (sum < TWO32 - 1) break;
+    if (sum > TWO32 - 1) {
+      result += 1;
       break;
     }
-    lo = next & U32_MAX;
+    lo = nextLo;
   }
-  return Number(result);
+  return result;
 }
 
 const f64View = new DataView(new ArrayBuffer(8));
+
+/** p's binary expansion, 64 bits at a time: chunk k is ⌊p·2^(64(k+1))⌋ mod 2^64. */
+interface Expansion {
+  m: bigint;
+  shift: number;
+  /** The first chunk as 32-bit halves, for the draw that almost always ends there. */
+  firstHi: number;
+  firstLo: number;
+}
+
+const expansions = new Map<number, Expansion>();
+
+function expansion(p: number): Expansion {
+  let e = expansions.get(p);
+  if (e === undefined) {
+    f64View.setFloat64(0, p);
+    const bits = f64View.getBigUint64(0);
+    const exponent = Number((bits >> 52n) & 0x7ffn);
+    const fraction = bits & ((1n << 52n) - 1n);
+    // p = m·2^(−shift), m < 2^53 an integer.
+    const m = exponent === 0 ? fraction : fraction | (1n << 52n);
+    const shift = exponent === 0 ? 1074 : 1075 - exponent;
+    const first = chunk(m, shift, 64);
+    e = { m, shift, firstHi: Number(first >> 32n), firstLo: Number(first & 0xffffffffn) };
+    if (expansions.size < 64) expansions.set(p, e);
+  }
+  return e;
+}
+
+/** Bits (chunkEnd − 64, chunkEnd] of p's expansion: ⌊p·2^chunkEnd⌋ mod 2^64. */
+function chunk(m: bigint, shift: number, chunkEnd: number): bigint {
+  const up = chunkEnd - shift;
+  if (up >= 64) return 0n;
+  if (up >= 0) return (m << BigInt(up)) & MASK64;
+  if (up > -64) return m >> BigInt(-up);
+  return 0n;
+}
 
 /**
  * A Bernoulli(p) draw exact for the double p (the Rust `bernoulli_exact`): U = 0.w1 w2 …
@@ -42,24 +83,19 @@ const f64View = new DataView(new ArrayBuffer(8));
 export function bernoulliExact(source: WordSource, p: number): boolean {
   if (Number.isNaN(p) || p <= 0) return false;
   if (p >= 1) return true;
-  f64View.setFloat64(0, p);
-  const bits = f64View.getBigUint64(0);
-  const exponent = Number((bits >> 52n) & 0x7ffn);
-  const fraction = bits & ((1n << 52n) - 1n);
-  // p = m·2^(−shift), m < 2^53 an integer.
-  const m = exponent === 0 ? fraction : fraction | (1n << 52n);
-  const shift = exponent === 0 ? 1074 : 1075 - exponent;
-  for (let chunkEnd = 64; ; chunkEnd += 64) {
-    // Bits (chunkEnd − 64, chunkEnd] of p's expansion: ⌊p·2^chunkEnd⌋ mod 2^64.
-    const up = chunkEnd - shift;
-    let chunk = 0n;
-    if (up >= 64) chunk = 0n;
-    else if (up >= 0) chunk = (m << BigInt(up)) & MASK64;
-    else if (up > -64) chunk = m >> BigInt(-up);
+  const e = expansion(p);
+  // The first 64-bit word, low half read first, compared without big integers.
+  const lo = source.nextU32();
+  const hi = source.nextU32();
+  if (hi !== e.firstHi) return hi < e.firstHi;
+  if (lo !== e.firstLo) return lo < e.firstLo;
+  if (64 - e.shift >= 64) return false;
+  for (let chunkEnd = 128; ; chunkEnd += 64) {
+    const c = chunk(e.m, e.shift, chunkEnd);
     const word = nextU64(source);
-    if (word !== chunk) return word < chunk;
+    if (word !== c) return word < c;
     // Every later bit of p is 0: U ≥ p unless all of U's later bits are 0 too.
-    if (up >= 64) return false;
+    if (chunkEnd - e.shift >= 64) return false;
   }
 }
 

@@ -20,11 +20,11 @@ interface CryptoLike {
   getRandomValues<T extends ArrayBufferView | null>(array: T): T;
 }
 
-/** Words from `crypto.getRandomValues`, fetched 256 at a time. */
+/** Words from `crypto.getRandomValues`, fetched 16384 at a time (its 65536-byte limit). */
 export class CryptoSource implements WordSource {
   private readonly crypto: CryptoLike;
-  private readonly buffer = new Uint32Array(256);
-  private index = 256;
+  private readonly buffer = new Uint32Array(16384);
+  private index = 16384;
 
   constructor() {
     const c = (globalThis as { crypto?: CryptoLike }).crypto;

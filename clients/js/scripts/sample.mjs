@@ -1,0 +1,52 @@
+// Draws reports from the built client's real CSPRNG and prints their histogram as JSON, for
+// the distribution conformance test (engine/tests/client_distribution.rs) and for
+// `ldpstream audit --reports` (with --pairs: one "input,output" line per report).
+//
+//   node scripts/sample.mjs '<mechanism JSON>' <value> <n>            -> JSON counts
+//   node scripts/sample.mjs '<mechanism JSON>' all <n> --pairs        -> CSV pairs
+//
+// Counts: grr, matrix: per category; hadamard, cohort: per 2·index + (report < 0);
+// bitflip: per bit position, the number of reports with that bit set.
+import { Randomizer } from "../dist/src/index.js";
+
+const [mechanismJson, valueArg, nArg, mode] = process.argv.slice(2);
+const config = JSON.parse(mechanismJson);
+if (config.kind === "cohort" && config.seed !== undefined) config.seed = BigInt(config.seed);
+const r = new Randomizer(config);
+const n = Number(nArg);
+
+function index(rep) {
+  switch (rep.kind) {
+    case "hadamard":
+      return 2 * rep.row + (rep.report < 0 ? 1 : 0);
+    case "cohort":
+      return 2 * rep.cohort + (rep.report < 0 ? 1 : 0);
+    case "bitflip":
+      return rep.report.reduce((acc, b, i) => acc + b * 2 ** (8 * i), 0);
+    default:
+      return rep.report;
+  }
+}
+
+if (mode === "--pairs") {
+  const lines = [];
+  for (let x = 0; x < r.domain; x++) {
+    for (let i = 0; i < n; i++) lines.push(`${x},${index(r.randomize(x))}`);
+    if (lines.length > 100000) process.stdout.write(lines.splice(0).join("\n") + "\n");
+  }
+  process.stdout.write(lines.join("\n") + (lines.length ? "\n" : ""));
+} else {
+  const x = Number(valueArg);
+  const counts = new Map();
+  const bits = config.kind === "bitflip" ? new Array(r.domain).fill(0) : null;
+  for (let i = 0; i < n; i++) {
+    const rep = r.randomize(x);
+    if (bits) {
+      for (let j = 0; j < r.domain; j++) bits[j] += (rep.report[j >> 3] >> (j & 7)) & 1;
+    } else {
+      const k = index(rep);
+      counts.set(k, (counts.get(k) ?? 0) + 1);
+    }
+  }
+  process.stdout.write(JSON.stringify(bits ?? Object.fromEntries(counts)) + "\n");
+}
