@@ -28,3 +28,6 @@ fi
 
 cd ../..
 cargo test --workspace --test client_distribution -- --ignored
+# `ldpstream audit --reports` on the client's own samples (tests/mechanisms.rs): the ε
+# lower bound stays below the claim for every mechanism.
+cargo test --workspace --test mechanisms js_client_samples_pass_the_audit -- --ignored
