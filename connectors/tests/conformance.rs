@@ -315,6 +315,7 @@ fn golden(c: &Case) -> Value {
         "name": c.name,
         "mechanism": mechanism_json(&m),
         "probability_bits": probability(&m).map(|p| format!("{:016x}", p.to_bits())),
+        "fingerprint": m.fingerprint().map(|f| format!("{f:08x}")),
         "value": c.value,
         "ts": c.ts,
         "groups": c.groups,

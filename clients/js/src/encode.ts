@@ -1,4 +1,5 @@
 import { LdpClientError } from "./errors.js";
+import { fingerprintHex } from "./fingerprint.js";
 import { Report } from "./mechanisms.js";
 
 /** What goes into a Kafka message beside the report (README "Kafka messages"). */
@@ -11,6 +12,8 @@ export interface MessageOptions {
   columns?: { report?: string; row?: string; cohort?: string; ts?: string };
   /** The stream's `max_group_value_bytes` (default 128): longer values are refused here. */
   maxGroupValueBytes?: number;
+  /** The mechanism fingerprint to stamp (`Randomizer` stamps its own); none if absent. */
+  fingerprint?: number;
 }
 
 const utf8 = new TextEncoder();
@@ -65,11 +68,25 @@ export function encodeJson(report: Report, options: MessageOptions = {}): string
   }
   if (options.ts !== undefined) field(columns.ts ?? "ts", String(options.ts));
   for (const [name, , value] of groupList(options)) field(name, JSON.stringify(value));
+  if (options.fingerprint !== undefined) field("fingerprint", JSON.stringify(fingerprintHex(options.fingerprint)));
   return `{${fields.join(",")}}`;
 }
 
-/** The binary message (`format = "binary"`): little-endian, byte 0 = 1, i64 ts, report, groups. */
+/**
+ * The binary message (`format = "binary"`): little-endian, byte 0 = 1, i64 ts, report,
+ * groups; with a fingerprint, byte 0 = 2 and the fingerprint (u32) follows it.
+ */
 export function encodeBinary(report: Report, options: MessageOptions = {}): Uint8Array {
+  const plain = encodeUnstamped(report, options);
+  if (options.fingerprint === undefined) return plain;
+  const out = new Uint8Array(plain.length + 4);
+  out[0] = 2;
+  new DataView(out.buffer).setUint32(1, options.fingerprint, true);
+  out.set(plain.subarray(1), 5);
+  return out;
+}
+
+function encodeUnstamped(report: Report, options: MessageOptions): Uint8Array {
   checkTs(options.ts);
   const groups = groupList(options);
   const body =

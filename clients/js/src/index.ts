@@ -3,6 +3,7 @@
 import { MechanismConfig } from "./config.js";
 import { encodeBinary, encodeJson, MessageOptions } from "./encode.js";
 import { draw, Prepared, prepare, Report } from "./mechanisms.js";
+import { fingerprint } from "./fingerprint.js";
 import { CryptoSource } from "./source.js";
 
 export { LdpClientError } from "./errors.js";
@@ -18,6 +19,8 @@ let shared: CryptoSource | undefined;
 export class Randomizer {
   readonly config: MechanismConfig;
   readonly domain: number;
+  /** The mechanism fingerprint every message of `json` and `binary` carries. */
+  readonly fingerprint: number;
   readonly #prepared: Prepared;
   readonly #source: CryptoSource;
 
@@ -26,6 +29,7 @@ export class Randomizer {
     this.#prepared = prepare(config);
     this.config = config;
     this.domain = this.#prepared.domain;
+    this.fingerprint = fingerprint(config);
     this.#source = shared ??= new CryptoSource();
   }
 
@@ -34,13 +38,13 @@ export class Randomizer {
     return draw(this.#prepared, value, this.#source);
   }
 
-  /** `randomize` then the JSON message. */
+  /** `randomize` then the JSON message, stamped with the fingerprint. */
   json(value: number, options?: MessageOptions): string {
-    return encodeJson(this.randomize(value), options);
+    return encodeJson(this.randomize(value), { ...options, fingerprint: this.fingerprint });
   }
 
-  /** `randomize` then the binary message. */
+  /** `randomize` then the binary message, stamped with the fingerprint. */
   binary(value: number, options?: MessageOptions): Uint8Array {
-    return encodeBinary(this.randomize(value), options);
+    return encodeBinary(this.randomize(value), { ...options, fingerprint: this.fingerprint });
   }
 }

@@ -6,6 +6,7 @@ import { readFileSync } from "node:fs";
 
 import { MechanismConfig } from "../src/config.js";
 import { encodeBinary, encodeJson } from "../src/encode.js";
+import { fingerprint, fingerprintHex } from "../src/fingerprint.js";
 import { draw, prepare, Report } from "../src/mechanisms.js";
 import { ReplaySource } from "../src/source.js";
 
@@ -13,6 +14,7 @@ interface Case {
   name: string;
   mechanism: Record<string, unknown>;
   probability_bits: string | null;
+  fingerprint: string;
   value: number;
   ts: number | null;
   groups: Array<[string, string]>;
@@ -61,6 +63,7 @@ test("the golden file has every mechanism", () => {
 for (const c of golden.cases) {
   test(`golden ${c.name}`, () => {
     const m = prepare(config(c.mechanism));
+    assert.equal(fingerprintHex(fingerprint(config(c.mechanism))), c.fingerprint, "fingerprint");
     if (c.probability_bits !== null) {
       const p = m.kind === "bitflip" ? m.flip : (m as { lie: number }).lie;
       assert.equal(bits(p), c.probability_bits, "the probability the words are compared with");

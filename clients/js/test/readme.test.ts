@@ -16,12 +16,12 @@ function snippet(marker: string): string {
   return readme.slice(start + 6, end);
 }
 
-test("the README's Node snippet runs and prints a JSON message and a 13+-byte binary one", () => {
+test("the README's Node snippet runs and prints a stamped JSON message and a 21-byte binary one", () => {
   const file = new URL("dist/readme-node-snippet.mjs", root);
   writeFileSync(file, snippet("<!-- README node snippet"));
   const out = execFileSync(process.execPath, [file.pathname], { encoding: "utf8" });
-  const match = /^(\{"report":[0-3],"ts":\d+,"country":"fr"\}) (\d+)\n$/.exec(out);
+  const match = /^(\{"report":[0-3],"ts":\d+,"country":"fr","fingerprint":"[0-9a-f]{8}"\}) (\d+)\n$/.exec(out);
   assert.ok(match, out);
-  // One group of 2 bytes: 13 + 2 + 2.
-  assert.equal(match[2], "17");
+  // The fingerprint and one group of 2 bytes: 13 + 4 + 2 + 2.
+  assert.equal(match[2], "21");
 });

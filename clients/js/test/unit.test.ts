@@ -146,3 +146,17 @@ test("expNeg is correctly rounded where Math.exp is not, and within an ulp of it
     assert.ok(d >= -1n && d <= 1n, `x ${x}: ${d} ulps`);
   }
 });
+
+test("a stamped message carries the fingerprint: JSON field, binary kind 2", () => {
+  const grr = { kind: "grr" as const, report: 3 };
+  assert.equal(encodeJson(grr, { fingerprint: 0x0a0b0c0d }), '{"report":3,"fingerprint":"0a0b0c0d"}');
+  assert.deepEqual(
+    Array.from(encodeBinary(grr, { fingerprint: 0x0a0b0c0d })),
+    [2, 0x0d, 0x0c, 0x0b, 0x0a, 0, 0, 0, 0, 0, 0, 0, 0x80, 3, 0, 0, 0],
+  );
+  const a = new Randomizer({ kind: "grr", epsilon: 1, domain: 4 });
+  const b = new Randomizer({ kind: "grr", epsilon: 2, domain: 4 });
+  assert.notEqual(a.fingerprint, b.fingerprint);
+  assert.ok(a.json(1).endsWith(`"fingerprint":"${a.fingerprint.toString(16).padStart(8, "0")}"}`));
+  assert.equal(a.binary(1)[0], 2);
+});

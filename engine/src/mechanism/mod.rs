@@ -10,6 +10,7 @@ mod batch;
 mod bitflip;
 mod channel;
 mod cohort;
+mod fingerprint;
 mod grr;
 mod hadamard;
 mod likelihood;
