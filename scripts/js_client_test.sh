@@ -5,7 +5,8 @@
 # counts node:test reported, for scripts/test.sh to add up. Then, with the client built,
 # the distribution conformance test (engine/tests/client_distribution.rs: χ² of 10^6
 # reports per true value from the engine's and the client's CSPRNGs; ~10 s), whose cargo
-# "test result:" line is counted too.
+# "test result:" line is counted too; then audit --reports on its samples and the Node ->
+# Kafka -> serve end-to-end run (below).
 set -euo pipefail
 cd "$(dirname "$0")/../clients/js"
 out=$(mktemp)
@@ -31,3 +32,6 @@ cargo test --workspace --test client_distribution -- --ignored
 # `ldpstream audit --reports` on the client's own samples (tests/mechanisms.rs): the ε
 # lower bound stays below the claim for every mechanism.
 cargo test --workspace --test mechanisms js_client_samples_pass_the_audit -- --ignored
+# End to end through the broker scripts/test.sh starts (LDPSTREAM_KAFKA_BROKERS): 10^6
+# reports privatized in Node and produced with kafkajs, read by serve (tests/kafka_js_client.rs).
+cargo test --workspace --test kafka_js_client -- --ignored
