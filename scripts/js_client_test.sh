@@ -35,3 +35,7 @@ cargo test --workspace --test mechanisms js_client_samples_pass_the_audit -- --i
 # End to end through the broker scripts/test.sh starts (LDPSTREAM_KAFKA_BROKERS): 10^6
 # reports privatized in Node and produced with kafkajs, read by serve (tests/kafka_js_client.rs).
 cargo test --workspace --test kafka_js_client -- --ignored
+# The client in headless Chromium (the README's browser snippet verbatim) posting to a test
+# collector; its reports go through Parquet into batch (tests/browser_client.rs). Chromium
+# is installed by scripts/status_page_check.sh, which scripts/test.sh runs first.
+cargo test --workspace --test browser_client -- --ignored

@@ -44,18 +44,20 @@ python3 scripts/check_module_cycles.py
 cargo test --workspace --all-targets 2>&1 | tee "$log"
 cargo test --workspace --doc 2>&1 | tee -a "$log"
 
-# The TypeScript client (npm ci against clients/js/package-lock.json, then node:test: unit
-# tests and the golden conformance replay). It prints its own "test result:" line.
-if ! scripts/js_client_test.sh 2>&1 | tee -a "$log"; then
-  echo "test result: FAILED. 0 passed; 1 failed; 0 ignored (scripts/js_client_test.sh)" | tee -a "$log"
-fi
-
 # The status page in a real browser (headless Chromium, installed when missing): every
 # configured test renders a card with its p-value plot and estimate bars.
 if LDPSTREAM_BIN="${CARGO_TARGET_DIR:-target}/debug/ldpstream" scripts/status_page_check.sh 2>&1 | tee -a "$log"; then
   echo "test result: ok. 1 passed; 0 failed; 0 ignored (status_page_check.sh)" | tee -a "$log"
 else
   echo "test result: FAILED. 0 passed; 1 failed; 0 ignored (status_page_check.sh)" | tee -a "$log"
+fi
+
+# The TypeScript client (scripts/js_client_test.sh: npm ci against
+# clients/js/package-lock.json, node:test with the golden conformance replay, then the
+# client's distribution, audit, Kafka end-to-end and headless-Chromium tests). After the
+# status page check, which installs chromium when missing. It prints "test result:" lines.
+if ! scripts/js_client_test.sh 2>&1 | tee -a "$log"; then
+  echo "test result: FAILED. 0 passed; 1 failed; 0 ignored (scripts/js_client_test.sh)" | tee -a "$log"
 fi
 
 # The deployment artifacts against real tools and a real Prometheus scraping a running
