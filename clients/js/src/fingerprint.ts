@@ -36,6 +36,10 @@ export function fingerprint(config: MechanismConfig): number {
       view.setBigUint64(0, BigInt(config.seed ?? 0), true);
       parts.push(...new Uint8Array(view.buffer));
       break;
+    case "gauss":
+      f64(config.rho);
+      u32(config.domain);
+      break;
     default:
       f64(config.epsilon);
       u32(config.domain);

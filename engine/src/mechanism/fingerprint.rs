@@ -2,7 +2,7 @@
 //! reports randomized under other parameters (an old client after a change of ε or d) are
 //! refused instead of being folded into the wrong estimate.
 
-use super::Mechanism;
+use super::{Mechanism, NoiseKind};
 
 /// FNV-1a, 32 bits: a short, documented hash that every client can compute in a few lines
 /// (clients/js/src/fingerprint.ts), not a security boundary.
@@ -16,8 +16,9 @@ impl Mechanism {
     /// FNV-1a over the kind's UTF-8 bytes, a 0 byte, and the parameters little-endian: ε as
     /// f64 bits then d as u32 (grr, bitflip, hadamard), then cohorts as u32 and seed as u64
     /// (cohort); for matrix the number of signals and of types as u32, then every entry
-    /// as f64 bits, row by row. None for the mechanisms no client randomizes (gauss,
-    /// laplace, raw).
+    /// as f64 bits, row by row; for gauss ρ as f64 bits then d as u32, for laplace ε then d
+    /// (`max_abs` is left out: it bounds what the server accepts, not how a client draws).
+    /// None for raw, which no client randomizes.
     pub fn fingerprint(&self) -> Option<u32> {
         let mut bytes = self.kind().as_bytes().to_vec();
         bytes.push(0);
@@ -43,7 +44,11 @@ impl Mechanism {
                     }
                 }
             }
-            Mechanism::Noise(_) | Mechanism::Raw { .. } => return None,
+            Mechanism::Noise(n) => match n.kind() {
+                NoiseKind::Gauss { rho } => eps_d(rho, n.domain()),
+                NoiseKind::Laplace { epsilon } => eps_d(epsilon, n.domain()),
+            },
+            Mechanism::Raw { .. } => return None,
         }
         Some(fnv1a(&bytes))
     }
@@ -52,7 +57,7 @@ impl Mechanism {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mechanism::{Grr, Hadamard};
+    use crate::mechanism::{Grr, Hadamard, Noise};
 
     #[test]
     fn fnv1a_matches_the_reference_vectors() {
@@ -72,5 +77,35 @@ mod tests {
         );
         assert_eq!(grr(1.0, 4), grr(1.0, 4));
         assert_eq!(Mechanism::Raw { domain: 4 }.fingerprint(), None);
+    }
+
+    /// The noise mechanisms have one too (they had none, so stamped noise messages were
+    /// refused): ρ or ε and d change it, `max_abs` does not.
+    #[test]
+    fn noise_mechanisms_have_a_fingerprint() {
+        let noise = |kind, d| {
+            Mechanism::Noise(Noise::new(kind, d).unwrap())
+                .fingerprint()
+                .unwrap()
+        };
+        let gauss = |rho| NoiseKind::Gauss { rho };
+        let laplace = |epsilon| NoiseKind::Laplace { epsilon };
+        assert_ne!(noise(gauss(0.5), 4), noise(gauss(0.25), 4));
+        assert_ne!(noise(gauss(0.5), 4), noise(gauss(0.5), 5));
+        assert_ne!(noise(gauss(1.0), 4), noise(laplace(1.0), 4));
+        assert_ne!(noise(laplace(1.0), 4), noise(laplace(2.0), 4));
+        let bounded = Noise::new(gauss(0.5), 4)
+            .unwrap()
+            .with_max_abs(Some(3.0))
+            .unwrap();
+        assert_eq!(
+            Mechanism::Noise(bounded).fingerprint(),
+            Some(noise(gauss(0.5), 4))
+        );
+        // FNV-1a of "gauss\0", 0.5f64 LE, 4u32 LE: pinned so that clients can check theirs.
+        let mut bytes = b"gauss\0".to_vec();
+        bytes.extend_from_slice(&0.5f64.to_le_bytes());
+        bytes.extend_from_slice(&4u32.to_le_bytes());
+        assert_eq!(noise(gauss(0.5), 4), fnv1a(&bytes));
     }
 }
