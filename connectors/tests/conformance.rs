@@ -7,11 +7,15 @@
 //! rewrites conformance/golden.json from the engine; without it the file must be exactly
 //! what the engine produces now.
 
+// Not tests/samplers.rs, which cargo would build as a test target of its own.
+#[path = "conformance/samplers.rs"]
+mod samplers;
+
 use std::path::PathBuf;
 
 use ldpstream_config::{Config, MessageFormat};
 use ldpstream_connectors::kafka::{Decoded, MessageDecoder};
-use ldpstream_engine::mechanism::{Hadamard, Mechanism};
+use ldpstream_engine::mechanism::{Hadamard, Mechanism, NoiseKind};
 use rand::{RngCore, SeedableRng};
 use serde_json::{json, Value};
 
@@ -64,6 +68,8 @@ enum Report {
     Category(u32),
     Bits(Vec<u8>),
     Indexed(u32, i8),
+    /// gauss, laplace: e_x + grid noise.
+    Noise(Vec<f64>),
 }
 
 struct Case {
@@ -108,6 +114,12 @@ fn cases() -> Vec<Case> {
         case("cohort-bigseed", "{ kind = \"cohort\", epsilon = 1.0, domain = 3, cohorts = 1000, seed = 9007199254740993 }", 2, 12),
         case("matrix-a", "{ kind = \"matrix\", matrix = [[0.7, 0.5], [0.2, 0.3], [0.1, 0.2]] }", 1, 13),
         case("matrix-b", "{ kind = \"matrix\", matrix = [[0.7, 0.5], [0.2, 0.3], [0.1, 0.2]] }", 0, 14),
+        case("gauss-d3", "{ kind = \"gauss\", rho = 0.5, domain = 3 }", 1, 16),
+        case("gauss-rho-min", "{ kind = \"gauss\", rho = 1e-11, domain = 2 }", 0, 17),
+        case("gauss-rho-max", "{ kind = \"gauss\", rho = 245000.0, domain = 2 }", 1, 18),
+        case("laplace-d4", "{ kind = \"laplace\", epsilon = 1.0, domain = 4 }", 2, 19),
+        case("laplace-eps700", "{ kind = \"laplace\", epsilon = 700.0, domain = 2 }", 0, 20),
+        case("laplace-eps-min", "{ kind = \"laplace\", epsilon = 1e-5, domain = 2 }", 1, 21),
     ];
     for c in &mut out {
         match c.name {
@@ -120,6 +132,10 @@ fn cases() -> Vec<Case> {
                 c.groups = vec![("g", "")];
             }
             "cohort-d6" => c.ts = Some(1),
+            "gauss-rho-max" => {
+                c.ts = Some(1_767_225_600_000);
+                c.groups = vec![("country", "fr")];
+            }
             _ => {}
         }
     }
@@ -194,7 +210,64 @@ fn randomize<R: RngCore>(m: &Mechanism, x: u32, rng: &mut R) -> Report {
             let (j, s) = c.randomize_with(x, rng).unwrap();
             Report::Indexed(j, s)
         }
+        Mechanism::Noise(n) => Report::Noise(n.randomize_with(x, rng).unwrap()),
         other => panic!("no client randomizer for {}", other.kind()),
+    }
+}
+
+/// The noise's grid, which the clients compute from ρ or ε in the same f64 operations:
+/// the exponent k of the step 2^-k and the scale in steps.
+fn grid(m: &Mechanism) -> Value {
+    match m {
+        Mechanism::Noise(n) => {
+            json!({"exponent": (1.0 / n.grid_step()).log2() as u32, "scale": n.grid_scale()})
+        }
+        _ => Value::Null,
+    }
+}
+
+/// ECMAScript's `Number.prototype.toString`, which the JS client writes into JSON messages:
+/// the shortest digits that round-trip, laid out as JS does.
+fn js_number(v: f64) -> String {
+    if v == 0.0 {
+        return "0".to_string();
+    }
+    // The fewest digits that round-trip; among those, the closest to v, ties to even, as
+    // ECMAScript asks and V8 does. Rust's shortest mode breaks ties upwards
+    // (−1.21057891845703125 is …0312 in JS), and plain exact rounding can leave the
+    // round-trip interval at a power of two (2^-24 is …063 in JS, not …062).
+    let shortest = format!("{:e}", v.abs());
+    let count = shortest.split_once('e').unwrap().0.replace('.', "").len();
+    let nearest = format!("{:.*e}", count - 1, v.abs());
+    let sci = if nearest.parse::<f64>() == Ok(v.abs()) {
+        nearest
+    } else {
+        shortest
+    };
+    let (mantissa, exp) = sci.split_once('e').unwrap();
+    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    let k = digits.len() as i32;
+    // v = 0.digits × 10^n
+    let n = exp.parse::<i32>().unwrap() + 1;
+    let body = if k <= n && n <= 21 {
+        digits + &"0".repeat((n - k) as usize)
+    } else if 0 < n && n <= 21 {
+        format!("{}.{}", &digits[..n as usize], &digits[n as usize..])
+    } else if -6 < n && n <= 0 {
+        format!("0.{}{digits}", "0".repeat((-n) as usize))
+    } else {
+        let e = n - 1;
+        let m = if k == 1 {
+            digits
+        } else {
+            format!("{}.{}", &digits[..1], &digits[1..])
+        };
+        format!("{m}e{}{}", if e >= 0 { "+" } else { "-" }, e.abs())
+    };
+    if v < 0.0 {
+        format!("-{body}")
+    } else {
+        body
     }
 }
 
@@ -230,6 +303,10 @@ fn json_message(m: &Mechanism, r: &Report, ts: Option<i64>, groups: &[(&str, &st
             fields.push(format!("\"{index}\":{j}"));
             fields.push(format!("\"report\":{s}"));
         }
+        Report::Noise(v) => {
+            let coords: Vec<String> = v.iter().map(|&c| js_number(c)).collect();
+            fields.push(format!("\"report\":[{}]", coords.join(",")));
+        }
     }
     if let Some(ts) = ts {
         fields.push(format!("\"ts\":{ts}"));
@@ -251,6 +328,12 @@ fn binary_message(r: &Report, ts: Option<i64>, groups: &[(&str, &str)]) -> Vec<u
             out.extend_from_slice(&j.to_le_bytes());
             out.push(*s as u8);
         }
+        Report::Noise(v) => {
+            for &c in v {
+                assert_eq!(c as f32 as f64, c, "{c} is not exactly an f32");
+                out.extend_from_slice(&(c as f32).to_le_bytes());
+            }
+        }
     }
     for (_, v) in groups {
         out.extend_from_slice(&(v.len() as u16).to_le_bytes());
@@ -264,6 +347,7 @@ fn report_json(r: &Report) -> Value {
         Report::Category(x) => json!({ "report": x }),
         Report::Bits(b) => json!({ "report": hex(b) }),
         Report::Indexed(j, s) => json!({ "index": j, "report": s }),
+        Report::Noise(v) => json!({ "report": v }),
     }
 }
 
@@ -311,10 +395,31 @@ fn golden(c: &Case) -> Value {
             c.name
         );
     }
+    // Stamped with the stream's fingerprint (JSON field, binary kind 2), every mechanism's
+    // message is accepted too.
+    if let Some(f) = m.fingerprint() {
+        let stamped_json = format!("{},\"fingerprint\":\"{f:08x}\"}}", &json[..json.len() - 1]);
+        let mut stamped_binary = vec![2u8];
+        stamped_binary.extend_from_slice(&f.to_le_bytes());
+        stamped_binary.extend_from_slice(&binary[1..]);
+        for (format, bytes) in [
+            (MessageFormat::Json, stamped_json.as_bytes()),
+            (MessageFormat::Binary, &stamped_binary),
+        ] {
+            let mut decoder = MessageDecoder::new(&stream, &m, format);
+            assert_eq!(
+                decoder.push(bytes),
+                Ok(Decoded::Report),
+                "{}: stamped {format:?}",
+                c.name
+            );
+        }
+    }
     json!({
         "name": c.name,
         "mechanism": mechanism_json(&m),
         "probability_bits": probability(&m).map(|p| format!("{:016x}", p.to_bits())),
+        "grid": grid(&m),
         "fingerprint": m.fingerprint().map(|f| format!("{f:08x}")),
         "value": c.value,
         "ts": c.ts,
@@ -347,6 +452,14 @@ fn mechanism_json(m: &Mechanism) -> Value {
                 .collect();
             json!({"kind": "matrix", "matrix": rows})
         }
+        Mechanism::Noise(n) => match n.kind() {
+            NoiseKind::Gauss { rho } => {
+                json!({"kind": "gauss", "rho": rho, "domain": n.domain()})
+            }
+            NoiseKind::Laplace { epsilon } => {
+                json!({"kind": "laplace", "epsilon": epsilon, "domain": n.domain()})
+            }
+        },
         other => panic!("no client randomizer for {}", other.kind()),
     }
 }
@@ -360,6 +473,7 @@ fn golden_encodings_are_what_the_engine_produces() {
     let golden = json!({
         "about": "conformance/README.md: replay `words` (32-bit, a 64-bit word is low then high) through the randomizer of `mechanism` on `value`; the report, `json` and `binary` (hex) must be identical",
         "cases": cases().iter().map(golden).collect::<Vec<_>>(),
+        "samplers": samplers::sampler_cases(),
     });
     let text = serde_json::to_string_pretty(&golden).unwrap() + "\n";
     let path = fixture_path();
@@ -394,4 +508,25 @@ fn edge_cases_hit_their_branches() {
         Report::Indexed(row, -Hadamard::entry(row, 3))
     );
     assert_eq!(by_name("matrix-rounding-fallback"), Report::Category(2));
+}
+
+/// `js_number` is what V8 prints (node -e 'console.log(String(v))' for each of these).
+#[test]
+fn js_number_is_ecmascript_number_to_string() {
+    for (v, js) in [
+        (2f64.powi(-24), "5.960464477539063e-8"),
+        (-3.0 * 2f64.powi(-24), "-1.7881393432617188e-7"),
+        (1e21, "1e+21"),
+        (2f64.powi(70), "1.1805916207174113e+21"),
+        (1e-6, "0.000001"),
+        (1e-7, "1e-7"),
+        (123456789012345680000.0, "123456789012345680000"),
+        (0.5, "0.5"),
+        (-1.210_578_918_457_031_25, "-1.2105789184570312"),
+        (16_777_215.0, "16777215"),
+        (3.0 * 2f64.powi(-20), "0.00000286102294921875"),
+        (0.0, "0"),
+    ] {
+        assert_eq!(js_number(v), js, "{v:e}");
+    }
 }

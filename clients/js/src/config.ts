@@ -8,6 +8,11 @@ export const MAX_DOMAIN = 2 ** 24;
 export const MAX_COHORTS = 2 ** 20;
 export const MAX_COHORT_GRAM_WORK = 4e9;
 export const CHANNEL_SUM_TOLERANCE = 1e-9;
+// gauss's ρ and laplace's ε (validate/mechanism.rs): beyond them the noise's grid could not
+// hold every report exactly in f32 (docs/STATISTICS.md §1.3.1).
+export const MIN_RHO = 1e-11;
+export const MAX_RHO = (MAX_EPSILON * MAX_EPSILON) / 2;
+export const MIN_LAPLACE_EPSILON = 1e-5;
 
 /** A stream's `mechanism` table, with the config's key names and defaults. */
 export type MechanismConfig =
@@ -15,7 +20,9 @@ export type MechanismConfig =
   | { kind: "bitflip"; epsilon: number; domain: number }
   | { kind: "hadamard"; epsilon: number; domain: number }
   | { kind: "cohort"; epsilon: number; domain: number; cohorts: number; seed?: bigint | number }
-  | { kind: "matrix"; matrix: number[][] };
+  | { kind: "matrix"; matrix: number[][] }
+  | { kind: "gauss"; rho: number; domain: number }
+  | { kind: "laplace"; epsilon: number; domain: number };
 
 export function checkEpsilon(epsilon: unknown): number {
   if (typeof epsilon !== "number" || !(epsilon >= MIN_EPSILON && epsilon <= MAX_EPSILON)) {
@@ -23,6 +30,28 @@ export function checkEpsilon(epsilon: unknown): number {
       "epsilon",
       epsilon,
       `a finite number from ${MIN_EPSILON} to ${MAX_EPSILON} (the server's range)`,
+    );
+  }
+  return epsilon;
+}
+
+export function checkRho(rho: unknown): number {
+  if (typeof rho !== "number" || !(rho >= MIN_RHO && rho <= MAX_RHO)) {
+    throw new LdpClientError(
+      "rho",
+      rho,
+      `a finite number from ${MIN_RHO} to ${MAX_RHO} (below it the noise's grid is not exact in f32)`,
+    );
+  }
+  return rho;
+}
+
+export function checkLaplaceEpsilon(epsilon: unknown): number {
+  if (typeof epsilon !== "number" || !(epsilon >= MIN_LAPLACE_EPSILON && epsilon <= MAX_EPSILON)) {
+    throw new LdpClientError(
+      "epsilon",
+      epsilon,
+      `a finite number from ${MIN_LAPLACE_EPSILON} to ${MAX_EPSILON} for laplace (below it the noise's grid is not exact in f32)`,
     );
   }
   return epsilon;

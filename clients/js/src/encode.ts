@@ -65,6 +65,12 @@ export function encodeJson(report: Report, options: MessageOptions = {}): string
       field(columns.cohort ?? "cohort", String(report.cohort));
       field(columns.report ?? "report", String(report.report));
       break;
+    case "gauss":
+    case "laplace":
+      // ECMAScript's shortest round-trip decimal of each double: the server parses it back
+      // to exactly the grid value (an f32's shortest decimal would not be).
+      field(columns.report ?? "report", `[${Array.from(report.report, String).join(",")}]`);
+      break;
   }
   if (options.ts !== undefined) field(columns.ts ?? "ts", String(options.ts));
   for (const [name, , value] of groupList(options)) field(name, JSON.stringify(value));
@@ -86,11 +92,25 @@ export function encodeBinary(report: Report, options: MessageOptions = {}): Uint
   return out;
 }
 
+function bodyBytes(report: Report): number {
+  switch (report.kind) {
+    case "bitflip":
+      return report.report.length;
+    case "hadamard":
+    case "cohort":
+      return 5;
+    case "gauss":
+    case "laplace":
+      return 4 * report.report.length;
+    default:
+      return 4;
+  }
+}
+
 function encodeUnstamped(report: Report, options: MessageOptions): Uint8Array {
   checkTs(options.ts);
   const groups = groupList(options);
-  const body =
-    report.kind === "bitflip" ? report.report.length : report.kind === "hadamard" || report.kind === "cohort" ? 5 : 4;
+  const body = bodyBytes(report);
   const size = 9 + body + groups.reduce((n, [, bytes]) => n + 2 + bytes.length, 0);
   const out = new Uint8Array(size);
   const view = new DataView(out.buffer);
@@ -112,6 +132,11 @@ function encodeUnstamped(report: Report, options: MessageOptions): Uint8Array {
     case "cohort":
       view.setUint32(9, report.cohort, true);
       view.setInt8(13, report.report);
+      break;
+    case "gauss":
+    case "laplace":
+      // Exact: every coordinate is on the noise's grid, which f32 holds (STATISTICS.md §1.3.1).
+      report.report.forEach((v, j) => view.setFloat32(9 + 4 * j, v, true));
       break;
   }
   let at = 9 + body;

@@ -7,7 +7,7 @@ import { fingerprint } from "./fingerprint.js";
 import { CryptoSource } from "./source.js";
 
 export { LdpClientError } from "./errors.js";
-export { MAX_DOMAIN, MAX_EPSILON, MIN_EPSILON } from "./config.js";
+export { MAX_DOMAIN, MAX_EPSILON, MAX_RHO, MIN_EPSILON, MIN_LAPLACE_EPSILON, MIN_RHO } from "./config.js";
 export type { MechanismConfig } from "./config.js";
 export type { Report } from "./mechanisms.js";
 export type { MessageOptions } from "./encode.js";

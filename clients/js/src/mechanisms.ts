@@ -9,6 +9,7 @@ import {
 } from "./config.js";
 import { LdpClientError } from "./errors.js";
 import { expNeg } from "./exp.js";
+import { drawNoise, NoiseGrid, noiseGrid } from "./noise.js";
 import { bernoulliExact, uniformBelow, unitDouble } from "./sampling.js";
 import { WordSource } from "./source.js";
 
@@ -18,7 +19,8 @@ export type Report =
   | { kind: "matrix"; report: number }
   | { kind: "bitflip"; report: Uint8Array }
   | { kind: "hadamard"; row: number; report: 1 | -1 }
-  | { kind: "cohort"; cohort: number; report: 1 | -1 };
+  | { kind: "cohort"; cohort: number; report: 1 | -1 }
+  | { kind: "gauss" | "laplace"; report: Float64Array };
 
 /** A validated mechanism with its probabilities computed once, exactly as the engine does. */
 export type Prepared =
@@ -26,7 +28,8 @@ export type Prepared =
   | { kind: "bitflip"; domain: number; flip: number }
   | { kind: "hadamard"; domain: number; rows: number; lie: number }
   | { kind: "cohort"; domain: number; cohorts: number; seed: bigint; lie: number }
-  | { kind: "matrix"; domain: number; matrix: number[][]; cumulative: number[][] };
+  | { kind: "matrix"; domain: number; matrix: number[][]; cumulative: number[][] }
+  | NoiseGrid;
 
 /** `1/(1+e^ε)` as `e^{−ε}/(1+e^{−ε})`, which neither overflows nor rounds to 0 (sign_lie). */
 function signLie(epsilon: number): number {
@@ -71,11 +74,15 @@ export function prepare(config: MechanismConfig): Prepared {
       const matrix = checkMatrix(config.matrix);
       return { kind: "matrix", domain: matrix[0].length, matrix, cumulative: cumulativeColumns(matrix) };
     }
+    case "gauss":
+      return noiseGrid("gauss", config.rho, config.domain);
+    case "laplace":
+      return noiseGrid("laplace", config.epsilon, config.domain);
     default:
       throw new LdpClientError(
         "kind",
         (config as { kind?: unknown }).kind,
-        "one of grr, bitflip, hadamard, cohort, matrix",
+        "one of grr, bitflip, hadamard, cohort, matrix, gauss, laplace",
       );
   }
 }
@@ -149,6 +156,9 @@ export function draw(m: Prepared, x: number, source: WordSource): Report {
     }
     case "matrix":
       return { kind: "matrix", report: matrixSignal(m, x, unitDouble(source)) };
+    case "gauss":
+    case "laplace":
+      return { kind: m.kind, report: drawNoise(m, x, source) };
   }
 }
 
