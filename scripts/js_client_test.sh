@@ -3,9 +3,10 @@
 # committed lockfile, builds, and runs its node:test suite (unit tests and the golden
 # conformance replay of conformance/golden.json). Prints one "test result:" line with the
 # counts node:test reported, for scripts/test.sh to add up. Then, with the client built,
-# the distribution conformance test (engine/tests/client_distribution.rs: χ² of 10^6
-# reports per true value from the engine's and the client's CSPRNGs; ~10 s), whose cargo
-# "test result:" line is counted too; then audit --reports on its samples and the Node ->
+# the distribution conformance tests (engine/tests/client_distribution.rs: χ² of 10^6
+# reports per true value from the engine's and the client's CSPRNGs, ~10 s; and
+# client_noise_distribution.rs for gauss and laplace, ~15 s), whose cargo "test result:"
+# lines are counted too; then audit --reports on its samples and the Node ->
 # Kafka -> serve end-to-end run (below).
 set -euo pipefail
 cd "$(dirname "$0")/../clients/js"
@@ -29,6 +30,10 @@ fi
 
 cd ../..
 cargo test --workspace --test client_distribution -- --ignored
+# gauss and laplace: every coordinate on the grid and exact in f32, the noise in grid
+# steps chi-square against the exact discrete law (engine/tests/client_noise_distribution.rs;
+# 10^6 coordinates per case and implementation; ~15 s).
+cargo test --workspace --test client_noise_distribution -- --ignored
 # `ldpstream audit --reports` on the client's own samples (tests/mechanisms.rs): the ε
 # lower bound stays below the claim for every mechanism.
 cargo test --workspace --test mechanisms js_client_samples_pass_the_audit -- --ignored

@@ -4,6 +4,7 @@
 //
 //   node scripts/sample.mjs '<mechanism JSON>' <value> <n>            -> JSON counts
 //   node scripts/sample.mjs '<mechanism JSON>' all <n> --pairs        -> CSV pairs
+//   node scripts/sample.mjs '<gauss or laplace JSON>' <value> <n>     -> n·d f64 LE
 //
 // Counts: grr, matrix: per category; hadamard, cohort: per 2·index + (report < 0);
 // bitflip: per bit position, the number of reports with that bit set.
@@ -28,7 +29,14 @@ function index(rep) {
   }
 }
 
-if (mode === "--pairs") {
+if ((config.kind === "gauss" || config.kind === "laplace") && mode !== "--pairs") {
+  // The raw coordinates, for engine/tests/client_noise_distribution.rs to bin in grid steps
+  // and to check on the grid and exact in f32 (a histogram would hide both).
+  const x = Number(valueArg);
+  const out = new Float64Array(n * r.domain);
+  for (let i = 0; i < n; i++) out.set(r.randomize(x).report, i * r.domain);
+  process.stdout.write(new Uint8Array(out.buffer));
+} else if (mode === "--pairs") {
   const lines = [];
   for (let x = 0; x < r.domain; x++) {
     for (let i = 0; i < n; i++) lines.push(`${x},${index(r.randomize(x))}`);
