@@ -7,7 +7,8 @@
 //   node scripts/sample.mjs '<gauss or laplace JSON>' <value> <n>     -> n·d f64 LE
 //
 // Counts: grr, matrix: per category; hadamard, cohort: per 2·index + (report < 0);
-// bitflip: per bit position, the number of reports with that bit set.
+// bitflip: per bit position, the number of reports with that bit set. With --pairs,
+// gauss and laplace give the audit's bin of the first coordinate.
 import { Randomizer } from "../dist/src/index.js";
 
 const [mechanismJson, valueArg, nArg, mode] = process.argv.slice(2);
@@ -16,8 +17,14 @@ if (config.kind === "cohort" && config.seed !== undefined) config.seed = BigInt(
 const r = new Randomizer(config);
 const n = Number(nArg);
 
+// The audit's bins for a noise report's first coordinate (engine/src/audit.rs NOISE_BIN_EDGES).
+const NOISE_BIN_EDGES = [-3.0, -2.0, -1.0, -0.25, 0.5, 1.25, 2.0, 3.0, 4.0];
+
 function index(rep) {
   switch (rep.kind) {
+    case "gauss":
+    case "laplace":
+      return NOISE_BIN_EDGES.filter((e) => rep.report[0] >= e).length;
     case "hadamard":
       return 2 * rep.row + (rep.report < 0 ? 1 : 0);
     case "cohort":
