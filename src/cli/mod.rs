@@ -20,8 +20,10 @@ use ldpstream_engine::mechanism::Mechanism;
 pub enum MechanismKind {
     /// Generalized randomized response.
     Grr,
-    /// Bit flipping (unary encoding).
+    /// Bit flipping (symmetric unary encoding).
     Bitflip,
+    /// Optimized unary encoding (p = 1/2, q = 1/(e^ε+1)).
+    Oue,
     /// One-hot plus Gaussian noise (--rho).
     Gauss,
     /// One-hot plus Laplace noise.
@@ -78,6 +80,10 @@ impl MechanismArgs {
                 domain: domain()?,
             },
             MechanismKind::Bitflip => MechanismConfig::Bitflip {
+                epsilon: epsilon()?,
+                domain: domain()?,
+            },
+            MechanismKind::Oue => MechanismConfig::Oue {
                 epsilon: epsilon()?,
                 domain: domain()?,
             },

@@ -234,6 +234,10 @@ pub fn independence_e_process(
         (Mechanism::Grr(m), Sketch::Counts(s)) => {
             local_exp_ind(m.epsilon(), rows, cols, &s.counts())
         }
+        // The symmetric mechanism's Σ only; OUE is not offered.
+        (Mechanism::BitFlip(m), _) if m.is_optimized() => {
+            return Err(unsupported("independence", mechanism))
+        }
         (Mechanism::BitFlip(m), Sketch::Bits(s)) => {
             local_bitflip_ind(m, rows, cols, s.bit_counts(), n)
         }
@@ -304,6 +308,9 @@ pub fn two_sample_e_process(
             Sketch::Counts(x),
             Sketch::Counts(y),
         ) => genrr_two_sample(&x.counts(), &y.counts()),
+        (Mechanism::BitFlip(m), _, _) if m.is_optimized() => {
+            return Err(unsupported("two_sample", mechanism))
+        }
         (Mechanism::BitFlip(m), Sketch::Bits(x), Sketch::Bits(y)) => {
             bitflip_two_sample(m, x.bit_counts(), n1, y.bit_counts(), n2)
         }
