@@ -64,6 +64,21 @@ fn run(dir: &Path, name: &str, sim_args: &[&str], mechanism_toml: &str) -> Value
 
 fn check(name: &str, record: &Value, formula_se: &[f64]) {
     assert_eq!(record["n"], N, "{name}");
+    // The consistent estimate (Norm-Sub): non-negative, summing to 1, and here, where the
+    // unbiased estimate is near a distribution with no small entry, close to it.
+    let norm_sub: Vec<f64> = record["estimate_norm_sub"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{name}: no estimate_norm_sub in {record}"))
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    assert_eq!(norm_sub.len(), P.len(), "{name}");
+    assert!(norm_sub.iter().all(|&x| x >= 0.0), "{name}: {norm_sub:?}");
+    let total: f64 = norm_sub.iter().sum();
+    assert!(
+        (total - 1.0).abs() < 1e-12,
+        "{name}: Norm-Sub sums to {total}"
+    );
     assert_eq!(record["mle_converged"], true, "{name}: {record}");
     for j in 0..P.len() {
         let est = record["estimate"][j].as_f64().unwrap();

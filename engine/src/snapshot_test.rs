@@ -383,6 +383,7 @@ fn record(
         true => (Vec::new(), Vec::new()),
         false => confidence_sequence(&estimate.estimate, &estimate.std_error, n, test.alpha.get()),
     };
+    let estimate_norm_sub = crate::mle::norm_sub(&estimate.estimate);
     let mle_omitted = mechanism
         .mle_omitted(n)
         .or_else(|| estimate_omitted.clone());
@@ -420,6 +421,7 @@ fn record(
         alpha: test.alpha.get(),
         estimate: estimate.estimate,
         std_error: estimate.std_error,
+        estimate_norm_sub,
         cs_lower,
         cs_upper,
         estimate_omitted,
@@ -464,6 +466,7 @@ fn strip_raw_counts(rec: &mut TestRecord) {
     rec.rejected_reports.clear();
     rec.estimate.clear();
     rec.std_error.clear();
+    rec.estimate_norm_sub.clear();
     rec.cs_lower.clear();
     rec.cs_upper.clear();
     rec.mle.clear();
