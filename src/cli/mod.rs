@@ -6,6 +6,7 @@ pub mod batch;
 pub mod check;
 pub mod merge;
 pub mod plan;
+mod plan_variance;
 pub mod serve;
 pub mod simulate;
 

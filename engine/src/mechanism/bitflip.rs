@@ -59,7 +59,7 @@ impl BitFlip {
     }
 
     /// Optimized unary encoding (`oue`): `p = 1/2`, `q = 1/(e^ε+1)`, which minimises the
-    /// estimator's variance among unary encodings (Wang et al. 2017, eq. 9–10).
+    /// estimator's variance among unary encodings (Wang et al. 2017, §4.3).
     pub fn optimized(epsilon: f64, domain: u32) -> Result<Self, EngineError> {
         super::check_epsilon(epsilon)?;
         super::check_domain(domain)?;
@@ -182,7 +182,7 @@ impl BitFlip {
         p.iter().map(|&pj| alpha * pj + flip).collect()
     }
 
-    /// `p̂ = (bit_counts/n − q)/α` (Wang et al. 2017, eq. 2), with standard error
+    /// `p̂ = (bit_counts/n − q)/α` (Wang et al. 2017, §4), with standard error
     /// `sqrt(f(1−f)/n)/α`, f the observed bit frequency.
     pub fn estimate(&self, bit_counts: &[u64], n: u64) -> Estimate {
         let (alpha, flip) = (self.alpha(), self.flip());
