@@ -8,7 +8,7 @@
 //!
 //! Binary (little-endian): byte 0 = 1 (a report) or 0xFF (the end marker); bytes 1..9 =
 //! event time, i64 milliseconds (i64::MIN for none); then the report: `u32` (grr, matrix,
-//! raw), ⌈d/8⌉ bytes (bitflip), `u32` index + `i8` (hadamard, cohort), d × `f32` (gauss,
+//! raw), ⌈d/8⌉ bytes (bitflip, oue), `u32` index + `i8` (hadamard, cohort), d × `f32` (gauss,
 //! laplace); then per `group_by` column a `u16` length and that many UTF-8 bytes.
 //! A GenRR report is 13 bytes.
 
