@@ -64,6 +64,21 @@ fn run(dir: &Path, name: &str, sim_args: &[&str], mechanism_toml: &str) -> Value
 
 fn check(name: &str, record: &Value, formula_se: &[f64]) {
     assert_eq!(record["n"], N, "{name}");
+    // The consistent estimate (Norm-Sub): non-negative, summing to 1, and here, where the
+    // unbiased estimate is near a distribution with no small entry, close to it.
+    let norm_sub: Vec<f64> = record["estimate_norm_sub"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{name}: no estimate_norm_sub in {record}"))
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    assert_eq!(norm_sub.len(), P.len(), "{name}");
+    assert!(norm_sub.iter().all(|&x| x >= 0.0), "{name}: {norm_sub:?}");
+    let total: f64 = norm_sub.iter().sum();
+    assert!(
+        (total - 1.0).abs() < 1e-12,
+        "{name}: Norm-Sub sums to {total}"
+    );
     assert_eq!(record["mle_converged"], true, "{name}: {record}");
     for j in 0..P.len() {
         let est = record["estimate"][j].as_f64().unwrap();
@@ -130,6 +145,24 @@ fn every_mechanism_estimates_within_four_standard_errors() {
             (q * (1.0 - q) / nf()).sqrt() / alpha
         }),
     );
+
+    // OUE (Wang et al. 2017): p = 1/2, q = 1/(e^ε+1), p̂ = (f − q)/(p − q).
+    let r = run(
+        dir,
+        "oue",
+        &["--mechanism", "oue", "--epsilon", "1", "--domain", "4"],
+        "{ kind = \"oue\", epsilon = 1.0, domain = 4 }",
+    );
+    let (alpha, flip) = (0.5 - 1.0 / (e + 1.0), 1.0 / (e + 1.0));
+    check(
+        "oue",
+        &r,
+        &P.map(|p| {
+            let q = alpha * p + flip;
+            (q * (1.0 - q) / nf()).sqrt() / alpha
+        }),
+    );
+    assert_eq!(r["privacy"]["kind"], "oue");
 
     let r = run(
         dir,
@@ -239,32 +272,34 @@ fn every_mechanism_estimates_within_four_standard_errors() {
 
 #[test]
 fn audit_command_reports_a_bound_below_the_claim() {
-    let o = Command::new(env!("CARGO_BIN_EXE_ldpstream"))
-        .args([
-            "audit",
-            "--mechanism",
-            "bitflip",
-            "--epsilon",
-            "1",
-            "--domain",
-            "3",
-            "--samples",
-            "200000",
-            "--seed",
-            "1",
-        ])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(out.contains("claimed privacy:           ε = 1"), "{out}");
-    let bound: f64 = out
-        .lines()
-        .find(|l| l.starts_with("empirical ε lower bound:"))
-        .and_then(|l| l.split_whitespace().nth(4))
-        .and_then(|v| v.parse().ok())
-        .unwrap();
-    assert!(bound > 0.8 && bound <= 1.0, "{out}");
+    for mechanism in ["bitflip", "oue"] {
+        let o = Command::new(env!("CARGO_BIN_EXE_ldpstream"))
+            .args([
+                "audit",
+                "--mechanism",
+                mechanism,
+                "--epsilon",
+                "1",
+                "--domain",
+                "3",
+                "--samples",
+                "200000",
+                "--seed",
+                "1",
+            ])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(out.contains("claimed privacy:           ε = 1"), "{out}");
+        let bound: f64 = out
+            .lines()
+            .find(|l| l.starts_with("empirical ε lower bound:"))
+            .and_then(|l| l.split_whitespace().nth(4))
+            .and_then(|v| v.parse().ok())
+            .unwrap();
+        assert!(bound > 0.8 && bound <= 1.0, "{mechanism}: {out}");
+    }
 }
 
 fn audit_cli(args: &[&str]) -> std::process::Output {

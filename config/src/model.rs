@@ -324,6 +324,9 @@ pub enum MechanismConfig {
     Grr { epsilon: f64, domain: u32 },
     /// Unary encoding with each bit flipped independently (ε/2 per bit).
     Bitflip { epsilon: f64, domain: u32 },
+    /// Optimized unary encoding (Wang et al. 2017): a true 1 is reported as 1 with
+    /// probability 1/2, a true 0 with 1/(e^ε+1). Same report format as `Bitflip`.
+    Oue { epsilon: f64, domain: u32 },
     /// One-hot plus N(0, 1/ρ) noise per coordinate (ρ-zCDP). `max_abs` bounds every
     /// coordinate of a report (default: far beyond any honest draw, see README).
     Gauss {
@@ -360,6 +363,7 @@ impl MechanismConfig {
         match self {
             MechanismConfig::Grr { .. } => "grr",
             MechanismConfig::Bitflip { .. } => "bitflip",
+            MechanismConfig::Oue { .. } => "oue",
             MechanismConfig::Gauss { .. } => "gauss",
             MechanismConfig::Laplace { .. } => "laplace",
             MechanismConfig::Hadamard { .. } => "hadamard",
@@ -374,6 +378,7 @@ impl MechanismConfig {
         match self {
             MechanismConfig::Grr { domain, .. }
             | MechanismConfig::Bitflip { domain, .. }
+            | MechanismConfig::Oue { domain, .. }
             | MechanismConfig::Gauss { domain, .. }
             | MechanismConfig::Laplace { domain, .. }
             | MechanismConfig::Hadamard { domain, .. }
@@ -440,7 +445,9 @@ impl TestMethod {
         use TestMethod::*;
         match (kind, mechanism) {
             (TestKind::Gof, MechanismConfig::Grr { .. }) => &[LocalExpGOF, ChannelGOF],
-            (TestKind::Gof, MechanismConfig::Bitflip { .. }) => &[LocalBitFlipGOF],
+            (TestKind::Gof, MechanismConfig::Bitflip { .. } | MechanismConfig::Oue { .. }) => {
+                &[LocalBitFlipGOF]
+            }
             (TestKind::Gof, MechanismConfig::Gauss { .. } | MechanismConfig::Laplace { .. }) => {
                 &[LocalNoiseGOF]
             }

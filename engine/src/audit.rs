@@ -100,7 +100,9 @@ pub const AUDIT_CONFIDENCE: f64 = 0.95;
 pub fn audit_outputs(config: &MechanismConfig) -> u64 {
     match config {
         MechanismConfig::Grr { domain, .. } | MechanismConfig::Raw { domain } => u64::from(*domain),
-        MechanismConfig::Bitflip { domain, .. } => 1u64.checked_shl(*domain).unwrap_or(u64::MAX),
+        MechanismConfig::Bitflip { domain, .. } | MechanismConfig::Oue { domain, .. } => {
+            1u64.checked_shl(*domain).unwrap_or(u64::MAX)
+        }
         MechanismConfig::Gauss { .. } | MechanismConfig::Laplace { .. } => {
             NOISE_BIN_EDGES.len() as u64 + 1
         }
@@ -117,7 +119,10 @@ pub fn check_audit_size(config: &MechanismConfig) -> Result<(), EngineError> {
         config.kind(),
         u64::from(config.domain()),
         audit_outputs(config),
-        matches!(config, MechanismConfig::Bitflip { .. }),
+        matches!(
+            config,
+            MechanismConfig::Bitflip { .. } | MechanismConfig::Oue { .. }
+        ),
     )
 }
 
@@ -174,18 +179,18 @@ fn row_of(mechanism: &Mechanism, s: usize, edges: &[f64]) -> Result<Row, EngineE
         Mechanism::Raw { .. } => Row::Law((0..d).map(|x| if s == x { 1.0 } else { 0.0 }).collect()),
         Mechanism::Channel(m) => Row::Law((0..d).map(|x| m.entry(s, x)).collect()),
         Mechanism::BitFlip(m) => {
-            let (keep, flip) = (m.keep_probability().ln(), m.flip().ln());
+            // ln P(reported bit | true bit), for true one / zero and reported one / zero.
+            let (keep, drop) = (m.keep_probability().ln(), m.drop_probability().ln());
+            let (flip, stay) = (m.flip().ln(), m.stay_probability().ln());
             Row::LogLaw(
                 (0..d)
                     .map(|x| {
                         (0..d)
-                            .map(|j| {
-                                let bit = (s >> j) & 1 == 1;
-                                if bit == (j == x) {
-                                    keep
-                                } else {
-                                    flip
-                                }
+                            .map(|j| match ((s >> j) & 1 == 1, j == x) {
+                                (true, true) => keep,
+                                (false, true) => drop,
+                                (true, false) => flip,
+                                (false, false) => stay,
                             })
                             .sum()
                     })
@@ -518,6 +523,13 @@ mod tests {
                 Some(1.0),
             ),
             (
+                MechanismConfig::Oue {
+                    epsilon: 1.0,
+                    domain: 4,
+                },
+                Some(1.0),
+            ),
+            (
                 MechanismConfig::Laplace {
                     epsilon: 1.0,
                     domain: 4,
@@ -728,6 +740,19 @@ mod tests {
         })
         .unwrap();
         assert!(r.empirical_lower_bound > 1.0, "{r:?}");
+        let claimed = claim(MechanismConfig::Oue {
+            epsilon: 1.0,
+            domain: 3,
+        });
+        let real = claim(MechanismConfig::Oue {
+            epsilon: 1.6,
+            domain: 3,
+        });
+        let r = audit_sampler(&claimed, 200_000, &mut rng, |x, rng| {
+            sample_output(&real, x, rng)
+        })
+        .unwrap();
+        assert!(r.empirical_lower_bound > 1.0, "{r:?}");
     }
 
     /// Issue 18: grr at d = 10⁵ took 4 GB and at d = 10⁷ did not finish. Both are refused
@@ -790,6 +815,10 @@ mod tests {
                 domain: 4,
             },
             MechanismConfig::Bitflip {
+                epsilon: eps,
+                domain: 4,
+            },
+            MechanismConfig::Oue {
                 epsilon: eps,
                 domain: 4,
             },
@@ -883,9 +912,18 @@ mod tests {
     #[test]
     fn randomizers_can_lie_at_large_epsilon() {
         for eps in [60.0, ldpstream_config::MAX_EPSILON] {
-            let [grr, _, hadamard, cohort] = &at_epsilon(eps)[..] else {
+            let [grr, _, oue, hadamard, cohort] = &at_epsilon(eps)[..] else {
                 unreachable!()
             };
+            // OUE: every zero bit flips to one (q ≈ e^{−ε}) and the one is dropped.
+            let Mechanism::BitFlip(o) = Mechanism::from_config(oue).unwrap() else {
+                unreachable!()
+            };
+            assert_eq!(
+                o.randomize_with(2, &mut Zeros).unwrap(),
+                vec![0b1011],
+                "ε {eps}"
+            );
             let grr = Mechanism::from_config(grr).unwrap();
             let Mechanism::Grr(g) = &grr else {
                 unreachable!()

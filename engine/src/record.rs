@@ -49,6 +49,11 @@ pub struct TestRecord {
     pub estimate: Vec<f64>,
     /// Standard error of each entry of `estimate`.
     pub std_error: Vec<f64>,
+    /// The consistent estimate: `estimate` post-processed by Norm-Sub (Wang et al., NDSS
+    /// 2020), non-negative and summing to 1, biased where `estimate` has negative
+    /// entries. Empty with `estimate`.
+    #[serde(default)]
+    pub estimate_norm_sub: Vec<f64>,
     /// Per category, the lower and upper ends of the time-uniform (1 − alpha) confidence
     /// sequence for its frequency: it covers the true frequency at every look of the
     /// window at once (asymptotically; per category, d·alpha over all d at once), so it may

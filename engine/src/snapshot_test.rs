@@ -185,7 +185,9 @@ pub fn evaluate_two_sample(
                 Mechanism::BitFlip(m),
                 Sketch::Bits(x),
                 Sketch::Bits(y),
-            ) => bitflip_two_sample(m, x.bit_counts(), x.n(), y.bit_counts(), y.n()),
+            ) if !m.is_optimized() => {
+                bitflip_two_sample(m, x.bit_counts(), x.n(), y.bit_counts(), y.n())
+            }
             _ => return Err(mechanism.sketch_mismatch(a)),
         };
         let outcome = Outcome::chi2(decision, test.alpha.get());
@@ -265,7 +267,10 @@ fn independence(
         (TestMethod::LocalExpIND, Mechanism::Grr(m), Sketch::Counts(s)) => {
             local_exp_ind(m.epsilon(), rows, cols, &s.counts())
         }
-        (TestMethod::LocalBitFlipIND, Mechanism::BitFlip(m), Sketch::Bits(s)) => {
+        // LocalBitFlipIND's Σ is the symmetric mechanism's; OUE is refused by the config.
+        (TestMethod::LocalBitFlipIND, Mechanism::BitFlip(m), Sketch::Bits(s))
+            if !m.is_optimized() =>
+        {
             local_bitflip_ind(m, rows, cols, s.bit_counts(), n)
         }
         (TestMethod::LocalNoiseIND, Mechanism::Noise(m), Sketch::Sums(s)) => {
@@ -378,6 +383,7 @@ fn record(
         true => (Vec::new(), Vec::new()),
         false => confidence_sequence(&estimate.estimate, &estimate.std_error, n, test.alpha.get()),
     };
+    let estimate_norm_sub = crate::mle::norm_sub(&estimate.estimate);
     let mle_omitted = mechanism
         .mle_omitted(n)
         .or_else(|| estimate_omitted.clone());
@@ -415,6 +421,7 @@ fn record(
         alpha: test.alpha.get(),
         estimate: estimate.estimate,
         std_error: estimate.std_error,
+        estimate_norm_sub,
         cs_lower,
         cs_upper,
         estimate_omitted,
@@ -459,6 +466,7 @@ fn strip_raw_counts(rec: &mut TestRecord) {
     rec.rejected_reports.clear();
     rec.estimate.clear();
     rec.std_error.clear();
+    rec.estimate_norm_sub.clear();
     rec.cs_lower.clear();
     rec.cs_upper.clear();
     rec.mle.clear();

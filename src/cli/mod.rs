@@ -7,6 +7,7 @@ pub mod batch;
 pub mod check;
 pub mod merge;
 pub mod plan;
+mod plan_variance;
 pub mod serve;
 pub mod simulate;
 
@@ -21,8 +22,10 @@ use ldpstream_engine::mechanism::Mechanism;
 pub enum MechanismKind {
     /// Generalized randomized response.
     Grr,
-    /// Bit flipping (unary encoding).
+    /// Bit flipping (symmetric unary encoding).
     Bitflip,
+    /// Optimized unary encoding (p = 1/2, q = 1/(e^ε+1)).
+    Oue,
     /// One-hot plus Gaussian noise (--rho).
     Gauss,
     /// One-hot plus Laplace noise.
@@ -79,6 +82,10 @@ impl MechanismArgs {
                 domain: domain()?,
             },
             MechanismKind::Bitflip => MechanismConfig::Bitflip {
+                epsilon: epsilon()?,
+                domain: domain()?,
+            },
+            MechanismKind::Oue => MechanismConfig::Oue {
                 epsilon: epsilon()?,
                 domain: domain()?,
             },

@@ -23,11 +23,12 @@ pub struct PlanArgs {
     #[arg(long, default_value = "uniform")]
     null: String,
     /// The alternative p1: d comma-separated probabilities, or "paninski:DIST" for
-    /// p1_j = p0_j (1 ± DIST) in alternating signs.
+    /// p1_j = p0_j (1 ± DIST) in alternating signs. Without it, only the estimator
+    /// variances are printed.
     #[arg(long)]
-    alternative: String,
+    alternative: Option<String>,
     /// Report the power of each mechanism at this many reports.
-    #[arg(long, conflicts_with = "power", required_unless_present = "power")]
+    #[arg(long, conflicts_with = "power")]
     n: Option<u64>,
     /// Report the reports each mechanism needs to reach this power (in (alpha, 1)).
     #[arg(long, allow_negative_numbers = true)]
@@ -100,17 +101,24 @@ pub fn run(args: PlanArgs) -> Result<()> {
     if args.n == Some(0) {
         return Err(usage("--n 0: give at least 1 report"));
     }
+    super::plan_variance::print_variances(d, args.epsilon)?;
+    let Some(alternative) = args.alternative.as_deref() else {
+        if args.n.is_some() || args.power.is_some() || args.sequential || args.plot.is_some() {
+            return Err(usage(
+                "--n, --power, --sequential and --plot plan a test: give --alternative too",
+            ));
+        }
+        return Ok(());
+    };
     let p0 = parse_distribution(&args.null, d, "--null")?;
     if let Some(x) = p0.iter().find(|x| **x <= 0.0) {
         return Err(usage(format!(
             "--null entry {x} must be > 0: every test divides by the null's cells"
         )));
     }
-    let bad_alternative = |e: ldpstream_engine::EngineError| {
-        usage(format!("--alternative {:?}: {e}", args.alternative))
-    };
-    let h: Hypotheses = args
-        .alternative
+    let bad_alternative =
+        |e: ldpstream_engine::EngineError| usage(format!("--alternative {alternative:?}: {e}"));
+    let h: Hypotheses = alternative
         .parse::<Alternative>()
         .and_then(|alt| alt.against(&p0))
         .map_err(bad_alternative)?;
@@ -226,7 +234,7 @@ fn print_plan(args: &PlanArgs, h: &Hypotheses, rows: &[PlanRow]) {
         args.epsilon,
         args.alpha,
         args.null,
-        args.alternative,
+        args.alternative.as_deref().unwrap_or("-"),
         h.tv_distance()
     );
     let (lambda_head, last_head) = match (args.n, args.power) {

@@ -16,6 +16,7 @@ pub fn settings_of(stream: &StreamConfig) -> Settings {
     match m {
         MechanismConfig::Grr { epsilon, .. }
         | MechanismConfig::Bitflip { epsilon, .. }
+        | MechanismConfig::Oue { epsilon, .. }
         | MechanismConfig::Laplace { epsilon, .. }
         | MechanismConfig::Hadamard { epsilon, .. } => put("mechanism epsilon", compact(*epsilon)),
         MechanismConfig::Cohort {

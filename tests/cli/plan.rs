@@ -15,6 +15,33 @@ const PLAN_POWER_0_8: &[&str] = &[
     "0.8",
 ];
 
+/// Issue 30: `plan --domain 1000 --epsilon 2` alone prints every mechanism's estimator
+/// variance (n·Var at a small p_j) and recommends OUE, whose variance does not grow with
+/// d: GRR `(e²+998)/(e²−1)² = 24.63`, OUE `4e²/(e²−1)² = 0.7241` (Wang et al. 2017).
+/// Planning a test still needs an alternative.
+#[test]
+fn plan_without_an_alternative_prints_the_estimator_variances() {
+    let o = ldpstream(&["plan", "--domain", "1000", "--epsilon", "2"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let row = |name: &str| {
+        out.lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().rev().nth(1))
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("no {name} row in {out}"))
+    };
+    let e = 2f64.exp();
+    let grr = (e + 998.0) / ((e - 1.0) * (e - 1.0));
+    let oue = 4.0 * e / ((e - 1.0) * (e - 1.0));
+    assert!((row("GenRR") - grr).abs() < 1e-5 * grr, "{out}");
+    assert!((row("OUE") - oue).abs() < 1e-5 * oue, "{out}");
+    assert!(out.contains("recommended estimator: OUE"), "{out}");
+    let o = ldpstream(&["plan", "--domain", "16", "--epsilon", "1", "--n", "100"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("give --alternative"), "{}", stderr(&o));
+}
+
 #[test]
 fn plan_prints_every_mechanism_and_draws_the_curves() {
     let dir = tempfile::tempdir().unwrap();
@@ -34,7 +61,13 @@ fn plan_prints_every_mechanism_and_draws_the_curves() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = String::from_utf8_lossy(&o.stdout);
-    for name in ["LocalExpGOF", "LocalBitFlipGOF", "LocalNoiseGOF", "best"] {
+    for name in [
+        "LocalExpGOF",
+        "LocalBitFlipGOF",
+        "LocalNoiseGOF",
+        "OUE",
+        "best",
+    ] {
         assert!(out.contains(name), "{out}");
     }
     let text = std::fs::read_to_string(&svg).unwrap();

@@ -9,13 +9,24 @@ use crate::common::{bin, Serve};
 
 #[test]
 fn serve_replays_parquet_like_batch() {
+    replay_matches_batch("grr", "{ kind = \"grr\", epsilon = 1.0, domain = 6 }");
+}
+
+/// Issue 30: an `oue` stream (bit-count sketches, the bit-flip fold) replayed by `serve`
+/// ends with the records `batch` gives.
+#[test]
+fn serve_replays_oue_parquet_like_batch() {
+    replay_matches_batch("oue", "{ kind = \"oue\", epsilon = 1.0, domain = 6 }");
+}
+
+fn replay_matches_batch(kind: &str, mechanism: &str) {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("r.parquet");
     let o = Command::new(bin())
         .args([
             "simulate",
             "--mechanism",
-            "grr",
+            kind,
             "--epsilon",
             "1",
             "--domain",
@@ -45,7 +56,7 @@ sink = [{{ kind = "jsonl", path = "{}" }}]
 [[stream]]
 name = "r"
 source = {{ kind = "parquet", paths = ["{}"] }}
-mechanism = {{ kind = "grr", epsilon = 1.0, domain = 6 }}
+mechanism = {mechanism}
 max_batch_rows = 7000
 [[stream.test]]
 name = "t10s"

@@ -392,6 +392,21 @@ mod tests {
         );
     }
 
+    /// OUE offers the generalized LocalBitFlipGOF (sequential too); its independence and
+    /// two-sample tests are not built, so they are refused, never run with bit flip's Σ.
+    #[test]
+    fn oue_offers_gof_only() {
+        let oue = "{ kind = \"oue\", epsilon = 2.0, domain = 6 }";
+        cfg(oue, "kind = \"gof\"\nnull = \"uniform\"\nsequential = true").unwrap();
+        let e = cfg(oue, "kind = \"independence\"\nrows = 2\ncols = 3").unwrap_err();
+        assert!(e.contains("oue"), "{e}");
+        let e = err(&GOOD.replace(
+            "{ kind = \"grr\", epsilon = 1.0, domain = 4 }",
+            "{ kind = \"oue\", epsilon = -1.0, domain = 4 }",
+        ));
+        assert!(e.contains("mechanism.epsilon = -1"), "{e}");
+    }
+
     #[test]
     fn tv_needs_a_distance_and_mc_needs_samples() {
         let h = "{ kind = \"hadamard\", epsilon = 1.0, domain = 3 }";

@@ -120,6 +120,7 @@ fn validate_mechanism_at(m: &str, mechanism: &MechanismConfig) -> Result<(), Con
         }
         MechanismConfig::Grr { epsilon, .. }
         | MechanismConfig::Bitflip { epsilon, .. }
+        | MechanismConfig::Oue { epsilon, .. }
         | MechanismConfig::Hadamard { epsilon, .. }
         | MechanismConfig::Cohort { epsilon, .. } => {
             local_epsilon(format!("{m}.epsilon"), *epsilon, false)?;
@@ -287,6 +288,7 @@ mod tests {
         for m in [
             "{ kind = \"grr\", epsilon = 1.0, domain = 3 }",
             "{ kind = \"bitflip\", epsilon = 1.0, domain = 3 }",
+            "{ kind = \"oue\", epsilon = 1.0, domain = 3 }",
             "{ kind = \"gauss\", rho = 0.5, domain = 3 }",
             "{ kind = \"laplace\", epsilon = 1.0, domain = 3 }",
             "{ kind = \"hadamard\", epsilon = 1.0, domain = 3 }",

@@ -8,7 +8,7 @@
 //!
 //! Binary (little-endian): byte 0 = 1 (a report) or 0xFF (the end marker); bytes 1..9 =
 //! event time, i64 milliseconds (i64::MIN for none); then the report: `u32` (grr, matrix,
-//! raw), ⌈d/8⌉ bytes (bitflip), `u32` index + `i8` (hadamard, cohort), d × `f32` (gauss,
+//! raw), ⌈d/8⌉ bytes (bitflip, oue), `u32` index + `i8` (hadamard, cohort), d × `f32` (gauss,
 //! laplace); then per `group_by` column a `u16` length and that many UTF-8 bytes.
 //! A GenRR report is 13 bytes.
 
@@ -625,6 +625,21 @@ mod tests {
             json.push(br#"{"report": "0004"}"#),
             Ok(Decoded::Invalid(RejectReason::PaddingBitsSet))
         );
+        // OUE shares bit flip's packed reports, and their padding rule, in both formats.
+        let (s, m) = stream("{ kind = \"oue\", epsilon = 1.0, domain = 10 }", "");
+        let mut json = MessageDecoder::new(&s, &m, MessageFormat::Json);
+        assert_eq!(
+            json.push(br#"{"report": "0008"}"#),
+            Ok(Decoded::Invalid(RejectReason::PaddingBitsSet))
+        );
+        assert_eq!(json.push(br#"{"report": "ff03"}"#), Ok(Decoded::Report));
+        let mut oue_bin = MessageDecoder::new(&s, &m, MessageFormat::Binary);
+        let message = |last: u8| [&[1u8][..], &i64::MIN.to_le_bytes(), &[0xff, last]].concat();
+        assert_eq!(
+            oue_bin.push(&message(0x04)),
+            Ok(Decoded::Invalid(RejectReason::PaddingBitsSet))
+        );
+        assert_eq!(oue_bin.push(&message(0x03)), Ok(Decoded::Report));
         let (s, m) = stream("{ kind = \"gauss\", rho = 0.5, domain = 2 }", "");
         let mut bin = MessageDecoder::new(&s, &m, MessageFormat::Binary);
         let mut b = vec![1u8];

@@ -60,6 +60,7 @@ pub fn record_schema() -> SchemaRef {
         f("alpha", DataType::Float64, false),
         f("estimate", list_of_f64(), false),
         f("std_error", list_of_f64(), false),
+        f("estimate_norm_sub", list_of_f64(), false),
         f("cs_lower", list_of_f64(), false),
         f("cs_upper", list_of_f64(), false),
         f("estimate_omitted", DataType::Utf8, true),
@@ -172,7 +173,8 @@ pub(crate) mod tests {
             "window_start": "2026-01-01T00:05:00Z", "window_end": "2026-01-01T00:10:00Z",
             "n": 1000, "n1": 400, "n2": 600, "statistic": 12.5, "df": 3, "p_value": 0.0058,
             "q_value": 0.0116, "reject": true, "alpha": 0.05,
-            "estimate": [0.25, 0.75], "std_error": [0.01, 0.02], "mle": [0.3, 0.7],
+            "estimate": [0.25, 0.75], "std_error": [0.01, 0.02],
+            "estimate_norm_sub": [0.2, 0.8], "mle": [0.3, 0.7],
             "mle_converged": true, "mle_iterations": 7,
             "privacy": {"kind": "raw", "epsilon": 1.0, "rho": 0.5},
             "calibration": "monte_carlo", "mc_p_value": 0.006, "critical_value": 7.8,
@@ -249,6 +251,16 @@ pub(crate) mod tests {
             vec![0.25, 0.75]
         );
         assert_eq!(est.value(1).len(), 0);
+        let norm_sub = col("estimate_norm_sub");
+        let norm_sub = norm_sub.as_any().downcast_ref::<ListArray>().unwrap();
+        assert_eq!(
+            norm_sub
+                .value(0)
+                .as_primitive::<arrow::datatypes::Float64Type>()
+                .values()
+                .to_vec(),
+            vec![0.2, 0.8]
+        );
         let group = col("group");
         let group = group.as_any().downcast_ref::<MapArray>().unwrap();
         let entries = group.value(0);

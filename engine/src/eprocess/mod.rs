@@ -13,7 +13,7 @@
 //! |---|---|---|---|
 //! | gof | grr, matrix, raw | Dirichlet–multinomial mixture LR against `q0 = G·p0` on the signal counts ([`dirichlet`]) | exact, every n |
 //! | gof | hadamard, cohort | the same on the 2J (row, sign) outcomes, `q0(j, ±) = (½ ± η (F p0)_j)/J` | exact, every n |
-//! | gof | bitflip | Gaussian mixture on LocalBitFlipGOF's whitened statistic, ν = d−1 ([`gaussian`]) | asymptotic, from n = 1000 |
+//! | gof | bitflip, oue | Gaussian mixture on LocalBitFlipGOF's whitened statistic, ν = d−1 ([`gaussian`]) | asymptotic, from n = 1000 |
 //! | gof | gauss, laplace | Gaussian mixture on LocalNoiseGOF's statistic, ν = d−1 | asymptotic, from n = 1000 |
 //! | independence | grr, bitflip | Gaussian mixture on LocalExpIND / LocalBitFlipIND, ν = (r−1)(c−1) | asymptotic, from n = 1000 and n·β² = 10 |
 //! | two_sample | grr, matrix, raw, bitflip | Gaussian mixture on the two-sample χ² in information time `t = n1·n2/(n1+n2)` | asymptotic, from t = 1000 and t·β² = 10 (grr, raw, bitflip) |
@@ -234,6 +234,10 @@ pub fn independence_e_process(
         (Mechanism::Grr(m), Sketch::Counts(s)) => {
             local_exp_ind(m.epsilon(), rows, cols, &s.counts())
         }
+        // The symmetric mechanism's Σ only; OUE is not offered.
+        (Mechanism::BitFlip(m), _) if m.is_optimized() => {
+            return Err(unsupported("independence", mechanism))
+        }
         (Mechanism::BitFlip(m), Sketch::Bits(s)) => {
             local_bitflip_ind(m, rows, cols, s.bit_counts(), n)
         }
@@ -304,6 +308,9 @@ pub fn two_sample_e_process(
             Sketch::Counts(x),
             Sketch::Counts(y),
         ) => genrr_two_sample(&x.counts(), &y.counts()),
+        (Mechanism::BitFlip(m), _, _) if m.is_optimized() => {
+            return Err(unsupported("two_sample", mechanism))
+        }
         (Mechanism::BitFlip(m), Sketch::Bits(x), Sketch::Bits(y)) => {
             bitflip_two_sample(m, x.bit_counts(), n1, y.bit_counts(), n2)
         }

@@ -228,6 +228,11 @@ mod tests {
                 epsilon: 1.0,
                 domain: crate::sketch::SPARSE_FROM_DOMAIN as u32 + 8,
             },
+            // OUE: bit flip's reports, sketch and kernel.
+            MechanismConfig::Oue {
+                epsilon: 2.0,
+                domain: 10,
+            },
         ]
         .iter()
         .map(|c| Mechanism::from_config(c).unwrap())
@@ -401,6 +406,11 @@ mod tests {
         assert_eq!(s.rejected().get(RejectReason::PaddingBitsSet), 1);
         let Sketch::Bits(b) = &s else { unreachable!() };
         assert_eq!(b.bit_counts(), &[1, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+        // OUE (d = 10) rejects the same padding bit under the same reason.
+        let mut s = ms[6].new_sketch();
+        fold_batch(&ms[6], &mut s, &bytes, None).unwrap();
+        assert_eq!(s.n(), 2);
+        assert_eq!(s.rejected().get(RejectReason::PaddingBitsSet), 1);
         // Wrong width.
         let wide = FixedSizeBinaryArray::try_from_iter(vec![vec![1u8, 0, 0]].into_iter()).unwrap();
         let mut s = ms[1].new_sketch();

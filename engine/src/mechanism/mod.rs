@@ -104,6 +104,9 @@ impl Mechanism {
             MechanismConfig::Bitflip { epsilon, domain } => {
                 Mechanism::BitFlip(BitFlip::new(*epsilon, *domain)?)
             }
+            MechanismConfig::Oue { epsilon, domain } => {
+                Mechanism::BitFlip(BitFlip::optimized(*epsilon, *domain)?)
+            }
             MechanismConfig::Gauss {
                 rho,
                 domain,
@@ -141,7 +144,7 @@ impl Mechanism {
     pub fn kind(&self) -> &'static str {
         match self {
             Mechanism::Grr(_) => "grr",
-            Mechanism::BitFlip(_) => "bitflip",
+            Mechanism::BitFlip(m) => m.kind(),
             Mechanism::Noise(n) => match n.kind() {
                 NoiseKind::Gauss { .. } => "gauss",
                 NoiseKind::Laplace { .. } => "laplace",

@@ -12,6 +12,7 @@ mod ncx2;
 mod noncentrality;
 mod power;
 mod svg;
+mod variance;
 
 pub use alternative::{Alternative, Hypotheses};
 pub use detection::{sequential_detection, Detection};
@@ -19,3 +20,4 @@ pub use ncx2::{chi2_isf, ncx2_sf};
 pub use noncentrality::{noncentrality, PlanMechanism};
 pub use power::{asymptotic_power, power, required_n};
 pub use svg::power_svg;
+pub use variance::estimator_variance;

@@ -15,6 +15,9 @@ pub enum PlanMechanism {
     Grr { epsilon: f64 },
     /// Bit flip (unary encoding), tested by LocalBitFlipGOF (seed 002 eq. 7).
     BitFlip { epsilon: f64 },
+    /// Optimized unary encoding, tested by the generalized LocalBitFlipGOF
+    /// (docs/STATISTICS.md §3.1).
+    Oue { epsilon: f64 },
     /// Gaussian noise on the one-hot vector, tested by LocalNoiseGOF (seed 002 Alg. 1).
     /// `rho` is a zero-concentrated DP parameter, not an ε.
     Gauss { rho: f64 },
@@ -23,12 +26,13 @@ pub enum PlanMechanism {
 }
 
 impl PlanMechanism {
-    /// The four mechanisms at one ε. Gaussian noise gets `ρ = ε²/2`, the zCDP level that
+    /// The five mechanisms at one ε. Gaussian noise gets `ρ = ε²/2`, the zCDP level that
     /// ε-DP implies: a weaker guarantee than ε-LDP, so its power flatters it.
-    pub fn all(epsilon: f64) -> [PlanMechanism; 4] {
+    pub fn all(epsilon: f64) -> [PlanMechanism; 5] {
         [
             PlanMechanism::Grr { epsilon },
             PlanMechanism::BitFlip { epsilon },
+            PlanMechanism::Oue { epsilon },
             PlanMechanism::Gauss {
                 rho: epsilon * epsilon / 2.0,
             },
@@ -40,6 +44,7 @@ impl PlanMechanism {
         match self {
             PlanMechanism::Grr { .. } => "GenRR",
             PlanMechanism::BitFlip { .. } => "bit flip",
+            PlanMechanism::Oue { .. } => "OUE",
             PlanMechanism::Gauss { .. } => "Gaussian noise",
             PlanMechanism::Hadamard { .. } => "Hadamard",
         }
@@ -48,7 +53,7 @@ impl PlanMechanism {
     pub fn test_name(&self) -> &'static str {
         match self {
             PlanMechanism::Grr { .. } => "LocalExpGOF",
-            PlanMechanism::BitFlip { .. } => "LocalBitFlipGOF",
+            PlanMechanism::BitFlip { .. } | PlanMechanism::Oue { .. } => "LocalBitFlipGOF",
             PlanMechanism::Gauss { .. } => "LocalNoiseGOF",
             PlanMechanism::Hadamard { .. } => "Sheffet chi2",
         }
@@ -69,6 +74,7 @@ impl PlanMechanism {
             PlanMechanism::Gauss { rho } => ("rho", rho),
             PlanMechanism::Grr { epsilon }
             | PlanMechanism::BitFlip { epsilon }
+            | PlanMechanism::Oue { epsilon }
             | PlanMechanism::Hadamard { epsilon } => ("epsilon", epsilon),
         };
         if value.is_finite() && value > 0.0 {
@@ -106,6 +112,14 @@ impl PlanMechanism {
                 // Σ(p0) = Diag(α² p0 + b) − α² p0 p0ᵀ (docs/STATISTICS.md §1.2).
                 a * a * quad_form_inverse(p0, a * a, b, &delta)
             }
+            PlanMechanism::Oue { epsilon } => {
+                // α = tanh(ε/2)/2, q(1−q) = 1/(4 cosh²(ε/2)), Σ(p0) = Diag(q(1−q) + 2α²p0)
+                // − α² p0p0ᵀ (docs/STATISTICS.md §1.6).
+                let a = 0.5 * (epsilon / 2.0).tanh();
+                let cosh = (epsilon / 2.0).cosh();
+                let b = 1.0 / (4.0 * cosh * cosh);
+                a * a * oue_quad_form(p0, a * a, b, &delta)
+            }
             PlanMechanism::Gauss { rho } => quad_form_inverse(p0, 1.0, 1.0 / rho, &delta),
             PlanMechanism::Hadamard { epsilon } => {
                 // 2η = tanh(ε/2).
@@ -137,6 +151,7 @@ impl PlanMechanism {
 /// * GenRR: `n γ² Σ_j (p1_j − p0_j)² / p̌0_j`, `γ = (e^ε−1)/(e^ε+d−1)`,
 ///   `p̌0 = (e^ε p0 + 1 − p0)/(e^ε+d−1)`;
 /// * bit flip: `n α_ε² Δᵀ Σ(p0)⁻¹ Δ`, `Δ = p1 − p0`, `Σ(p) = α_ε²(Diag(p) − ppᵀ) + bI`;
+/// * OUE: the same with `α = tanh(ε/2)/2` and `Σ(p) = Diag(q(1−q) + 2α²p) − α²ppᵀ`;
 /// * Gaussian noise: `n Δᵀ (Diag(p0) − p0p0ᵀ + I/ρ)⁻¹ Δ`;
 /// * Hadamard: `n Σ_x 4η² (p1 − p0)² / (1 − 4η² p0²)`, `η = (e^ε−1)/(2(e^ε+1))`, because
 ///   `E θ = 2η p1` and Sheffet's statistic weights `(θ − 2η p0)` by `1/(1 − 4η² p0²)`.
@@ -144,6 +159,20 @@ impl PlanMechanism {
 /// Both matrix inverses are diagonal plus rank one and are applied in O(d).
 pub fn noncentrality(mechanism: PlanMechanism, h: &Hypotheses, n: u64) -> Result<f64, EngineError> {
     Ok(n as f64 * mechanism.unit_noncentrality(h)?)
+}
+
+/// `vᵀ (Diag(2c p + s) − c ppᵀ)⁻¹ v`, OUE's Σ(p) with `c = α²`, `s = q(1−q)`, by
+/// Sherman–Morrison; its denominator `1 − c Σ p_j²/(2c p_j + s)` is at least 1/2, so the
+/// textbook form is stable at every ε.
+fn oue_quad_form(p: &[f64], c: f64, s: f64, v: &[f64]) -> f64 {
+    let (mut vdv, mut pdv, mut pdp) = (0.0, 0.0, 0.0);
+    for (&pj, &vj) in p.iter().zip(v) {
+        let dj = 2.0 * c * pj + s;
+        vdv += vj * vj / dj;
+        pdv += pj * vj / dj;
+        pdp += pj * pj / dj;
+    }
+    vdv + c * pdv * pdv / (1.0 - c * pdp)
 }
 
 /// `vᵀ (Diag(c p + s) − c ppᵀ)⁻¹ v`; see [`solve_sigma`].
@@ -195,6 +224,9 @@ mod tests {
     ///   grr:   g = (E-1)/(E+d-1); q0 = (E*p0+1-p0)/(E+d-1); n*g**2*sum(D**2/q0)
     ///   bit:   a = (exp(eps/2)-1)/(exp(eps/2)+1); b = exp(eps/2)/(exp(eps/2)+1)**2
     ///          S = a**2*(diag(p0)-outer(p0,p0)) + b*eye(d); n*a**2*D@solve(S, D)
+    ///   oue:   p = 1/2; q = 1/(E+1); a = p-q; S[j][k] = the bit covariance entry by entry
+    ///          (E[Z_j Z_k] = sum_x p0[x] P(1|x,j) P(1|x,k) minus the means' product);
+    ///          n*a**2*D@solve(S, D) (pure-Python Gauss–Jordan, same value)
     ///   gauss: rho = eps**2/2; M = diag(p0)-outer(p0,p0)+eye(d)/rho; n*D@solve(M, D)
     ///   hadamard: eta = (E-1)/(2*(E+1)); n*sum(4*eta**2*D**2/(1-4*eta**2*p0**2))
     #[test]
@@ -207,6 +239,7 @@ mod tests {
         let expected = [
             2.3403770788557674,
             1.9313150471053144,
+            1.9363337567400833,
             3.687175300064434,
             1.7953725399228264,
         ];
@@ -217,8 +250,11 @@ mod tests {
 
     #[test]
     fn degrees_of_freedom() {
-        let [grr, bit, gauss, had] = PlanMechanism::all(1.0);
-        assert_eq!((grr.df(7), bit.df(7), gauss.df(7), had.df(7)), (6, 6, 6, 7));
+        let [grr, bit, oue, gauss, had] = PlanMechanism::all(1.0);
+        assert_eq!(
+            (grr.df(7), bit.df(7), oue.df(7), gauss.df(7), had.df(7)),
+            (6, 6, 6, 6, 7)
+        );
     }
 
     #[test]
@@ -227,6 +263,7 @@ mod tests {
         for m in [
             PlanMechanism::Grr { epsilon: 0.0 },
             PlanMechanism::BitFlip { epsilon: f64::NAN },
+            PlanMechanism::Oue { epsilon: -1.0 },
             PlanMechanism::Gauss { rho: -1.0 },
             PlanMechanism::Hadamard {
                 epsilon: f64::INFINITY,
@@ -272,7 +309,8 @@ mod tests {
     }
 
     /// Large ε saturates instead of overflowing: GenRR and bit flip tend to Pearson's
-    /// `Σ Δ²/p0`, Hadamard to `Σ Δ²/(1 − p0²)`.
+    /// `Σ Δ²/p0`, Hadamard to `Σ Δ²/(1 − p0²)`, OUE to half of Pearson's (its true bit
+    /// stays a fair coin: `Σ → α²(2 Diag(p0) − p0p0ᵀ)`, and `p0ᵀ Diag(p0)⁻¹ Δ = 0`).
     #[test]
     fn large_epsilon_saturates() {
         let h = Hypotheses::new(vec![0.4, 0.3, 0.2, 0.1], vec![0.35, 0.3, 0.2, 0.15]).unwrap();
@@ -283,7 +321,13 @@ mod tests {
             .map(|(a, b)| (a - b) * (a - b) / b)
             .sum();
         for eps in [200.0, 1000.0, f64::MAX] {
-            let [grr, bit, _, had] = PlanMechanism::all(eps);
+            let [grr, bit, oue, _, had] = PlanMechanism::all(eps);
+            assert_rel(
+                noncentrality(oue, &h, 1).unwrap(),
+                pearson / 2.0,
+                1e-12,
+                "OUE",
+            );
             assert_rel(noncentrality(grr, &h, 1).unwrap(), pearson, 1e-12, "GenRR");
             assert_rel(
                 noncentrality(bit, &h, 1).unwrap(),

@@ -99,6 +99,7 @@ fn legend_label(m: PlanMechanism, df: u32) -> String {
         PlanMechanism::Gauss { rho } => format!("rho = {rho}"),
         PlanMechanism::Grr { epsilon }
         | PlanMechanism::BitFlip { epsilon }
+        | PlanMechanism::Oue { epsilon }
         | PlanMechanism::Hadamard { epsilon } => format!("eps = {epsilon}"),
     };
     format!("{} / {} ({privacy}, df {df})", m.name(), m.test_name())
@@ -306,7 +307,8 @@ mod tests {
         assert!(svg.starts_with("<svg"));
         assert!(svg.trim_end().ends_with("</svg>"));
         for m in mechanisms {
-            assert!(svg.contains(m.test_name()), "{} missing", m.name());
+            let label = format!("{} / {}", m.name(), m.test_name());
+            assert!(svg.contains(&label), "{label} missing");
         }
         for text in [
             "target power 0.8",

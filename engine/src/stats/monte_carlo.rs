@@ -105,11 +105,12 @@ pub fn sample_null_sketch<R: Rng + ?Sized>(
         }
         (Mechanism::BitFlip(m), Sketch::Bits(_)) => {
             let truth = sample_multinomial(rng, n, p0)?;
-            // Drawn through the flip probability itself: 1 − keep is 0 in f64 at large ε.
-            let flip = m.flip();
+            // Drawn through the drop and flip probabilities themselves: 1 − keep is 0 in
+            // f64 at large ε.
+            let (drop, flip) = (m.drop_probability(), m.flip());
             let bits = truth
                 .iter()
-                .map(|&nj| Ok(nj - binomial(rng, nj, flip)? + binomial(rng, n - nj, flip)?))
+                .map(|&nj| Ok(nj - binomial(rng, nj, drop)? + binomial(rng, n - nj, flip)?))
                 .collect::<Result<Vec<u64>, EngineError>>()?;
             Sketch::Bits(BitSketch::from_counts(bits, n)?)
         }

@@ -266,6 +266,23 @@ mod tests {
         StateEstimate::of(s, &m, 65_536, None)
     }
 
+    /// OUE holds bit flip's sketch (d bit counts plus n), so `check` and the refusal at
+    /// start estimate it term for term as bit flip, and a large d is not a small sketch.
+    #[test]
+    fn oue_is_estimated_as_its_bit_count_sketch() {
+        let stream = |kind: &str| {
+            format!(
+                "[[stream]]\nname = \"s\"\nsource = {{ kind = \"parquet\", paths = [\"x\"] }}\n\
+                 mechanism = {{ kind = \"{kind}\", epsilon = 2.0, domain = 100000 }}\n\
+                 [[stream.test]]\nname = \"t\"\nkind = \"gof\"\nnull = \"uniform\"\n"
+            )
+        };
+        let (oue, bitflip) = (estimate(&stream("oue")), estimate(&stream("bitflip")));
+        let bytes = |e: &StateEstimate| e.terms.iter().map(|t| t.bytes).collect::<Vec<_>>();
+        assert_eq!(bytes(&oue), bytes(&bitflip));
+        assert!(oue.terms[0].bytes >= 8 * 100_000, "{:?}", oue.terms);
+    }
+
     #[test]
     fn terms_multiply_sketch_groups_and_panes() {
         // GenRR, d = 1000: 8000 B of counts plus the enum; 100 groups + __other__; a 1 h

@@ -1,0 +1,65 @@
+//! Fold speed of the frequency oracles against the kernels they are measured by, for
+//! `benches/oracles.sh`: `bitflip` against `oue` (the same positional-popcount fold over
+//! reports from each randomizer). One core, the whole-batch `fold_batch` a stream calls.
+//! Usage: oracle-fold ROWS REPEATS; prints one Markdown row per (mechanism, d): the median
+//! time of REPEATS folds of ROWS reports and the reports per second.
+
+use std::time::Instant;
+
+use ldpstream_config::MechanismConfig;
+use ldpstream_engine::fold::fold_batch;
+use ldpstream_engine::mechanism::{privatize_batch, Mechanism};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+fn median_seconds(mechanism: &Mechanism, rows: usize, repeats: usize) -> Result<f64, String> {
+    let mut rng = StdRng::seed_from_u64(7);
+    let d = mechanism.domain() as u32;
+    let xs: Vec<u32> = (0..rows).map(|_| rng.random_range(0..d)).collect();
+    let columns = privatize_batch(mechanism, &xs, &mut rng).map_err(|e| e.to_string())?;
+    let report = columns.first().ok_or("no report column")?;
+    let mut times = Vec::with_capacity(repeats);
+    for _ in 0..repeats {
+        let mut sketch = mechanism.new_sketch();
+        let start = Instant::now();
+        fold_batch(mechanism, &mut sketch, report.as_ref(), None).map_err(|e| e.to_string())?;
+        times.push(start.elapsed().as_secs_f64());
+        if sketch.n() != rows as u64 {
+            return Err(format!("folded {} of {rows} reports", sketch.n()));
+        }
+    }
+    times.sort_by(f64::total_cmp);
+    Ok(times[times.len() / 2])
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().collect();
+    let [_, rows, repeats] = args.as_slice() else {
+        return Err("usage: oracle-fold ROWS REPEATS".into());
+    };
+    let (rows, repeats): (usize, usize) = (rows.parse()?, repeats.parse()?);
+    println!("| mechanism | d | reports | median fold time | reports/s |");
+    println!("|---|---|---|---|---|");
+    for domain in [64u32, 1024] {
+        for config in [
+            MechanismConfig::Bitflip {
+                epsilon: 2.0,
+                domain,
+            },
+            MechanismConfig::Oue {
+                epsilon: 2.0,
+                domain,
+            },
+        ] {
+            let m = Mechanism::from_config(&config)?;
+            let t = median_seconds(&m, rows, repeats.max(1))?;
+            println!(
+                "| {} | {domain} | {rows} | {:.3} ms | {:.3e} |",
+                m.kind(),
+                t * 1e3,
+                rows as f64 / t
+            );
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The frequency oracles of issue 30 at full size (figures in benches/RESULTS.md):
+#   - estimates: 1,000 simulated datasets per (oracle, d, ε), d ∈ {16, 1024},
+#     ε ∈ {0.5, 2, 5}, n = 20,000: empirical variance of the unbiased estimate against the
+#     closed form (pooled over categories) and the mean's distance from the truth in
+#     standard errors (`engine/tests/oue.rs`, LDPSTREAM_ORACLE_RUNS);
+#   - the GOF size, power at the planner's n and sequential validity (the same test file);
+#   - fold speed: `oue` against `bitflip` (the same popcount fold), one core, the median of
+#     REPEATS folds of a batch of reports from each real randomizer (`oracle-fold`).
+# SMOKE=1 runs each at a tiny size.
+#
+#   benches/oracles.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# Smoke: the test's own few datasets (its 5% check needs them), a tiny fold.
+if [ "${SMOKE:-0}" = 1 ]; then
+  runs="" rows=4096 repeats=3
+else
+  runs=${LDPSTREAM_ORACLE_RUNS:-1000} rows=${ORACLE_FOLD_ROWS:-1048576} repeats=${ORACLE_FOLD_REPEATS:-21}
+fi
+echo "# estimates: oracle | d | ε | datasets | var / closed form | max |mean − p|/s.e. | share beyond 3 s.e."
+LDPSTREAM_ORACLE_RUNS=$runs cargo test --quiet --workspace --test oue -- --nocapture --test-threads 1 2>&1 \
+  | grep -E '^\| |^oue|test result|panicked'
+echo "# fold speed ($rows reports, median of $repeats folds, test profile: opt-level 3)"
+# The test profile: the one scripts/test.sh has already built, so no second compile.
+cargo build --quiet --profile test -p ldpstream-benches --bin oracle-fold
+"${CARGO_TARGET_DIR:-target}/debug/oracle-fold" "$rows" "$repeats"
