@@ -33,7 +33,8 @@ if [ "$SMOKE" = 1 ]; then
   trap 'rm -rf "$data"' EXIT
   py=${LDPSTREAM_PYTHON:-.venv-py/bin/python}
 else
-  cargo build --release --quiet --bin ldpstream
+  # LDPSTREAM_BIN_DIR names prebuilt binaries (as in benches/smoke.sh): build nothing.
+  [ -n "${LDPSTREAM_BIN_DIR:-}" ] || cargo build --release --quiet --bin ldpstream
   py=${LDPSTREAM_PYTHON:-}
   if [ -z "$py" ]; then
     venv=benches/.venv  # shared with benches/compare.sh (same pyarrow and numpy pins)
