@@ -9,7 +9,8 @@
 #   spark  ldpstream.spark.run on Spark local[2] over the GRR_ROWS file, next to `ldpstream
 #          batch`, with the Spark path's own overhead (sketch serialization and merge; target
 #          < 10% of the run).
-#   benches/python_bench.sh [SECTION...]     (default: fold peers spark; ROUNDS=3, SPARK_ROUNDS)
+#   benches/python_bench.sh [SECTION...]     (default: fold peers spark; ROUNDS=3, SPARK_ROUNDS,
+#   SPARK_ARROW_BATCH: spark.sql.execution.arrow.maxRecordsPerBatch, default Spark's 10000)
 #   GRR_ROWS=100000000 PEER_GRR_ROWS=10000000 PEER_BITFLIP_ROWS=2000000 (defaults)
 #
 # The package must be a release build: the script installs into benches/.venv (pip install
@@ -80,7 +81,8 @@ for s in "${sections[@]}"; do
         echo "SKIPPED spark: pyspark is not installed in $py" >&2
         continue
       fi
-      "$py" benches/python_bench.py spark --bin "$bin" --grr "$grr" --rounds "${SPARK_ROUNDS:-$rounds}" ;;
+      "$py" benches/python_bench.py spark --bin "$bin" --grr "$grr" --rounds "${SPARK_ROUNDS:-$rounds}" \
+        --arrow-batch "${SPARK_ARROW_BATCH:-10000}" ;;
     *) echo "unknown section $s (fold, peers, spark)" >&2; exit 2 ;;
   esac
 done
