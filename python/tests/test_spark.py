@@ -193,3 +193,38 @@ def test_results_as_a_spark_dataframe(spark, data):
     assert [r["p_value"] for r in rows] == ref.table.column("p_value").to_pylist()
     assert [r["n"] for r in rows] == ref.table.column("n").to_pylist()
     assert [r["estimate"] for r in rows] == ref.table.column("estimate").to_pylist()
+
+
+RAW_CONFIG = """
+[[stream]]
+name = "raw"
+source = {{ kind = "parquet", paths = ["{data}/raw.parquet"] }}
+mechanism = {{ kind = "raw", domain = 6 }}
+budget_epsilon = 1.5
+[[stream.test]]
+name = "uniform"
+kind = "uniformity"
+epsilon = 1.0
+"""
+
+
+def test_a_budgeted_stream_spends_from_the_ledger_as_batch_does(spark, tmp_path):
+    # Curator model: the first run spends epsilon 1 of 1.5 and releases, the second is
+    # refused, as two `batch --ledger` runs (same noise seed) release and refuse.
+    import pyarrow.parquet as pq
+
+    cli("simulate", "--mechanism", "raw", "--domain", "6", "--n", "20000", "--seed", "3",
+        "--out", str(tmp_path / "raw.parquet"))
+    config = write_config(RAW_CONFIG, tmp_path, "raw.toml")
+    expected = []
+    for run in (1, 2):
+        out = tmp_path / f"cli-{run}.parquet"
+        cli("batch", "--config", str(config), "--ledger", str(tmp_path / "cli-ledger.json"),
+            "--insecure-seed", "7", "--output", str(out))
+        expected.append(pq.read_table(out))
+    df = spark.read.parquet(str(tmp_path / "raw.parquet")).repartition(3)
+    for want in expected:
+        got = ldpstream.spark.run(df, config, ledger=str(tmp_path / "spark-ledger.json"), insecure_seed=7)
+        assert got.equals(want), (got.to_pylist(), want.to_pylist())
+    released, refused = (t.to_pylist()[0] for t in expected)
+    assert released["epsilon_spent"] == 1.0 and refused["refused"] is not None
