@@ -228,3 +228,12 @@ def test_a_budgeted_stream_spends_from_the_ledger_as_batch_does(spark, tmp_path)
         assert got.equals(want), (got.to_pylist(), want.to_pylist())
     released, refused = (t.to_pylist()[0] for t in expected)
     assert released["epsilon_spent"] == 1.0 and refused["refused"] is not None
+
+
+def test_a_bitflip_report_of_the_wrong_size_is_a_value_error_naming_the_column(spark, data):
+    # Binary has no width to keep a wrong-sized report in (batch would count bad_size):
+    # the executor's error reaches the driver as a ValueError, not a Py4J error.
+    ref = data["bitflip"]
+    df = spark.createDataFrame([(bytearray(b"\x01"), "a"), (bytearray(b"\x01\x02"), "b")], "report binary, group string")
+    with pytest.raises(ValueError, match="column 'report'"):
+        ldpstream.spark.run(df, ref.config)
