@@ -469,7 +469,8 @@ pub fn combine(into: &mut Partial, other: Partial, shown: &str) -> Result<(), Er
         match into.streams.iter_mut().find(|s| s.name == name) {
             None => into.streams.push(theirs),
             Some(ours) => {
-                if let (Some(old), Some(new)) = (&ours.settings, &theirs.settings) {
+                // As `merge` says it: from the incoming sketches' settings to the target's.
+                if let (Some(old), Some(new)) = (&theirs.settings, &ours.settings) {
                     if let Some(changes) = describe_changes(&name, old, new) {
                         return Err(conflict(format!(
                             "{shown} was counted under other settings: {changes}"
