@@ -57,6 +57,9 @@ pub struct Job {
     ledger: Option<LedgerFile>,
 }
 
+/// What pickling keeps of a job: its TOML text, the name errors show, the ledger flag.
+type JobState = (String, String, Option<PathBuf>);
+
 #[pymethods]
 impl Job {
     #[new]
@@ -77,9 +80,7 @@ impl Job {
         Job::from_source(ConfigSource { text, origin }, ledger)
     }
 
-    fn __reduce__<'py>(
-        slf: &Bound<'py, Self>,
-    ) -> PyResult<(Bound<'py, PyAny>, (String, String, Option<PathBuf>))> {
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, JobState)> {
         let job = slf.get();
         Ok((
             slf.get_type().getattr("_from_text")?,
