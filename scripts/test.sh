@@ -53,7 +53,7 @@ if py=$(scripts/python_env.sh 2> >(tee -a "$log" >&2)) \
   && LDPSTREAM_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/ldpstream" \
     "$py" -m pytest -q -p no:cacheprovider python/tests 2>&1 | tee "$log.py"; then :; fi
 py_passed=$( (grep -Eo '[0-9]+ passed' "$log.py" || true) | tail -1 | grep -Eo '[0-9]+' || true)
-py_failed=$( (grep -Eo '[0-9]+ (failed|errors?)' "$log.py" || true) | grep -Eo '[0-9]+' | awk '{s+=$1} END {print s+0}')
+py_failed=$( (grep -Eo '[0-9]+ (failed|errors?)' "$log.py" || true) | (grep -Eo '[0-9]+' || true) | awk '{s+=$1} END {print s+0}')
 if [ "${py_passed:-0}" -eq 0 ] && [ "$py_failed" -eq 0 ]; then
   echo "error: the Python suite ran no test" >&2
   py_failed=1

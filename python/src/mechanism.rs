@@ -59,6 +59,14 @@ impl Mechanism {
         build(json!({"kind": "bitflip", "epsilon": epsilon, "domain": domain}))
     }
 
+    /// Optimized unary encoding, Wang et al. 2017: the true bit kept with probability 1/2,
+    /// every other bit set with probability 1/(e^epsilon + 1) (reports as bitflip's).
+    #[classmethod]
+    #[pyo3(signature = (*, epsilon, domain))]
+    fn oue(_cls: &Bound<'_, PyType>, epsilon: f64, domain: u32) -> PyResult<Self> {
+        build(json!({"kind": "oue", "epsilon": epsilon, "domain": domain}))
+    }
+
     /// One-hot plus Gaussian noise, rho-zCDP (reports: FixedSizeList(Float64, d)).
     #[classmethod]
     #[pyo3(signature = (*, rho, domain, max_abs=None))]
