@@ -44,8 +44,9 @@ python3 scripts/check_module_cycles.py
 cargo test --workspace --all-targets 2>&1 | tee "$log"
 cargo test --workspace --doc 2>&1 | tee -a "$log"
 
-# The Python package (python/): built into the git-ignored venv .venv-py from the test
-# profile's compiled dependencies (scripts/python_env.sh), then its pytest suite, which
+# The Python package (python/): `pip install ./python` into the git-ignored venv .venv-py,
+# reusing the test build's compiled dependencies (scripts/python_env.sh), then its pytest
+# suite, which
 # runs the binary the tests just built as the reference. pytest's summary becomes a
 # "test result:" line; a run with no test passed counts as a failure.
 py_started=$(date +%s)

@@ -45,7 +45,7 @@ def _run(mechanism: Mechanism, test: Dict[str, Any], data: Any,
     if group_by:
         stream["columns"] = {"group_by": group_by}
     # A one-liner's sketches are never merged, so the double-count identity is moot: naming
-    # it skips hashing the whole input (SHA-256 costs more than the fold itself).
+    # it skips hashing the whole input.
     records = Job({"stream": [stream]}).run(data, input_id="one-liner").to_pylist()
     return [r for r in records if r["final"]]
 
