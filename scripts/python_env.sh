@@ -12,7 +12,8 @@
 # other profile recompiles every dependency cold.
 #
 # LDPSTREAM_PY_PIP=1 installs with `pip install ./python` instead (maturin, release
-# profile, as a user does from a fresh clone: a cold build of every dependency).
+# profile, as a user does from a fresh clone: a cold build of every dependency; without the
+# test-only replay, so the golden conformance test is skipped).
 #
 # Prints the venv's python on stdout (everything else goes to stderr).
 set -euo pipefail
@@ -32,7 +33,9 @@ if [ "${LDPSTREAM_PY_PIP:-0}" = 1 ]; then
   "${pip[@]}" install --force-reinstall --no-deps ./python >&2
 else
   target="${CARGO_TARGET_DIR:-target}"
-  cargo build --profile test -p ldpstream-python >&2
+  # conformance-replay: the test-only `ldpstream._conformance` the golden conformance
+  # replay needs (python/tests/test_conformance.py); the pip route never has it.
+  cargo build --profile test -p ldpstream-python --features conformance-replay >&2
   site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
   rm -rf "$site/ldpstream" "$site"/ldpstream-*.dist-info
   mkdir -p "$site/ldpstream"
