@@ -50,6 +50,12 @@ fn cases() -> Vec<Case> {
             1000,
             100_000,
         ),
+        case(r#"{"kind":"oue","epsilon":1.0,"domain":16}"#, 3, 1_000_000),
+        case(
+            r#"{"kind":"oue","epsilon":10.0,"domain":1024}"#,
+            17,
+            100_000,
+        ),
         case(
             r#"{"kind":"hadamard","epsilon":1.0,"domain":5}"#,
             4,
