@@ -4,7 +4,8 @@
 # conformance replay of conformance/golden.json). Prints one "test result:" line with the
 # counts node:test reported, for scripts/test.sh to add up. Then, with the client built,
 # the distribution conformance tests (engine/tests/client_distribution.rs: χ² of 10^6
-# reports per true value from the engine's and the client's CSPRNGs, ~10 s; and
+# reports per true value from the engine's, the client's and the Python package's
+# CSPRNGs, ~10 s; and
 # client_noise_distribution.rs for gauss and laplace, ~15 s), whose cargo "test result:"
 # lines are counted too; then audit --reports on its samples and the Node ->
 # Kafka -> serve end-to-end run (below).
@@ -28,7 +29,12 @@ else
   echo "test result: FAILED. $pass passed; $fail failed; 0 ignored (clients/js)"
 fi
 
+# The browser bundle (esbuild, pinned in the lockfile): one ESM file for the Chromium test.
+npm run build:browser >&2
+
 cd ../..
+# The engine's, the JS client's and the Python package's reports (the Python one from
+# .venv-py, which scripts/test.sh builds first with scripts/python_env.sh).
 cargo test --workspace --test client_distribution -- --ignored
 # gauss and laplace: every coordinate on the grid and exact in f32, the noise in grid
 # steps chi-square against the exact discrete law (engine/tests/client_noise_distribution.rs;
@@ -40,7 +46,8 @@ cargo test --workspace --test mechanisms js_client_samples_pass_the_audit -- --i
 # End to end through the broker scripts/test.sh starts (LDPSTREAM_KAFKA_BROKERS): 10^6
 # reports privatized in Node and produced with kafkajs, read by serve (tests/kafka_js_client.rs).
 cargo test --workspace --test kafka_js_client -- --ignored
-# The client in headless Chromium (the README's browser snippet verbatim) posting to a test
-# collector; its reports go through Parquet into batch (tests/browser_client.rs). Chromium
-# is installed by scripts/status_page_check.sh, which scripts/test.sh runs first.
+# The bundled client in headless Chromium (the README's browser snippet verbatim) posting to
+# a test collector that writes Parquet (hyparquet-writer), which batch reads
+# (tests/browser_client.rs). Chromium is installed by scripts/status_page_check.sh, which
+# scripts/test.sh runs first.
 cargo test --workspace --test browser_client -- --ignored

@@ -10,8 +10,13 @@
 # librdkafka) and compiles only pyo3 and the python crate: seconds, not the ~13 minutes of
 # a cold release build on 2 cores.
 #
-# LDPSTREAM_PY_RELEASE=1 leaves maturin's default, the release profile, exactly as a user's
-# `pip install ./python` from a fresh clone (a cold build of every dependency).
+# The test install adds the python crate's feature `conformance-replay`: the test-only
+# `ldpstream._conformance` that the golden conformance replay needs
+# (python/tests/test_conformance.py). A user's `pip install ./python` never has it.
+#
+# LDPSTREAM_PY_RELEASE=1 leaves maturin's defaults, the release profile and no feature,
+# exactly as a user's `pip install ./python` from a fresh clone (a cold build of every
+# dependency; the golden conformance test is then skipped).
 #
 # Prints the venv's python on stdout (everything else goes to stderr).
 set -euo pipefail
@@ -30,7 +35,7 @@ started=$(date +%s)
 if [ "${LDPSTREAM_PY_RELEASE:-0}" = 1 ]; then
   "${pip[@]}" install --force-reinstall ./python >&2
 else
-  MATURIN_PEP517_ARGS="--profile dev" "${pip[@]}" install --force-reinstall ./python >&2
+  MATURIN_PEP517_ARGS="--profile dev --features conformance-replay" "${pip[@]}" install --force-reinstall ./python >&2
 fi
 echo "ldpstream package installed in $(( $(date +%s) - started )) s" >&2
 "$venv/bin/python" -c 'import ldpstream' >&2

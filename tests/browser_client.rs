@@ -1,22 +1,22 @@
 //! The JS client in a real browser: headless Chromium loads a page that runs the README's
-//! browser snippet (verbatim) over 20,000 true categories of a known distribution and
-//! posts the stamped JSON messages to a small collector
-//! (clients/js/test/browser/collector.mjs). The test writes what was collected to Parquet
-//! and runs `batch`: the GOF test against the true distribution does not reject, and every
-//! estimate lies within 4 standard errors of it.
+//! browser snippet (verbatim) with the client's browser bundle (`npm run build:browser`,
+//! one file) over 20,000 true categories of a known distribution and posts the stamped
+//! JSON messages to a small collector (clients/js/test/browser/collector.mjs), which
+//! writes them to Parquet itself. `batch` reads that file as it is: the GOF test against
+//! the true distribution does not reject, and every estimate lies within 4 standard
+//! errors of it.
 //!
-//! Ignored by plain `cargo test`: it needs the built client, node and chromium;
+//! Ignored by plain `cargo test`: it needs the built bundle, node and chromium;
 //! scripts/js_client_test.sh runs it.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::Arc;
 
-use arrow::array::{ArrayRef, UInt32Array};
-use arrow::datatypes::{DataType, Field, Schema};
-use arrow::record_batch::RecordBatch;
-use parquet::arrow::ArrowWriter;
+use arrow::array::StringArray;
+use ldpstream_config::MechanismConfig;
+use ldpstream_engine::mechanism::Mechanism;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde_json::Value;
 
 const N: usize = 20_000;
@@ -64,29 +64,21 @@ fn chromium_dump(url: &str, profile: &Path) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-fn write_reports(collected: &Path, parquet: &Path) -> usize {
-    let reports: Vec<u32> = std::fs::read_to_string(collected)
+/// The fingerprints the collector wrote beside the reports: one per message.
+fn fingerprints(parquet: &Path) -> Vec<String> {
+    let file = std::fs::File::open(parquet).unwrap();
+    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
         .unwrap()
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| {
-            let m: Value = serde_json::from_str(l).unwrap();
-            assert!(m["fingerprint"].is_string() && m["ts"].is_i64(), "{l}");
-            m["report"].as_u64().unwrap() as u32
-        })
-        .collect();
-    let schema = Arc::new(Schema::new(vec![Field::new(
-        "report",
-        DataType::UInt32,
-        false,
-    )]));
-    let column: ArrayRef = Arc::new(UInt32Array::from(reports.clone()));
-    let batch = RecordBatch::try_new(schema.clone(), vec![column]).unwrap();
-    let mut w =
-        ArrowWriter::try_new(std::fs::File::create(parquet).unwrap(), schema, None).unwrap();
-    w.write(&batch).unwrap();
-    w.close().unwrap();
-    reports.len()
+        .build()
+        .unwrap();
+    let mut out = Vec::new();
+    for batch in reader {
+        let batch = batch.unwrap();
+        let column = batch.column_by_name("fingerprint").unwrap();
+        let strings = column.as_any().downcast_ref::<StringArray>().unwrap();
+        out.extend(strings.iter().map(|f| f.unwrap().to_string()));
+    }
+    out
 }
 
 #[test]
@@ -97,10 +89,14 @@ fn browser_client_reports_estimate_the_true_distribution() {
     let answers_file = dir.path().join("answers.txt");
     let answers: Vec<String> = answers().iter().map(u32::to_string).collect();
     std::fs::write(&answers_file, answers.join(",")).unwrap();
-    let collected = dir.path().join("collected.jsonl");
+    assert!(
+        root.join("clients/js/dist/browser/index.js").exists(),
+        "no browser bundle: run `npm run build:browser` in clients/js (scripts/js_client_test.sh does)"
+    );
+    let parquet = dir.path().join("reports.parquet");
     let mut collector = Command::new("node")
         .arg(root.join("clients/js/test/browser/collector.mjs"))
-        .args([&answers_file, &collected])
+        .args([&answers_file, &parquet])
         .stdout(Stdio::piped())
         .spawn()
         .expect("node on PATH");
@@ -123,8 +119,19 @@ fn browser_client_reports_estimate_the_true_distribution() {
         "the page did not finish: {dom}"
     );
 
-    let parquet = dir.path().join("reports.parquet");
-    assert_eq!(write_reports(&collected, &parquet), N);
+    // Every message was stamped with the stream's fingerprint.
+    let config: MechanismConfig =
+        serde_json::from_str(r#"{"kind":"grr","epsilon":1.0,"domain":4}"#).unwrap();
+    let expected = format!(
+        "{:08x}",
+        Mechanism::from_config(&config)
+            .unwrap()
+            .fingerprint()
+            .unwrap()
+    );
+    let stamps = fingerprints(&parquet);
+    assert_eq!(stamps.len(), N);
+    assert!(stamps.iter().all(|f| *f == expected), "not all {expected}");
     let cfg = dir.path().join("browser.toml");
     let p: Vec<String> = P.iter().map(f64::to_string).collect();
     std::fs::write(

@@ -465,6 +465,10 @@ fn js_client_samples_pass_the_audit() {
             "--mechanism bitflip --epsilon 1 --domain 3",
         ),
         (
+            r#"{"kind":"oue","epsilon":1,"domain":3}"#,
+            "--mechanism oue --epsilon 1 --domain 3",
+        ),
+        (
             r#"{"kind":"hadamard","epsilon":2,"domain":4}"#,
             "--mechanism hadamard --epsilon 2 --domain 4",
         ),

@@ -140,7 +140,50 @@ fn cases() -> Vec<Case> {
         }
     }
     out.extend(edge_cases());
+    // Appended after the others, so that adding a mechanism leaves every earlier case's
+    // bytes where they were.
+    out.extend(oue_cases());
     out
+}
+
+/// Optimized unary encoding: the true bit dropped with 1/2, every other set with
+/// 1/(e^ε+1), in bitflip's report format.
+fn oue_cases() -> Vec<Case> {
+    let mut grouped = case(
+        "oue-d10",
+        "{ kind = \"oue\", epsilon = 1.0, domain = 10 }",
+        7,
+        22,
+    );
+    grouped.ts = Some(1_767_225_600_000);
+    grouped.groups = vec![("country", "fr")];
+    // Bit 0 set at ε = 700 (U = 0: 16 zero 64-bit words), then the true bit kept (U > 1/2).
+    let mut set700 = vec![0u32; 32];
+    set700.extend([0xffff_ffff, 0xffff_ffff]);
+    vec![
+        grouped,
+        case(
+            "oue-d16-eps10",
+            "{ kind = \"oue\", epsilon = 10.0, domain = 16 }",
+            0,
+            23,
+        ),
+        case(
+            "oue-d1024",
+            "{ kind = \"oue\", epsilon = 0.5, domain = 1024 }",
+            1023,
+            24,
+        ),
+        Case {
+            words: Some(set700),
+            ..case(
+                "oue-eps700-set",
+                "{ kind = \"oue\", epsilon = 700.0, domain = 2 }",
+                1,
+                0,
+            )
+        },
+    ]
 }
 
 /// Word sequences the seeded ones almost never give: the branches the ports must agree on.
@@ -437,7 +480,7 @@ fn mechanism_json(m: &Mechanism) -> Value {
     match m {
         Mechanism::Grr(g) => json!({"kind": "grr", "epsilon": g.epsilon(), "domain": g.domain()}),
         Mechanism::BitFlip(b) => {
-            json!({"kind": "bitflip", "epsilon": b.epsilon(), "domain": b.domain()})
+            json!({"kind": b.kind(), "epsilon": b.epsilon(), "domain": b.domain()})
         }
         Mechanism::Hadamard(h) => {
             json!({"kind": "hadamard", "epsilon": h.epsilon(), "domain": h.domain()})
@@ -508,6 +551,7 @@ fn edge_cases_hit_their_branches() {
         Report::Indexed(row, -Hadamard::entry(row, 3))
     );
     assert_eq!(by_name("matrix-rounding-fallback"), Report::Category(2));
+    assert_eq!(by_name("oue-eps700-set"), Report::Bits(vec![0b11]));
 }
 
 /// `js_number` is what V8 prints (node -e 'console.log(String(v))' for each of these).

@@ -1,11 +1,14 @@
 //! Distribution conformance (conformance/README.md): reports drawn from each
 //! implementation's real CSPRNG (the engine's `rand::rng()`, the JS client's
-//! `crypto.getRandomValues`) must follow the law the server debiases with, by a χ² test at
-//! α = 1e-6 per (implementation, mechanism, true value), so that a correct client fails
-//! about once in a million runs. Configurations include ε ≥ 10 and d ≥ 1024.
+//! `crypto.getRandomValues`, the Python package's `Mechanism.randomize` without a seed)
+//! must follow the law the server debiases with, by a χ² test at α = 1e-6 per
+//! (implementation, mechanism, true value), so that a correct client fails about once in a
+//! million runs. Configurations include ε ≥ 10 and d ≥ 1024.
 //!
-//! Ignored by plain `cargo test`: it needs the built JS client. scripts/js_client_test.sh
-//! builds it and runs `cargo test --workspace --test client_distribution -- --ignored`.
+//! Ignored by plain `cargo test`: it needs the built JS client and the Python package in
+//! .venv-py (scripts/python_env.sh; `LDPSTREAM_PYTHON` names another interpreter).
+//! scripts/js_client_test.sh runs `cargo test --workspace --test client_distribution --
+//! --ignored`.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -45,6 +48,12 @@ fn cases() -> Vec<Case> {
         case(
             r#"{"kind":"bitflip","epsilon":10.0,"domain":1024}"#,
             1000,
+            100_000,
+        ),
+        case(r#"{"kind":"oue","epsilon":1.0,"domain":16}"#, 3, 1_000_000),
+        case(
+            r#"{"kind":"oue","epsilon":10.0,"domain":1024}"#,
+            17,
             100_000,
         ),
         case(
@@ -191,15 +200,18 @@ fn engine_counts(m: &Mechanism, x: u32, n: u64) -> Vec<u64> {
     }
 }
 
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
 fn js_sampler(case: &Case) -> Child {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let script = root.join("clients/js/scripts/sample.mjs");
+    let root = root();
     assert!(
         root.join("clients/js/dist/src/index.js").exists(),
         "the JS client is not built: run scripts/js_client_test.sh (npm ci && npm run build in clients/js)"
     );
     Command::new("node")
-        .arg(script)
+        .arg(root.join("clients/js/scripts/sample.mjs"))
         .arg(case.mechanism)
         .arg(case.value.to_string())
         .arg(case.n.to_string())
@@ -208,10 +220,30 @@ fn js_sampler(case: &Case) -> Child {
         .expect("node (v18 or later) on PATH")
 }
 
-/// The JS sampler's JSON: an object of output → count, or an array of per-bit counts.
-fn js_counts(child: Child) -> Vec<u64> {
+/// python/tests/client_samples.py: `Mechanism.randomize` from the OS-seeded CSPRNG.
+fn python_sampler(case: &Case) -> Child {
+    let python = std::env::var_os("LDPSTREAM_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join(".venv-py/bin/python"));
+    assert!(
+        python.exists(),
+        "no Python with the ldpstream package at {}: run scripts/python_env.sh or set LDPSTREAM_PYTHON",
+        python.display()
+    );
+    Command::new(python)
+        .arg(root().join("python/tests/client_samples.py"))
+        .arg(case.mechanism)
+        .arg(case.value.to_string())
+        .arg(case.n.to_string())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("the Python interpreter starts")
+}
+
+/// A client sampler's JSON: an object of output → count, or an array of per-bit counts.
+fn client_counts(child: Child) -> Vec<u64> {
     let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "node sample.mjs failed");
+    assert!(out.status.success(), "the client's sampler failed");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     match v {
         serde_json::Value::Array(a) => a.iter().map(|c| c.as_u64().unwrap()).collect(),
@@ -231,19 +263,23 @@ fn js_counts(child: Child) -> Vec<u64> {
 }
 
 #[test]
-#[ignore = "needs the built JS client: scripts/js_client_test.sh runs it"]
+#[ignore = "needs the built JS client and Python package: scripts/js_client_test.sh runs it"]
 fn every_implementation_samples_the_law_the_server_debiases_with() {
     let cases = cases();
-    // The JS samplers run in their own processes while the engine samples here.
-    let children: Vec<Child> = cases.iter().map(js_sampler).collect();
+    // The client samplers run in their own processes while the engine samples here.
+    let children: Vec<(Child, Child)> = cases
+        .iter()
+        .map(|c| (js_sampler(c), python_sampler(c)))
+        .collect();
     let mut failures = Vec::new();
-    for (case, child) in cases.iter().zip(children) {
+    for (case, (js, python)) in cases.iter().zip(children) {
         let config: MechanismConfig = serde_json::from_str(case.mechanism).unwrap();
         let m = Mechanism::from_config(&config).unwrap();
         let law = law(&m, case.value);
         for (who, counts) in [
             ("engine", engine_counts(&m, case.value, case.n)),
-            ("js", js_counts(child)),
+            ("js", client_counts(js)),
+            ("python", client_counts(python)),
         ] {
             let (stat, df) = chi2(&law, &counts, case.n);
             let p = chi2_sf(df, stat);

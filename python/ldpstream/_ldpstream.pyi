@@ -37,6 +37,17 @@ class Mechanism:
     @property
     def config(self) -> Dict[str, Any]: ...
     def randomize(self, values: Any, *, insecure_seed: Optional[int] = None) -> pa.Array: ...
+    @property
+    def fingerprint(self) -> Optional[str]: ...
+    def messages(
+        self,
+        values: Any,
+        *,
+        format: str = "json",
+        ts: Optional[int] = None,
+        groups: Optional[Union[Dict[str, str], Sequence[Tuple[str, str]]]] = None,
+        max_group_value_bytes: int = 128,
+    ) -> List[bytes]: ...
 
 class Sketches:
     """Integer sketches, byte-compatible with ``batch --emit-sketches`` files."""

@@ -6,9 +6,12 @@
 mod arrow_in;
 mod arrow_out;
 mod config_in;
+#[cfg(feature = "conformance-replay")]
+mod conformance;
 mod errors;
 mod job;
 mod mechanism;
+mod messages;
 mod plan;
 mod sketches;
 
@@ -20,6 +23,8 @@ fn _ldpstream(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<sketches::Sketches>()?;
     m.add_class::<mechanism::Mechanism>()?;
     m.add_function(wrap_pyfunction!(plan::_plan, m)?)?;
+    #[cfg(feature = "conformance-replay")]
+    m.add_function(wrap_pyfunction!(conformance::_conformance, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

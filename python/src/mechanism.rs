@@ -10,14 +10,15 @@ use arrow::datatypes::{DataType, Field};
 use ldpstream_config::MechanismConfig;
 use ldpstream_engine::mechanism::{privatize_batch, Mechanism as Engine};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyType};
+use pyo3::types::{PyBytes, PyDict, PyType};
 use rand::rngs::StdRng;
-use rand::SeedableRng;
+use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 
 use crate::arrow_in::import_array;
 use crate::arrow_out::to_pyarrow_array;
 use crate::errors::{contained, value_error};
+use crate::messages::{check_envelope, encode, Envelope, Format};
 
 /// A local randomizer, as a stream's `mechanism` table configures it.
 ///
@@ -168,19 +169,75 @@ impl Mechanism {
         insecure_seed: Option<u64>,
     ) -> PyResult<Py<PyAny>> {
         let xs = true_values(values)?;
-        let columns = py.detach(|| {
-            contained("randomizing", || {
-                let out = match insecure_seed {
-                    Some(seed) => {
-                        privatize_batch(&self.engine, &xs, &mut StdRng::seed_from_u64(seed))
-                    }
-                    None => privatize_batch(&self.engine, &xs, &mut rand::rng()),
-                };
-                out.map_err(value_error)
+        let array = py.detach(|| {
+            contained("randomizing", || match insecure_seed {
+                Some(seed) => self.reports(&xs, &mut StdRng::seed_from_u64(seed)),
+                None => self.reports(&xs, &mut rand::rng()),
             })
         })?;
-        let array: ArrayRef = match columns.as_slice() {
-            [report] => report.clone(),
+        to_pyarrow_array(py, array)
+    }
+
+    /// The mechanism fingerprint every message of `messages` carries: 8 hex digits of
+    /// FNV-1a over the kind and parameters, as the server computes it for its stream
+    /// (README "Clients"); None for `raw`.
+    #[getter]
+    fn fingerprint(&self) -> Option<String> {
+        self.engine.fingerprint().map(|f| format!("{f:08x}"))
+    }
+
+    /// Privatizes `values` as `randomize` does (OS-seeded CSPRNG only) and returns one
+    /// Kafka message per value (README "Kafka messages"), stamped with the fingerprint:
+    /// `format` "json" or "binary", `ts` the event time in milliseconds, `groups` the
+    /// group values in the stream's `group_by` order (a dict or (name, value) pairs).
+    /// Raises ValueError for a bad value, format, or a group value longer than
+    /// `max_group_value_bytes` (the stream's setting, default 128).
+    #[pyo3(signature = (values, *, format="json", ts=None, groups=None, max_group_value_bytes=128))]
+    fn messages<'py>(
+        &self,
+        py: Python<'py>,
+        values: &Bound<'py, PyAny>,
+        format: &str,
+        ts: Option<i64>,
+        groups: Option<&Bound<'py, PyAny>>,
+        max_group_value_bytes: usize,
+    ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+        let format = Format::parse(format).map_err(value_error)?;
+        let groups = group_pairs(groups)?;
+        let envelope = Envelope {
+            ts,
+            groups: &groups,
+            fingerprint: self.engine.fingerprint(),
+        };
+        check_envelope(&envelope, max_group_value_bytes).map_err(value_error)?;
+        let xs = true_values(values)?;
+        let encoded = py.detach(|| {
+            contained("randomizing", || {
+                let array = self.reports(&xs, &mut rand::rng())?;
+                encode(&array, format, &envelope).map_err(value_error)
+            })
+        })?;
+        Ok(encoded.iter().map(|m| PyBytes::new(py, m)).collect())
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Mechanism({})", self.table)
+    }
+}
+
+impl Mechanism {
+    /// The engine's randomizer, for the test-only replay (`conformance.rs`).
+    #[cfg(feature = "conformance-replay")]
+    pub(crate) fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// `values` privatized with `rng`, in the layout `randomize` returns: the one report
+    /// column, or a struct of the index and report columns.
+    pub(crate) fn reports<R: Rng + ?Sized>(&self, xs: &[u32], rng: &mut R) -> PyResult<ArrayRef> {
+        let columns = privatize_batch(&self.engine, xs, rng).map_err(value_error)?;
+        match columns.as_slice() {
+            [report] => Ok(report.clone()),
             [index, report] => {
                 let index_name = if self.engine.kind() == "hadamard" {
                     "row"
@@ -194,16 +251,32 @@ impl Mechanism {
                 let array =
                     StructArray::try_new(fields.into(), vec![index.clone(), report.clone()], None)
                         .map_err(value_error)?;
-                Arc::new(array)
+                Ok(Arc::new(array))
             }
-            _ => return Err(value_error("the randomizer returned no report column")),
-        };
-        to_pyarrow_array(py, array)
+            _ => Err(value_error("the randomizer returned no report column")),
+        }
     }
+}
 
-    fn __repr__(&self) -> String {
-        format!("Mechanism({})", self.table)
+/// Group values as (name, value) pairs, in order: from a dict or a sequence of pairs.
+pub(crate) fn group_pairs(groups: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<(String, String)>> {
+    let Some(groups) = groups else {
+        return Ok(Vec::new());
+    };
+    let pairs = if groups.hasattr("items")? {
+        groups.call_method0("items")?
+    } else {
+        groups.clone()
+    };
+    let mut out = Vec::new();
+    for pair in pairs.try_iter()? {
+        out.push(
+            pair?
+                .extract::<(String, String)>()
+                .map_err(|e| value_error(format!("groups: expected (name, value) strings: {e}")))?,
+        );
     }
+    Ok(out)
 }
 
 /// True categories as u32: an Arrow integer array (cast without wrapping) or a sequence.

@@ -7,7 +7,7 @@
 //   node scripts/sample.mjs '<gauss or laplace JSON>' <value> <n>     -> n·d f64 LE
 //
 // Counts: grr, matrix: per category; hadamard, cohort: per 2·index + (report < 0);
-// bitflip: per bit position, the number of reports with that bit set. With --pairs,
+// bitflip, oue: per bit position, the number of reports with that bit set. With --pairs,
 // gauss and laplace give the audit's bin of the first coordinate.
 import { Randomizer } from "../dist/src/index.js";
 
@@ -30,6 +30,7 @@ function index(rep) {
     case "cohort":
       return 2 * rep.cohort + (rep.report < 0 ? 1 : 0);
     case "bitflip":
+    case "oue":
       return rep.report.reduce((acc, b, i) => acc + b * 2 ** (8 * i), 0);
     default:
       return rep.report;
@@ -53,7 +54,7 @@ if ((config.kind === "gauss" || config.kind === "laplace") && mode !== "--pairs"
 } else {
   const x = Number(valueArg);
   const counts = new Map();
-  const bits = config.kind === "bitflip" ? new Array(r.domain).fill(0) : null;
+  const bits = config.kind === "bitflip" || config.kind === "oue" ? new Array(r.domain).fill(0) : null;
   for (let i = 0; i < n; i++) {
     const rep = r.randomize(x);
     if (bits) {

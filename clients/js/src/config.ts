@@ -18,6 +18,7 @@ export const MIN_LAPLACE_EPSILON = 1e-5;
 export type MechanismConfig =
   | { kind: "grr"; epsilon: number; domain: number }
   | { kind: "bitflip"; epsilon: number; domain: number }
+  | { kind: "oue"; epsilon: number; domain: number }
   | { kind: "hadamard"; epsilon: number; domain: number }
   | { kind: "cohort"; epsilon: number; domain: number; cohorts: number; seed?: bigint | number }
   | { kind: "matrix"; matrix: number[][] }

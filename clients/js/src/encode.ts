@@ -55,6 +55,7 @@ export function encodeJson(report: Report, options: MessageOptions = {}): string
       field(columns.report ?? "report", String(report.report));
       break;
     case "bitflip":
+    case "oue":
       field(columns.report ?? "report", JSON.stringify(hex(report.report)));
       break;
     case "hadamard":
@@ -95,6 +96,7 @@ export function encodeBinary(report: Report, options: MessageOptions = {}): Uint
 function bodyBytes(report: Report): number {
   switch (report.kind) {
     case "bitflip":
+    case "oue":
       return report.report.length;
     case "hadamard":
     case "cohort":
@@ -123,6 +125,7 @@ function encodeUnstamped(report: Report, options: MessageOptions): Uint8Array {
       view.setUint32(9, report.report, true);
       break;
     case "bitflip":
+    case "oue":
       out.set(report.report, 9);
       break;
     case "hadamard":

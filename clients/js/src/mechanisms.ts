@@ -17,7 +17,7 @@ import { WordSource } from "./source.js";
 export type Report =
   | { kind: "grr"; report: number }
   | { kind: "matrix"; report: number }
-  | { kind: "bitflip"; report: Uint8Array }
+  | { kind: "bitflip" | "oue"; report: Uint8Array }
   | { kind: "hadamard"; row: number; report: 1 | -1 }
   | { kind: "cohort"; cohort: number; report: 1 | -1 }
   | { kind: "gauss" | "laplace"; report: Float64Array };
@@ -25,7 +25,8 @@ export type Report =
 /** A validated mechanism with its probabilities computed once, exactly as the engine does. */
 export type Prepared =
   | { kind: "grr"; domain: number; lie: number }
-  | { kind: "bitflip"; domain: number; flip: number }
+  /** Unary encoding: a true 1 reported as 0 with `drop`, a true 0 reported as 1 with `flip`. */
+  | { kind: "bitflip" | "oue"; domain: number; drop: number; flip: number }
   | { kind: "hadamard"; domain: number; rows: number; lie: number }
   | { kind: "cohort"; domain: number; cohorts: number; seed: bigint; lie: number }
   | { kind: "matrix"; domain: number; matrix: number[][]; cumulative: number[][] }
@@ -57,7 +58,13 @@ export function prepare(config: MechanismConfig): Prepared {
     }
     case "bitflip": {
       const epsilon = checkEpsilon(config.epsilon);
-      return { kind: "bitflip", domain: checkDomain(config.domain), flip: signLie(epsilon / 2) };
+      const flip = signLie(epsilon / 2);
+      return { kind: "bitflip", domain: checkDomain(config.domain), drop: flip, flip };
+    }
+    case "oue": {
+      // Optimized unary encoding (Wang et al. 2017): p = 1/2, q = 1/(e^ε + 1).
+      const epsilon = checkEpsilon(config.epsilon);
+      return { kind: "oue", domain: checkDomain(config.domain), drop: 0.5, flip: signLie(epsilon) };
     }
     case "hadamard": {
       const epsilon = checkEpsilon(config.epsilon);
@@ -82,7 +89,7 @@ export function prepare(config: MechanismConfig): Prepared {
       throw new LdpClientError(
         "kind",
         (config as { kind?: unknown }).kind,
-        "one of grr, bitflip, hadamard, cohort, matrix, gauss, laplace",
+        "one of grr, bitflip, oue, hadamard, cohort, matrix, gauss, laplace",
       );
   }
 }
@@ -134,13 +141,16 @@ export function draw(m: Prepared, x: number, source: WordSource): Report {
       const y = uniformBelow(source, m.domain - 1);
       return { kind: "grr", report: y >= x ? y + 1 : y };
     }
-    case "bitflip": {
+    case "bitflip":
+    case "oue": {
+      // The engine's order: one exact Bernoulli per bit, `drop` for the true bit (for
+      // bitflip it equals `flip`), `flip` for every other.
       const out = new Uint8Array(Math.ceil(m.domain / 8));
       for (let j = 0; j < m.domain; j++) {
-        const flipped = bernoulliExact(source, m.flip);
+        const flipped = bernoulliExact(source, j === x ? m.drop : m.flip);
         if ((j === x) !== flipped) out[j >> 3] |= 1 << (j & 7);
       }
-      return { kind: "bitflip", report: out };
+      return { kind: m.kind, report: out };
     }
     case "hadamard": {
       const row = uniformBelow(source, m.rows);

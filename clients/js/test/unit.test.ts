@@ -2,7 +2,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 
 import { encodeBinary, encodeJson, LdpClientError, Randomizer } from "../src/index.js";
-import { prepare } from "../src/mechanisms.js";
+import { draw, prepare } from "../src/mechanisms.js";
 import { bernoulliExact, uniformBelow } from "../src/sampling.js";
 import { CryptoSource, ReplaySource } from "../src/source.js";
 
@@ -53,6 +53,29 @@ test("P(lie) at epsilon = 700 is the exact double, not 0", () => {
   assert.ok(K <= 18, `K ${K}`);
 });
 
+// OUE (Wang et al. 2017): the true bit is dropped with 1/2, another set with 1/(e^ε+1),
+// each an exact Bernoulli in bit order, so at ε = 700 the set probability is the exact
+// double (about 1e-304), not 0.
+test("oue draws the true bit with 1/2 and the others with 1/(e^eps+1), exactly", () => {
+  const m = prepare({ kind: "oue", epsilon: 700, domain: 3 });
+  assert.ok(m.kind === "oue");
+  assert.equal(m.drop, 0.5);
+  const decay = Math.exp(-700);
+  assert.ok(m.flip > 0 && Math.abs(m.flip / (decay / (1 + decay)) - 1) < 1e-15, `flip ${m.flip}`);
+  const ones = (1n << 64n) - 1n;
+  const bits = (...ws: bigint[]) => Array.from((draw(m, 1, new ReplaySource(words64(...ws))).report as Uint8Array));
+  // Bit 0 not set, bit 1 dropped (U < 1/2), bit 2 not set.
+  assert.deepEqual(bits(ones, (1n << 63n) - 1n, ones), [0]);
+  // Bit 1 kept (U > 1/2).
+  assert.deepEqual(bits(ones, (1n << 63n) + 1n, ones), [2]);
+  // Bit 0 set: U = 0 lies below the tiny q (decided at the 16th chunk of its expansion, as
+  // golden grr-eps700-lie), then bit 1 kept.
+  assert.deepEqual(bits(...Array(16).fill(0n), ones, ones), [3]);
+  // bitflip at the same ε flips the true bit with q too: a U just under 1/2 keeps it.
+  const b = prepare({ kind: "bitflip", epsilon: 700, domain: 3 });
+  assert.deepEqual(Array.from(draw(b, 1, new ReplaySource(words64(ones, (1n << 63n) - 1n, ones))).report as Uint8Array), [2]);
+});
+
 test("uniformBelow is Canon's method: the carry from later words decides exactly", () => {
   const u = (range: number, ...ws: number[]) => uniformBelow(new ReplaySource(ws), range);
   assert.equal(u(3, 0xffffffff), 2);
@@ -95,6 +118,8 @@ test("bad parameters and inputs are refused naming the parameter", () => {
   refuses(() => new Randomizer({ kind: "grr", epsilon: -1, domain: 4 }), "epsilon");
   refuses(() => new Randomizer({ kind: "grr", epsilon: Infinity, domain: 4 }), "epsilon");
   refuses(() => new Randomizer({ kind: "bitflip", epsilon: NaN, domain: 4 }), "epsilon");
+  refuses(() => new Randomizer({ kind: "oue", epsilon: 0, domain: 4 }), "epsilon");
+  refuses(() => new Randomizer({ kind: "oue", epsilon: 1, domain: 1 }), "domain");
   refuses(() => new Randomizer({ kind: "hadamard", epsilon: 701, domain: 4 }), "epsilon");
   refuses(() => new Randomizer({ kind: "grr", epsilon: 1, domain: 1 }), "domain");
   refuses(() => new Randomizer({ kind: "grr", epsilon: 1, domain: 2 ** 24 + 1 }), "domain");
