@@ -36,6 +36,18 @@ pub struct Mechanism {
     engine: Engine,
 }
 
+/// `value` of parameter `name`, refused when NaN or infinite: JSON has no such number, so
+/// it would otherwise reach the config check as null ("invalid type: null").
+fn finite(name: &str, value: f64) -> PyResult<f64> {
+    if value.is_finite() {
+        Ok(value)
+    } else {
+        Err(value_error(format!(
+            "mechanism {name} = {value}: must be a finite number"
+        )))
+    }
+}
+
 fn build(table: Value) -> PyResult<Mechanism> {
     let config: MechanismConfig = serde_json::from_value(table.clone())
         .map_err(|e| value_error(format!("mechanism {table}: {e}")))?;
@@ -50,14 +62,14 @@ impl Mechanism {
     #[classmethod]
     #[pyo3(signature = (*, epsilon, domain))]
     fn grr(_cls: &Bound<'_, PyType>, epsilon: f64, domain: u32) -> PyResult<Self> {
-        build(json!({"kind": "grr", "epsilon": epsilon, "domain": domain}))
+        build(json!({"kind": "grr", "epsilon": finite("epsilon", epsilon)?, "domain": domain}))
     }
 
     /// Unary encoding with every bit flipped (reports: FixedSizeBinary(ceil(d/8))).
     #[classmethod]
     #[pyo3(signature = (*, epsilon, domain))]
     fn bitflip(_cls: &Bound<'_, PyType>, epsilon: f64, domain: u32) -> PyResult<Self> {
-        build(json!({"kind": "bitflip", "epsilon": epsilon, "domain": domain}))
+        build(json!({"kind": "bitflip", "epsilon": finite("epsilon", epsilon)?, "domain": domain}))
     }
 
     /// Optimized unary encoding, Wang et al. 2017: the true bit kept with probability 1/2,
@@ -65,7 +77,7 @@ impl Mechanism {
     #[classmethod]
     #[pyo3(signature = (*, epsilon, domain))]
     fn oue(_cls: &Bound<'_, PyType>, epsilon: f64, domain: u32) -> PyResult<Self> {
-        build(json!({"kind": "oue", "epsilon": epsilon, "domain": domain}))
+        build(json!({"kind": "oue", "epsilon": finite("epsilon", epsilon)?, "domain": domain}))
     }
 
     /// One-hot plus Gaussian noise, rho-zCDP (reports: FixedSizeList(Float64, d)).
@@ -77,7 +89,9 @@ impl Mechanism {
         domain: u32,
         max_abs: Option<f64>,
     ) -> PyResult<Self> {
-        build(json!({"kind": "gauss", "rho": rho, "domain": domain, "max_abs": max_abs}))
+        build(
+            json!({"kind": "gauss", "rho": finite("rho", rho)?, "domain": domain, "max_abs": max_abs.map(|v| finite("max_abs", v)).transpose()?}),
+        )
     }
 
     /// One-hot plus Laplace noise, epsilon-LDP (reports: FixedSizeList(Float64, d)).
@@ -89,14 +103,16 @@ impl Mechanism {
         domain: u32,
         max_abs: Option<f64>,
     ) -> PyResult<Self> {
-        build(json!({"kind": "laplace", "epsilon": epsilon, "domain": domain, "max_abs": max_abs}))
+        build(
+            json!({"kind": "laplace", "epsilon": finite("epsilon", epsilon)?, "domain": domain, "max_abs": max_abs.map(|v| finite("max_abs", v)).transpose()?}),
+        )
     }
 
     /// Hadamard response (reports: struct of `row` UInt32 and `report` Int8).
     #[classmethod]
     #[pyo3(signature = (*, epsilon, domain))]
     fn hadamard(_cls: &Bound<'_, PyType>, epsilon: f64, domain: u32) -> PyResult<Self> {
-        build(json!({"kind": "hadamard", "epsilon": epsilon, "domain": domain}))
+        build(json!({"kind": "hadamard", "epsilon": finite("epsilon", epsilon)?, "domain": domain}))
     }
 
     /// Seeded random +-1 cohorts (reports: struct of `cohort` UInt32 and `report` Int8).
@@ -110,7 +126,7 @@ impl Mechanism {
         seed: u64,
     ) -> PyResult<Self> {
         build(json!({
-            "kind": "cohort", "epsilon": epsilon, "domain": domain, "cohorts": cohorts, "seed": seed
+            "kind": "cohort", "epsilon": finite("epsilon", epsilon)?, "domain": domain, "cohorts": cohorts, "seed": seed
         }))
     }
 
@@ -118,6 +134,11 @@ impl Mechanism {
     #[classmethod]
     #[pyo3(signature = (*, matrix))]
     fn matrix(_cls: &Bound<'_, PyType>, matrix: Vec<Vec<f64>>) -> PyResult<Self> {
+        for (s, row) in matrix.iter().enumerate() {
+            for (x, &v) in row.iter().enumerate() {
+                finite(&format!("matrix[{s}][{x}]"), v)?;
+            }
+        }
         build(json!({"kind": "matrix", "matrix": matrix}))
     }
 

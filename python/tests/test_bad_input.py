@@ -148,3 +148,43 @@ def test_merging_other_configs_is_refused_with_the_message_of_ldpstream_merge(gr
     reason = str(python.value).split("was counted under other settings:")[1]
     assert "was counted under other settings:" + reason in cli, (str(python.value), cli)
     assert "mechanism epsilon changed from 1 to 2" in reason
+
+
+@pytest.mark.parametrize(
+    "make, name",
+    [
+        (lambda: ldpstream.Mechanism.oue(epsilon=float("nan"), domain=8), "epsilon = NaN"),
+        (lambda: ldpstream.Mechanism.grr(epsilon=float("inf"), domain=8), "epsilon = inf"),
+        (lambda: ldpstream.Mechanism.gauss(rho=float("nan"), domain=8), "rho = NaN"),
+        # A NaN max_abs used to become null, i.e. silently the default.
+        (lambda: ldpstream.Mechanism.laplace(epsilon=1.0, domain=8, max_abs=float("nan")),
+         "max_abs = NaN"),
+        (lambda: ldpstream.Mechanism.matrix(matrix=[[0.5, float("nan")], [0.5, 0.5]]),
+         r"matrix\[0\]\[1\] = NaN"),
+    ],
+)
+def test_non_finite_mechanism_parameters_are_named(make, name):
+    with pytest.raises(ValueError, match=name + ": must be a finite number"):
+        make()
+
+
+def test_a_nan_in_a_config_dict_gets_the_cli_message_naming_the_key():
+    stream = {
+        "name": "s",
+        "source": {"kind": "parquet", "paths": ["x"]},
+        "mechanism": {"kind": "grr", "epsilon": float("nan"), "domain": 4},
+        "test": [{"name": "g", "kind": "gof", "null": "uniform"}],
+    }
+    with pytest.raises(ValueError, match=r"epsilon.*finite number > 0"):
+        ldpstream.Job({"stream": [stream]})
+
+
+def test_a_config_dict_value_toml_cannot_hold_is_named():
+    with pytest.raises(ValueError, match=r"stream\[0\]\.mechanism\.domain is a NoneType"):
+        ldpstream.Job({"stream": [{"name": "s", "mechanism": {"kind": "grr", "domain": None}}]})
+
+
+@pytest.mark.parametrize("text", ["", "   "])
+def test_an_empty_config_string_is_refused_as_such(text):
+    with pytest.raises(ValueError, match="empty string is neither TOML text nor a path"):
+        ldpstream.Job(text)
