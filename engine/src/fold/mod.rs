@@ -7,6 +7,7 @@ mod dictionary;
 pub mod popcount;
 mod report_check;
 mod signed;
+mod subset;
 mod sums;
 
 pub use bits::{fold_bits, fold_bits_scalar, fold_bits_with};
@@ -14,6 +15,7 @@ pub use categories::{count_categories, fold_categories};
 pub use dictionary::fold_key_counts;
 pub use report_check::ReportCheck;
 pub use signed::{fold_signed, fold_signed_scalar};
+pub use subset::fold_subsets;
 pub use sums::fold_sums;
 
 use arrow::array::{Array, FixedSizeBinaryArray, FixedSizeListArray, Int8Array, UInt32Array};

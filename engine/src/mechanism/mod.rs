@@ -14,6 +14,7 @@ mod grr;
 mod hadamard;
 mod likelihood;
 mod noise;
+mod subset;
 
 pub use batch::{privatize_batch, simulate_sketch};
 pub use bitflip::BitFlip;
@@ -22,6 +23,7 @@ pub use cohort::Cohort;
 pub use grr::Grr;
 pub use hadamard::{fwht, Hadamard};
 pub use noise::{sample_laplace, Noise, NoiseKind};
+pub use subset::{default_k as subset_default_k, Subset};
 
 use rand::Rng;
 
