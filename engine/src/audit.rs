@@ -109,6 +109,9 @@ pub fn audit_outputs(config: &MechanismConfig) -> u64 {
         MechanismConfig::Hadamard { domain, .. } => 2 * u64::from(domain.next_power_of_two()),
         MechanismConfig::Cohort { cohorts, .. } => 2 * u64::from(*cohorts),
         MechanismConfig::Matrix { matrix } => matrix.len() as u64,
+        // C(d, k) subsets; validation refuses the kind for now, so this only has to be
+        // large enough that the audit's size check refuses it too.
+        MechanismConfig::Subset { .. } => u64::MAX,
     }
 }
 

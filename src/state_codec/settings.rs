@@ -29,6 +29,10 @@ pub fn settings_of(stream: &StreamConfig) -> Settings {
             put("mechanism cohorts", cohorts.to_string());
             put("mechanism seed", seed.to_string());
         }
+        MechanismConfig::Subset { epsilon, k, .. } => {
+            put("mechanism epsilon", compact(*epsilon));
+            put("mechanism k", format!("{k:?}"));
+        }
         MechanismConfig::Gauss { rho, .. } => put("mechanism rho", compact(*rho)),
         MechanismConfig::Matrix { matrix } => put("mechanism matrix", format!("{matrix:?}")),
         MechanismConfig::Raw { .. } => {}

@@ -130,6 +130,13 @@ impl Mechanism {
                 cohorts,
                 seed,
             } => Mechanism::Cohort(Box::new(Cohort::new(*epsilon, *domain, *cohorts, *seed)?)),
+            MechanismConfig::Subset { .. } => {
+                return Err(EngineError::invalid(
+                    "mechanism kind",
+                    "subset",
+                    ldpstream_config::SUBSET_NOT_WIRED,
+                ))
+            }
             MechanismConfig::Matrix { matrix } => {
                 Mechanism::Channel(Box::new(Channel::new(matrix)?))
             }
