@@ -34,50 +34,72 @@ fn skewed(d: usize) -> Vec<f64> {
     (0..d).map(|j| (d - j) as f64 / total).collect()
 }
 
-/// The estimate's mean is within 3 s.e. of the truth and its variance, pooled over the
-/// categories, within 10% of `f(1−f)/(n(p−q)²)`, f = q + (p−q)p_j (the exact variance of
-/// `(c_j/n − q)/(p − q)`), at the default k.
+/// Datasets per case: `LDPSTREAM_ORACLE_RUNS` (benches/oracles.sh sets 1,000), else the
+/// test's own few.
+fn runs_or(default: usize) -> usize {
+    std::env::var("LDPSTREAM_ORACLE_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Over `runs` datasets of n reports drawn by the randomizer: the empirical variance of
+/// p̂_j over `f(1−f)/(n(p−q)²)`, f = q + (p−q)p_j (the exact variance of `(c_j/n − q)/(p −
+/// q)`), pooled over the categories; the largest |mean − p_j| in standard errors; and the
+/// share of categories beyond 3 of them.
+fn estimate_check(eps: f64, d: u32, n: u64, runs: usize, rng: &mut StdRng) -> (f64, f64, f64) {
+    let m = Subset::new(eps, d, None).unwrap();
+    let (p, q) = pq(eps, d, m.k());
+    let truth = skewed(d as usize);
+    let (mut sum, mut sum_sq) = (vec![0.0; d as usize], vec![0.0; d as usize]);
+    for _ in 0..runs {
+        let counts = sample_subset_counts(&m, &truth, n, rng).unwrap();
+        for (j, e) in m.estimate(&counts, n).estimate.into_iter().enumerate() {
+            sum[j] += e;
+            sum_sq[j] += e * e;
+        }
+    }
+    let r = runs as f64;
+    let (mut ratio, mut worst, mut beyond) = (0.0, 0.0f64, 0usize);
+    for j in 0..d as usize {
+        let f = q + (p - q) * truth[j];
+        let var = f * (1.0 - f) / (n as f64 * (p - q) * (p - q));
+        let mean = sum[j] / r;
+        let z = (mean - truth[j]).abs() / (var / r).sqrt();
+        worst = worst.max(z);
+        beyond += usize::from(z > 3.0);
+        ratio += (sum_sq[j] - r * mean * mean) / (r - 1.0) / var / f64::from(d);
+    }
+    (ratio, worst, beyond as f64 / f64::from(d))
+}
+
+/// d ∈ {16, 1024}, ε ∈ {0.5, 2, 5}, default k: the pooled empirical variance is within 5%
+/// of the closed form and every mean within 3 s.e. of the truth (d = 1024: at most 1% of
+/// the categories beyond 3 s.e., 0.27% expected, none beyond 4.5). The pooled ratio of R
+/// datasets × d categories has relative s.e. ≈ √(2/(R·d)) if the categories were
+/// independent: 1.1% at d = 16, R = 1000; at d = 1024 they share each dataset's draw of
+/// true values, and R = 10 gave 1.057 where R = 100 gives 1.003, so R = 100.
 #[test]
 fn estimate_mean_and_variance_match_the_closed_form() {
     let mut rng = StdRng::seed_from_u64(30);
-    for (eps, d, datasets) in [
-        (0.5, 16u32, 400),
-        (2.0, 16, 400),
-        (5.0, 16, 400),
-        (2.0, 128, 150),
-    ] {
-        let m = Subset::new(eps, d, None).unwrap();
-        let (p, q) = pq(eps, d, m.k());
-        let truth = skewed(d as usize);
-        let n = 2000u64;
-        let mut sum = vec![0.0; d as usize];
-        let mut sum_sq = vec![0.0; d as usize];
-        for _ in 0..datasets {
-            let counts = sample_subset_counts(&m, &truth, n, &mut rng).unwrap();
-            let est = m.estimate(&counts, n).estimate;
-            for j in 0..d as usize {
-                sum[j] += est[j];
-                sum_sq[j] += est[j] * est[j];
+    for eps in [0.5, 2.0, 5.0] {
+        for (d, runs) in [(16u32, runs_or(1000)), (1024, runs_or(100))] {
+            let n = 2000;
+            let (ratio, worst, beyond) = estimate_check(eps, d, n, runs, &mut rng);
+            let k = Subset::new(eps, d, None).unwrap().k();
+            eprintln!(
+                "| subset | {d} | {k} | {eps} | {runs} | {ratio:.4} | {worst:.2} | {beyond:.4} |"
+            );
+            assert!((ratio - 1.0).abs() <= 0.05, "ε={eps} d={d}: ratio {ratio}");
+            if d == 16 {
+                assert!(worst <= 3.0, "ε={eps} d={d}: worst |z| {worst}");
+            } else {
+                assert!(
+                    worst <= 4.5 && beyond <= 0.01,
+                    "ε={eps} d={d}: {worst} {beyond}"
+                );
             }
         }
-        let r = datasets as f64;
-        let mut ratio = 0.0;
-        for j in 0..d as usize {
-            let f = q + (p - q) * truth[j];
-            let var = f * (1.0 - f) / (n as f64 * (p - q) * (p - q));
-            let mean = sum[j] / r;
-            let emp = (sum_sq[j] - r * mean * mean) / (r - 1.0);
-            assert!(
-                (mean - truth[j]).abs() < 3.0 * (var / r).sqrt() + 1e-12,
-                "ε={eps} d={d} j={j}: mean {mean} vs {}",
-                truth[j]
-            );
-            ratio += emp / var / f64::from(d);
-        }
-        assert!(
-            (ratio - 1.0).abs() < 0.10,
-            "ε={eps} d={d}: var ratio {ratio}"
-        );
     }
 }
 
@@ -124,6 +146,7 @@ fn gof_size_and_power() {
             .count();
         let rate = rejected as f64 / f64::from(runs);
         let se = (ALPHA * (1.0 - ALPHA) / f64::from(runs)).sqrt();
+        eprintln!("subset gof size ε={eps} d={d} k={} n={n}: {rate:.4}", m.k());
         assert!(
             (rate - ALPHA).abs() < 3.0 * se,
             "ε={eps} d={d}: size {rate}"
@@ -139,6 +162,7 @@ fn gof_size_and_power() {
                 subset_gof(&m, &c, 4 * n, &p0).p_value.unwrap() < ALPHA
             })
             .count();
+        eprintln!("subset gof power ε={eps} d={d} n={}: {power}/200", 4 * n);
         assert!(power > 180, "ε={eps} d={d}: power {power}/200");
     }
 }
@@ -168,6 +192,7 @@ fn sequential_never_rejects_more_than_alpha() {
         }
     }
     let rate = f64::from(ever) / f64::from(paths);
+    eprintln!("subset sequential P(ever reject | H0), {paths} paths × {looks} looks: {rate:.4}");
     assert!(rate <= ALPHA, "P(ever reject | H0) = {rate}");
 }
 
