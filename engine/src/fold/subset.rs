@@ -63,6 +63,7 @@ impl Tally {
             RejectReason::Null => self.nulls += 1,
             RejectReason::SubsetWrongSize => self.wrong_size += 1,
             RejectReason::OutOfDomain => self.out_of_range += 1,
+            // check_row returns no other reason.
             _ => self.duplicate += 1,
         }
     }

@@ -239,6 +239,19 @@ mod tests {
         assert!(Subset::new(1.0, 16, None).unwrap().randomize(16).is_err());
     }
 
+    /// The CSPRNG path gives k distinct sorted categories, at the extremes of k too.
+    #[test]
+    fn csprng_reports_are_k_subsets() {
+        for (d, k) in [(2u32, 1u32), (16, 15), (1000, 120)] {
+            let m = Subset::new(2.0, d, Some(k)).unwrap();
+            for x in [0, d - 1] {
+                let r = m.randomize(x).unwrap();
+                assert_eq!(r.len(), k as usize);
+                assert!(r.windows(2).all(|w| w[0] < w[1]) && r[r.len() - 1] < d);
+            }
+        }
+    }
+
     /// Reports have k distinct sorted members below d, and each member's frequency matches
     /// `p` for x and `q` elsewhere (5 s.e.), as do the pair frequencies.
     #[test]
