@@ -23,6 +23,26 @@ fn bad_config_exits_2_naming_the_key() {
     assert!(e.contains("finite number > 0"), "{e}");
 }
 
+/// `subset` (issue 30) is validated but not wired into the stream paths: `check` and
+/// `batch` refuse it as a config error naming the kind, before reading any input.
+#[test]
+fn subset_is_refused_by_check_and_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), 16, "");
+    let text = std::fs::read_to_string(&cfg).unwrap().replace(
+        "kind = \"grr\", epsilon = 1.0",
+        "kind = \"subset\", epsilon = 1.0",
+    );
+    std::fs::write(&cfg, text).unwrap();
+    for command in ["check", "batch"] {
+        let o = ldpstream(&[command, "--config", cfg.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(2), "{command}");
+        let e = stderr(&o);
+        assert!(e.contains("mechanism.kind = \"subset\""), "{command}: {e}");
+        assert!(e.contains("not yet available"), "{command}: {e}");
+    }
+}
+
 #[test]
 fn wrong_column_type_exits_1_naming_file_column_and_types() {
     let dir = tempfile::tempdir().unwrap();
