@@ -29,5 +29,12 @@ LDPSTREAM_ORACLE_RUNS=$runs cargo test --quiet -p ldpstream-engine --test subset
   | grep -oE '^\| .*|subset (gof|sequential).*|test result.*|panicked.*'
 echo "# fold speed ($rows reports, median of $repeats folds, test profile: opt-level 3)"
 # The test profile: the one scripts/test.sh has already built, so no second compile.
-cargo build --quiet --profile test -p ldpstream-benches --bin oracle-fold
-"${CARGO_TARGET_DIR:-target}/debug/oracle-fold" "$rows" "$repeats"
+# scripts/test.sh's `cargo test --workspace --all-targets` already built it (and passes its
+# directory as LDPSTREAM_BIN_DIR): building it again with `-p` would recompile arrow and
+# parquet under another feature set, minutes of CI for nothing.
+bin_dir=${LDPSTREAM_BIN_DIR:-}
+if [ -z "$bin_dir" ] || [ ! -x "$bin_dir/oracle-fold" ]; then
+  cargo build --quiet --profile test -p ldpstream-benches --bin oracle-fold
+  bin_dir="${CARGO_TARGET_DIR:-target}/debug"
+fi
+"$bin_dir/oracle-fold" "$rows" "$repeats"

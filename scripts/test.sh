@@ -44,12 +44,37 @@ python3 scripts/check_module_cycles.py
 cargo test --workspace --all-targets 2>&1 | tee "$log"
 cargo test --workspace --doc 2>&1 | tee -a "$log"
 
+# The Python package (python/): built into the git-ignored venv .venv-py from the test
+# profile's compiled dependencies (scripts/python_env.sh), then its pytest suite, which
+# runs the binary the tests just built as the reference. pytest's summary becomes a
+# "test result:" line; a run with no test passed counts as a failure.
+py_started=$(date +%s)
+if py=$(scripts/python_env.sh 2> >(tee -a "$log" >&2)) \
+  && LDPSTREAM_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/ldpstream" \
+    "$py" -m pytest -q -p no:cacheprovider python/tests 2>&1 | tee "$log.py"; then :; fi
+py_passed=$( (grep -Eo '[0-9]+ passed' "$log.py" || true) | tail -1 | grep -Eo '[0-9]+' || true)
+py_failed=$( (grep -Eo '[0-9]+ (failed|errors?)' "$log.py" || true) | (grep -Eo '[0-9]+' || true) | awk '{s+=$1} END {print s+0}')
+if [ "${py_passed:-0}" -eq 0 ] && [ "$py_failed" -eq 0 ]; then
+  echo "error: the Python suite ran no test" >&2
+  py_failed=1
+fi
+echo "test result: $([ "$py_failed" -eq 0 ] && echo ok || echo FAILED). ${py_passed:-0} passed; $py_failed failed; 0 ignored (python/tests, $(( $(date +%s) - py_started )) s)" | tee -a "$log"
+rm -f "$log.py"
+
 # The status page in a real browser (headless Chromium, installed when missing): every
 # configured test renders a card with its p-value plot and estimate bars.
 if LDPSTREAM_BIN="${CARGO_TARGET_DIR:-target}/debug/ldpstream" scripts/status_page_check.sh 2>&1 | tee -a "$log"; then
   echo "test result: ok. 1 passed; 0 failed; 0 ignored (status_page_check.sh)" | tee -a "$log"
 else
   echo "test result: FAILED. 0 passed; 1 failed; 0 ignored (status_page_check.sh)" | tee -a "$log"
+fi
+
+# The TypeScript client (scripts/js_client_test.sh: npm ci against
+# clients/js/package-lock.json, node:test with the golden conformance replay, then the
+# client's distribution, audit, Kafka end-to-end and headless-Chromium tests). After the
+# status page check, which installs chromium when missing. It prints "test result:" lines.
+if ! scripts/js_client_test.sh 2>&1 | tee -a "$log"; then
+  echo "test result: FAILED. 0 passed; 1 failed; 0 ignored (scripts/js_client_test.sh)" | tee -a "$log"
 fi
 
 # The deployment artifacts against real tools and a real Prometheus scraping a running

@@ -44,6 +44,12 @@ pub fn input_fingerprint(stream: &StreamConfig, patterns: &[String]) -> String {
 fn parquet_identity(patterns: &[String]) -> String {
     let mut paths: Vec<String> = Vec::new();
     for pattern in patterns {
+        // In-memory data (the Python package) is named by its content identity, which no
+        // working directory may turn into a path.
+        if pattern.starts_with(crate::memory_id::MEMORY_INPUT) {
+            paths.push(pattern.clone());
+            continue;
+        }
         match resolve_inputs(std::slice::from_ref(pattern)) {
             Ok(files) => paths.extend(files.iter().map(|f| canonical(f))),
             Err(_) => paths.push(canonical(Path::new(pattern))),

@@ -10,6 +10,8 @@ pub mod ledger_file;
 pub mod ledger_rules;
 pub mod ledger_store;
 pub mod mechanisms;
+pub mod memory_fold;
+pub mod memory_id;
 pub mod output;
 pub mod partials;
 pub mod release;

@@ -111,9 +111,7 @@ pub fn encode(
     parts: &[(&StreamConfig, StreamPart)],
     input_ids: BTreeMap<String, Vec<String>>,
 ) -> Vec<u8> {
-    let header = Header {
-        input_ids,
-        ldpstream: env!("CARGO_PKG_VERSION").to_string(),
+    encode_partial(&Partial {
         inputs: parts
             .iter()
             .map(|(s, p)| {
@@ -123,34 +121,50 @@ pub fn encode(
                 )
             })
             .collect(),
+        input_ids,
+        streams: parts
+            .iter()
+            .map(|(stream, part)| stream_part(stream, &part.sketches))
+            .collect(),
+    })
+}
+
+/// One stream's folded sketches as a sketch file stores them, with the settings they were
+/// counted under.
+pub fn stream_part(stream: &StreamConfig, sketches: &PanedDelta) -> StreamCheckpoint {
+    StreamCheckpoint {
+        name: stream.name.clone(),
+        pane_width: stream_pane_width(stream),
+        panes: RestoredPanes {
+            max_event: sketches.max_ts,
+            late: sketches.late,
+            finalized_through: None,
+            first_pane: None,
+            // The reports without event time, as serve keeps them.
+            retired: sketches.untimed.clone(),
+            panes: sketches.panes.clone(),
+        },
+        position: Position::Start,
+        ledger: None,
+        settings: Some(settings_of(stream)),
+        latches: Vec::new(),
+    }
+}
+
+/// The bytes of a partial sketch file holding `partial` (what [`decode`] reads back).
+pub fn encode_partial(partial: &Partial) -> Vec<u8> {
+    let header = Header {
+        input_ids: partial.input_ids.clone(),
+        ldpstream: env!("CARGO_PKG_VERSION").to_string(),
+        inputs: partial.inputs.clone(),
     };
-    let streams: Vec<StreamCheckpoint> = parts
-        .iter()
-        .map(|(stream, part)| StreamCheckpoint {
-            name: stream.name.clone(),
-            pane_width: stream_pane_width(stream),
-            panes: RestoredPanes {
-                max_event: part.sketches.max_ts,
-                late: part.sketches.late,
-                finalized_through: None,
-                first_pane: None,
-                // The reports without event time, as serve keeps them.
-                retired: part.sketches.untimed.clone(),
-                panes: part.sketches.panes.clone(),
-            },
-            position: Position::Start,
-            ledger: None,
-            settings: Some(settings_of(stream)),
-            latches: Vec::new(),
-        })
-        .collect();
     let header = serde_json::to_vec(&header).unwrap_or_default();
     let mut out = Vec::new();
     out.extend_from_slice(&MAGIC);
     out.push(VERSION);
     out.extend_from_slice(&(header.len() as u32).to_le_bytes());
     out.extend_from_slice(&header);
-    out.extend_from_slice(&state_codec::encode(&streams));
+    out.extend_from_slice(&state_codec::encode(&partial.streams));
     let sum = crc32c::crc32c(&out);
     out.extend_from_slice(&sum.to_le_bytes());
     out
@@ -191,6 +205,7 @@ pub fn write(dir: &Path, parts: &[(&StreamConfig, StreamPart)]) -> Result<PathBu
 }
 
 /// A decoded partial sketch file.
+#[derive(Debug, Clone)]
 pub struct Partial {
     pub inputs: BTreeMap<String, Vec<String>>,
     pub input_ids: BTreeMap<String, Vec<String>>,
@@ -348,9 +363,7 @@ pub fn merge_files(
     config: &Config,
     files: &[PathBuf],
 ) -> Result<BTreeMap<String, (Vec<String>, PanedDelta)>, Error> {
-    let conflict = |message: String| Error::PartialConflict { message };
-    let mut merged: BTreeMap<String, (Vec<String>, PanedDelta)> = BTreeMap::new();
-    let mut seen = SeenInputs::default();
+    let mut partials = Vec::with_capacity(files.len());
     for file in files {
         let shown = file.display().to_string();
         let bytes = std::fs::read(file).map_err(|e| Error::Partial {
@@ -358,6 +371,21 @@ pub fn merge_files(
             message: e.to_string(),
         })?;
         let partial = decode(&bytes, &shown)?;
+        partials.push((shown, partial));
+    }
+    merge_partials(config, partials)
+}
+
+/// [`merge_files`] over decoded partials, each with the name that shows it in errors
+/// (a file's path; the Python package's sketches). Every check of `merge` is here.
+pub fn merge_partials(
+    config: &Config,
+    partials: Vec<(String, Partial)>,
+) -> Result<BTreeMap<String, (Vec<String>, PanedDelta)>, Error> {
+    let conflict = |message: String| Error::PartialConflict { message };
+    let mut merged: BTreeMap<String, (Vec<String>, PanedDelta)> = BTreeMap::new();
+    let mut seen = SeenInputs::default();
+    for (shown, partial) in partials {
         for stored in &partial.streams {
             if !config.streams.iter().any(|s| s.name == stored.name) {
                 return Err(conflict(format!(
@@ -378,35 +406,122 @@ pub fn merge_files(
                     ))
                 })?;
             let delta = checked_delta(stream, stored, &shown)?;
-            let inputs = partial
-                .inputs
-                .get(&stream.name)
-                .cloned()
-                .unwrap_or_default();
-            // Without its inputs a file's sketches could be merged any number of times.
-            if inputs.is_empty() {
-                return Err(conflict(format!(
-                    "{shown}: stream {:?} names no input files, so nothing shows that its \
-                     sketches are not counted twice; emit it again with `batch --emit-sketches`",
-                    stream.name
-                )));
-            }
-            let ids = partial.input_ids.get(&stream.name);
-            if ids.is_some_and(|ids| ids.len() != inputs.len()) {
-                return Err(conflict(format!(
-                    "{shown}: stream {:?} has {} inputs but {} fingerprints",
-                    stream.name,
-                    inputs.len(),
-                    ids.map_or(0, Vec::len)
-                )));
-            }
-            seen.claim(&stream.name, &shown, &inputs, ids)?;
+            let inputs = claim_inputs(&mut seen, &partial, &stream.name, &shown)?;
             let entry = merged.entry(stream.name.clone()).or_default();
             entry.0.extend(inputs);
             entry.1.merge(delta)?;
         }
     }
     Ok(merged)
+}
+
+/// A stream's inputs in `partial`, claimed in `seen` so that none is counted twice.
+fn claim_inputs(
+    seen: &mut SeenInputs,
+    partial: &Partial,
+    stream: &str,
+    shown: &str,
+) -> Result<Vec<String>, Error> {
+    let conflict = |message: String| Error::PartialConflict { message };
+    let inputs = partial.inputs.get(stream).cloned().unwrap_or_default();
+    // Without its inputs a file's sketches could be merged any number of times.
+    if inputs.is_empty() {
+        return Err(conflict(format!(
+            "{shown}: stream {stream:?} names no input files, so nothing shows that its \
+             sketches are not counted twice; emit it again with `batch --emit-sketches`"
+        )));
+    }
+    let ids = partial.input_ids.get(stream);
+    if ids.is_some_and(|ids| ids.len() != inputs.len()) {
+        return Err(conflict(format!(
+            "{shown}: stream {stream:?} has {} inputs but {} fingerprints",
+            inputs.len(),
+            ids.map_or(0, Vec::len)
+        )));
+    }
+    seen.claim(stream, shown, &inputs, ids)?;
+    Ok(inputs)
+}
+
+/// Adds `other` (shown as `shown` in errors) into `into` without a config: the Python
+/// package's `Sketches.merge`. A stream in both must have been counted under the same
+/// settings and panes, and no input may be in both; `merge`'s messages say so. A stream
+/// in one only is kept as it is. The config's own checks come later, when the merged
+/// sketches are tested ([`merge_partials`]).
+pub fn combine(into: &mut Partial, other: Partial, shown: &str) -> Result<(), Error> {
+    let conflict = |message: String| Error::PartialConflict { message };
+    let mut seen = SeenInputs::default();
+    let names: Vec<String> = into.streams.iter().map(|s| s.name.clone()).collect();
+    for name in &names {
+        claim_inputs(&mut seen, into, name, "the sketches merged into")?;
+    }
+    for theirs in other.streams.iter() {
+        if names.contains(&theirs.name) {
+            claim_inputs(&mut seen, &other, &theirs.name, shown)?;
+        }
+    }
+    for theirs in other.streams {
+        let name = theirs.name.clone();
+        let (inputs, ids) = (
+            other.inputs.get(&name).cloned().unwrap_or_default(),
+            other.input_ids.get(&name).cloned(),
+        );
+        match into.streams.iter_mut().find(|s| s.name == name) {
+            None => into.streams.push(theirs),
+            Some(ours) => {
+                // As `merge` says it: from the incoming sketches' settings to the target's.
+                if let (Some(old), Some(new)) = (&theirs.settings, &ours.settings) {
+                    if let Some(changes) = describe_changes(&name, old, new) {
+                        return Err(conflict(format!(
+                            "{shown} was counted under other settings: {changes}"
+                        )));
+                    }
+                }
+                if ours.settings.is_none() || theirs.settings.is_none() {
+                    return Err(conflict(format!(
+                        "{shown}: stream {name:?} carries no settings (an older checkpoint \
+                         format), so it could have been counted under any mechanism; emit it again"
+                    )));
+                }
+                if ours.pane_width != theirs.pane_width {
+                    return Err(conflict(format!(
+                        "{shown}: stream {name:?} has panes of {} ms, the config needs {} ms",
+                        theirs.pane_width, ours.pane_width
+                    )));
+                }
+                let mut delta = delta_of(ours);
+                delta.merge(delta_of(&theirs))?;
+                ours.panes = panes_of(delta);
+            }
+        }
+        into.inputs.entry(name.clone()).or_default().extend(inputs);
+        if let Some(ids) = ids {
+            into.input_ids.entry(name).or_default().extend(ids);
+        }
+    }
+    Ok(())
+}
+
+/// A stored stream's sketches as a delta (no group cap: the config's comes with it).
+fn delta_of(stored: &StreamCheckpoint) -> PanedDelta {
+    PanedDelta {
+        panes: stored.panes.panes.clone(),
+        untimed: stored.panes.retired.clone(),
+        late: stored.panes.late,
+        max_ts: stored.panes.max_event,
+        max_groups: None,
+    }
+}
+
+fn panes_of(delta: PanedDelta) -> RestoredPanes {
+    RestoredPanes {
+        max_event: delta.max_ts,
+        late: delta.late,
+        finalized_through: None,
+        first_pane: None,
+        retired: delta.untimed,
+        panes: delta.panes,
+    }
 }
 
 #[cfg(test)]

@@ -4,6 +4,8 @@ use anyhow::{anyhow, Result};
 use ldpstream_engine::audit::{audit, check_audit_size};
 use rand::SeedableRng;
 
+use std::path::PathBuf;
+
 use super::{rand_seed, usage, MechanismArgs};
 
 #[derive(clap::Args)]
@@ -16,6 +18,11 @@ pub struct AuditArgs {
     /// Seed of the sampling RNG; drawn from the OS when omitted.
     #[arg(long)]
     seed: Option<u64>,
+    /// Audit reports some client wrote instead of sampling the engine's randomizer: one
+    /// `input,output` line per report (output as the audit enumerates it: see README
+    /// "Clients"), the same number for every input.
+    #[arg(long, conflicts_with_all = ["samples", "seed"])]
+    reports: Option<PathBuf>,
 }
 
 pub fn run(args: AuditArgs) -> Result<()> {
@@ -26,9 +33,20 @@ pub fn run(args: AuditArgs) -> Result<()> {
     if args.samples == 0 {
         return Err(usage("--samples must be at least 1"));
     }
-    let seed = args.seed.unwrap_or_else(rand_seed);
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let report = audit(&mechanism, args.samples, &mut rng)?;
+    let (report, source) = match &args.reports {
+        Some(path) => (
+            super::audit_reports::audit_file(&mechanism, path)?,
+            format!("reports from {}", path.display()),
+        ),
+        None => {
+            let seed = args.seed.unwrap_or_else(rand_seed);
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+            (
+                audit(&mechanism, args.samples, &mut rng)?,
+                format!("seed {seed}"),
+            )
+        }
+    };
     let claimed = match (report.claimed_epsilon, mechanism.privacy().rho) {
         (Some(e), _) => format!("ε = {e}"),
         (None, Some(rho)) => format!("ρ = {rho} (zCDP; no pure ε)"),
@@ -39,7 +57,7 @@ pub fn run(args: AuditArgs) -> Result<()> {
     println!("exact worst-case loss:     {:.6}", report.exact_loss);
     println!(
         "empirical ε lower bound:   {:.6}  ({}% simultaneous: union bound over {} proportions, \
-         one-sided Clopper–Pearson at {:.3e} each; {} samples per input, seed {seed})",
+         one-sided Clopper–Pearson at {:.3e} each; {} samples per input, {source})",
         report.empirical_lower_bound,
         report.confidence * 100.0,
         report.proportions,

@@ -2,6 +2,7 @@
 //! flags, distribution parsing, and the usage error that exits with code 2.
 
 pub mod audit;
+mod audit_reports;
 pub mod batch;
 pub mod check;
 pub mod merge;

@@ -11,13 +11,14 @@ pub const MAX_COHORTS: u32 = 1 << 20;
 pub const MAX_COHORT_GRAM_WORK: f64 = 4.0e9;
 /// How far a channel column's sum may be from 1.
 pub const CHANNEL_SUM_TOLERANCE: f64 = 1e-9;
-/// Smallest ε of Laplace noise: one coordinate of Lap(2/ε) must stay far inside the ±2³¹ a
-/// sum sketch accepts (at ε = 1e-7 it leaves it with probability e^{−107}).
-pub const MIN_LAPLACE_EPSILON: f64 = 1e-7;
+/// Smallest ε of Laplace noise. The noise is drawn on a grid of powers of two that f32
+/// reports hold exactly (docs/STATISTICS.md §3.1), which needs 1 + 60 scales (the default
+/// `max_abs`) below 2^24: 1 + 120/ε ≤ 2^24, so ε ≥ 7.2e-6.
+pub const MIN_LAPLACE_EPSILON: f64 = 1e-5;
 
-/// The smallest ρ of `gauss`: its noise N(0, 1/ρ) then has σ ≈ 3.2e7, so a coordinate
-/// beyond the ±2³¹ a sum sketch accepts is a 68σ event and no honest report is rejected.
-pub const MIN_RHO: f64 = 1e-15;
+/// The smallest ρ of `gauss`: 1 + 40σ (the default `max_abs`) must stay below 2^24 for the
+/// grid noise to be exact in f32 (docs/STATISTICS.md §3.1); at ρ = 1e-11, σ ≈ 3.2e5.
+pub const MIN_RHO: f64 = 1e-11;
 /// The largest ρ of `gauss`: ε²/2 at the largest ε, the same "this is no longer a privacy
 /// parameter" line the other mechanisms draw.
 pub const MAX_RHO: f64 = MAX_EPSILON * MAX_EPSILON / 2.0;
@@ -28,9 +29,9 @@ fn local_rho(key: String, value: f64) -> Result<(), ConfigError> {
             key,
             format!("{value:e}"),
             format!(
-                "a number from {MIN_RHO:e} to {MAX_RHO}: below it the noise N(0, 1/ρ) would \
-                 overflow the ±2^31 a sum sketch accepts per coordinate, and above it ρ-zCDP \
-                 is weaker than ε = {MAX_EPSILON}"
+                "a number from {MIN_RHO:e} to {MAX_RHO}: below it the noise (σ = 1/√ρ) is too \
+                 wide for reports on an exact f32 grid, and above it ρ-zCDP is weaker than \
+                 ε = {MAX_EPSILON}"
             ),
         ));
     }
@@ -69,7 +70,7 @@ fn local_epsilon(key: String, value: f64, laplace: bool) -> Result<Epsilon, Conf
         Some(epsilon) if value >= min => Ok(epsilon),
         _ => {
             let why = if laplace {
-                "Lap(2/ε) noise would overflow the ±2^31 a sum sketch accepts per coordinate"
+                "the noise (scale 2/ε) is too wide for reports on an exact f32 grid"
             } else {
                 "a test would need more than 1/ε² = 10^18 reports to detect anything"
             };
@@ -254,18 +255,18 @@ mod tests {
     /// The bounds on ε, with the reason in the message; the bounds themselves pass.
     #[test]
     fn bounds_rho_and_says_why() {
-        for bad in ["1e-16", "245001.0", "1e308", "0.0", "-1.0"] {
+        for bad in ["9e-12", "245001.0", "1e308", "0.0", "-1.0"] {
             let e = err(&GOOD.replace(
                 "mechanism = { kind = \"grr\", epsilon = 1.0, domain = 4 }",
                 &format!("mechanism = {{ kind = \"gauss\", rho = {bad}, domain = 4 }}"),
             ));
             assert!(
-                e.contains("mechanism.rho") && e.contains("±2^31"),
+                e.contains("mechanism.rho") && e.contains("f32 grid"),
                 "{bad}: {e}"
             );
             assert!(e.len() < 400, "the value is printed compactly: {e}");
         }
-        for good in ["1e-15", "245000.0", "0.5"] {
+        for good in ["1e-11", "245000.0", "0.5"] {
             let text = GOOD.replace(
                 "mechanism = { kind = \"grr\", epsilon = 1.0, domain = 4 }",
                 &format!("mechanism = {{ kind = \"gauss\", rho = {good}, domain = 4 }}"),
@@ -291,9 +292,9 @@ mod tests {
             .unwrap();
         }
         let laplace = GOOD.replace("kind = \"grr\"", "kind = \"laplace\"");
-        let e = err(&laplace.replace("epsilon = 1.0", "epsilon = 1e-8"));
-        assert!(e.contains("at least 1e-7") && e.contains("2^31"), "{e}");
-        Config::from_toml_str(&laplace.replace("epsilon = 1.0", "epsilon = 1e-7"), "t").unwrap();
+        let e = err(&laplace.replace("epsilon = 1.0", "epsilon = 9e-6"));
+        assert!(e.contains("at least 1e-5") && e.contains("f32 grid"), "{e}");
+        Config::from_toml_str(&laplace.replace("epsilon = 1.0", "epsilon = 1e-5"), "t").unwrap();
     }
 
     #[test]

@@ -32,8 +32,12 @@ use crate::error::ConnectorError;
 pub const BAD_MESSAGE: &str = "bad_message";
 /// A message whose group value is longer than the stream's `max_group_value_bytes`.
 pub const GROUP_VALUE_TOO_LONG: &str = "group_value_too_long";
+/// A message whose mechanism fingerprint is not the stream's (README "Clients").
+pub const MECHANISM_MISMATCH: &str = "mechanism_mismatch";
 /// Every label a message refused at decode is counted under.
-pub const MESSAGE_REASONS: [&str; 2] = [BAD_MESSAGE, GROUP_VALUE_TOO_LONG];
+pub const MESSAGE_REASONS: [&str; 3] = [BAD_MESSAGE, GROUP_VALUE_TOO_LONG, MECHANISM_MISMATCH];
+/// The optional JSON field with the client's mechanism fingerprint, 8 hex digits.
+pub const FINGERPRINT_FIELD: &str = "fingerprint";
 
 /// A message that was not decoded: the reason it is counted under, and what was wrong
 /// (the dead letter's `ldpstream-reason` header).
@@ -91,6 +95,8 @@ pub struct MessageDecoder {
     check: ReportCheck,
     /// One binary noise vector, reused across messages.
     scratch: Vec<f64>,
+    /// The stream's mechanism fingerprint, which a stamped message must carry.
+    fingerprint: Option<u32>,
 }
 
 fn bad(what: impl Into<String>) -> BadMessage {
@@ -147,6 +153,7 @@ impl MessageDecoder {
             event_time: EventTime::Auto,
             check: ReportCheck::new(mechanism),
             scratch: Vec::new(),
+            fingerprint: mechanism.fingerprint(),
         }
     }
 
@@ -191,6 +198,16 @@ impl MessageDecoder {
         let m = JsonFields::parse(payload)?;
         if m.is_end_marker() {
             return Ok(Decoded::EndMarker);
+        }
+        if let Some(f) = m
+            .string(FINGERPRINT_FIELD)
+            .map_err(|_| bad("JSON: fingerprint is not a string"))?
+        {
+            let stamped = u32::from_str_radix(&f, 16)
+                .ok()
+                .filter(|_| f.len() == 8)
+                .ok_or_else(|| bad("JSON: fingerprint is not 8 hex digits"))?;
+            self.check_fingerprint(stamped)?;
         }
         let report = m
             .raw(&self.report_name)
@@ -267,6 +284,25 @@ impl MessageDecoder {
         Ok(verdict.map_or(Decoded::Report, Decoded::Invalid))
     }
 
+    /// A client randomizing under other parameters (an old version after a change of ε or
+    /// d) would be folded into estimates that assume the stream's: refused, counted and
+    /// dead-lettered instead.
+    fn check_fingerprint(&self, stamped: u32) -> Result<(), BadMessage> {
+        if self.fingerprint == Some(stamped) {
+            return Ok(());
+        }
+        Err(BadMessage {
+            reason: MECHANISM_MISMATCH,
+            detail: format!(
+                "mechanism fingerprint {stamped:08x}, the stream's is {}",
+                self.fingerprint.map_or(
+                    "none (no client randomizes this mechanism)".to_string(),
+                    |f| format!("{f:08x}")
+                )
+            ),
+        })
+    }
+
     /// A producer controls group strings, and every pane and metric series keeps a copy:
     /// a value over the stream's bound is refused before anything is appended.
     fn check_group_length(&self, column: &str, value: &str) -> Result<(), BadMessage> {
@@ -284,19 +320,25 @@ impl MessageDecoder {
     }
 
     fn push_binary(&mut self, p: &[u8], kafka_ts: Option<i64>) -> Result<Decoded, BadMessage> {
-        match p.first() {
-            Some(0xFF) => return Ok(Decoded::EndMarker),
-            Some(1) => {}
-            _ => return Err(bad("binary: unknown message kind")),
-        }
         let short = || bad("binary: message too short");
+        // Kind 2 is kind 1 with the client's fingerprint (u32) after the kind byte.
+        let p = match p.first() {
+            Some(0xFF) => return Ok(Decoded::EndMarker),
+            Some(1) => &p[1..],
+            Some(2) => {
+                let f = p.get(1..5).ok_or_else(short)?;
+                self.check_fingerprint(u32::from_le_bytes([f[0], f[1], f[2], f[3]]))?;
+                &p[5..]
+            }
+            _ => return Err(bad("binary: unknown message kind")),
+        };
         let ts_bytes: [u8; 8] = p
-            .get(1..9)
+            .get(..8)
             .ok_or_else(short)?
             .try_into()
             .map_err(|_| short())?;
         let ts = i64::from_le_bytes(ts_bytes);
-        let body = &p[9..];
+        let body = &p[8..];
         let report_len = match &self.report {
             ReportBuilder::U32(_) => 4,
             ReportBuilder::Bits(_, w) => *w,
@@ -480,6 +522,56 @@ mod tests {
             json.push(b"not json").map_err(|e| e.reason),
             Err(BAD_MESSAGE)
         );
+    }
+
+    /// Two client versions in one topic: the new one stamps the stream's fingerprint, the
+    /// old one (ε = 2) another, a third stamps nothing. Only the old one is refused, under
+    /// `mechanism_mismatch`, in both formats.
+    #[test]
+    fn a_report_stamped_with_another_mechanism_is_refused() {
+        let (s, m) = stream("{ kind = \"grr\", epsilon = 1.0, domain = 4 }", "");
+        let (_, old) = stream("{ kind = \"grr\", epsilon = 2.0, domain = 4 }", "");
+        let (ours, theirs) = (m.fingerprint().unwrap(), old.fingerprint().unwrap());
+        assert_ne!(ours, theirs);
+        let mut json = MessageDecoder::new(&s, &m, MessageFormat::Json);
+        let mut bin = MessageDecoder::new(&s, &m, MessageFormat::Binary);
+        let stamped_binary = |f: u32| {
+            let mut b = vec![2u8];
+            b.extend_from_slice(&f.to_le_bytes());
+            b.extend_from_slice(&encode_binary_u32(Some(7), 3, &[])[1..]);
+            b
+        };
+        let reason = |r: Result<Decoded, BadMessage>| r.map_err(|e| e.reason);
+        for f in [ours, theirs] {
+            let expected = if f == ours {
+                Ok(Decoded::Report)
+            } else {
+                Err(MECHANISM_MISMATCH)
+            };
+            let j = format!(r#"{{"report": 3, "fingerprint": "{f:08x}"}}"#);
+            assert_eq!(reason(json.push(j.as_bytes())), expected);
+            assert_eq!(reason(bin.push(&stamped_binary(f))), expected);
+        }
+        assert_eq!(reason(json.push(br#"{"report": 3}"#)), Ok(Decoded::Report));
+        assert_eq!(
+            reason(bin.push(&encode_binary_u32(None, 3, &[]))),
+            Ok(Decoded::Report)
+        );
+        assert_eq!(
+            reason(json.push(br#"{"report": 3, "fingerprint": "xyz"}"#)),
+            Err(BAD_MESSAGE)
+        );
+        assert_eq!(reason(bin.push(&[2, 1, 2])), Err(BAD_MESSAGE));
+        let e = json
+            .push(format!(r#"{{"report": 3, "fingerprint": "{theirs:08x}"}}"#).as_bytes())
+            .unwrap_err();
+        assert!(
+            e.detail.contains(&format!("{theirs:08x}"))
+                && e.detail.contains(&format!("{ours:08x}")),
+            "{e}"
+        );
+        assert_eq!(json.finish().unwrap().num_rows(), 2);
+        assert_eq!(bin.finish().unwrap().num_rows(), 2);
     }
 
     #[test]

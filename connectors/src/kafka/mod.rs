@@ -20,8 +20,8 @@ pub mod transactions;
 
 pub use consumer::{GroupConsumer, GroupMetadata, Polled};
 pub use decode::{
-    encode_binary_u32, BadMessage, Decoded, MessageDecoder, BAD_MESSAGE, GROUP_VALUE_TOO_LONG,
-    MESSAGE_REASONS,
+    encode_binary_u32, BadMessage, Decoded, MessageDecoder, BAD_MESSAGE, FINGERPRINT_FIELD,
+    GROUP_VALUE_TOO_LONG, MECHANISM_MISMATCH, MESSAGE_REASONS,
 };
 pub use group::{PartitionHandler, StartAt};
 pub use partitioned::PartitionedSource;

@@ -131,7 +131,7 @@ fn is_string(t: &DataType) -> bool {
 }
 
 fn check_column(
-    path: &Path,
+    origin: &str,
     schema: &Schema,
     column: &str,
     expected: &str,
@@ -140,7 +140,7 @@ fn check_column(
     let field = schema
         .field_with_name(column)
         .map_err(|_| ConnectorError::MissingColumn {
-            path: path.display().to_string(),
+            path: origin.to_string(),
             column: column.to_string(),
             expected: expected.to_string(),
             available: schema
@@ -154,12 +154,44 @@ fn check_column(
         Ok(())
     } else {
         Err(ConnectorError::WrongType {
-            path: path.display().to_string(),
+            path: origin.to_string(),
             column: column.to_string(),
             expected: expected.to_string(),
             found: field.data_type().to_string(),
         })
     }
+}
+
+/// Checks the report, index, group and event-time columns of `schema` against `layout`
+/// (`origin` names the data in errors); returns whether it has the event-time column.
+/// Parquet files and in-memory Arrow data (the Python package) are checked alike.
+pub fn check_schema(
+    origin: &str,
+    schema: &Schema,
+    layout: &ReportLayout,
+) -> Result<bool, ConnectorError> {
+    let expected = report_schema(&layout.mechanism);
+    let d = layout.mechanism.domain();
+    check_column(origin, schema, &layout.report, &expected.report_type, |t| {
+        (expected.accepts_report)(t, d)
+    })?;
+    if let Some(index) = &layout.index {
+        check_column(origin, schema, index, "UInt32", |t| *t == DataType::UInt32)?;
+    }
+    for g in &layout.group_by {
+        check_column(origin, schema, g, "Utf8", is_string)?;
+    }
+    let has_ts = schema.field_with_name(&layout.ts).is_ok();
+    if has_ts {
+        check_column(
+            origin,
+            schema,
+            &layout.ts,
+            "Timestamp (ms, UTC) or Int64 milliseconds",
+            is_event_time,
+        )?;
+    }
+    Ok(has_ts)
 }
 
 /// Opens every file's footer and checks the report and group columns before any data is
@@ -169,28 +201,7 @@ pub fn inspect(paths: &[PathBuf], layout: &ReportLayout) -> Result<Vec<InputFile
         .iter()
         .map(|path| {
             let builder = open(path)?;
-            let schema = builder.schema();
-            let expected = report_schema(&layout.mechanism);
-            let d = layout.mechanism.domain();
-            check_column(path, schema, &layout.report, &expected.report_type, |t| {
-                (expected.accepts_report)(t, d)
-            })?;
-            if let Some(index) = &layout.index {
-                check_column(path, schema, index, "UInt32", |t| *t == DataType::UInt32)?;
-            }
-            for g in &layout.group_by {
-                check_column(path, schema, g, "Utf8", is_string)?;
-            }
-            let has_ts = schema.field_with_name(&layout.ts).is_ok();
-            if has_ts {
-                check_column(
-                    path,
-                    schema,
-                    &layout.ts,
-                    "Timestamp (ms, UTC) or Int64 milliseconds",
-                    is_event_time,
-                )?;
-            }
+            let has_ts = check_schema(&path.display().to_string(), builder.schema(), layout)?;
             check_chunks(path, builder.metadata())?;
             let row_group_rows = builder
                 .metadata()

@@ -26,7 +26,7 @@ impl Grr {
         super::check_epsilon(epsilon)?;
         super::check_domain(domain)?;
         let others = f64::from(domain) - 1.0;
-        let decay = (-epsilon).exp();
+        let decay = super::exp_neg(epsilon);
         Ok(Grr {
             epsilon,
             domain,
@@ -40,6 +40,12 @@ impl Grr {
 
     pub fn domain(&self) -> u32 {
         self.domain
+    }
+
+    /// `(d−1)/(e^ε+d−1)`, the double the lie is drawn against (clients must match it bit
+    /// for bit: conformance/).
+    pub fn lie_probability(&self) -> f64 {
+        self.lie
     }
 
     /// Privatizes `x` with the thread's CSPRNG.

@@ -10,6 +10,8 @@ mod batch;
 mod bitflip;
 mod channel;
 mod cohort;
+mod discrete_noise;
+mod fingerprint;
 mod grr;
 mod hadamard;
 mod likelihood;
@@ -20,6 +22,7 @@ pub use batch::{privatize_batch, simulate_sketch};
 pub use bitflip::BitFlip;
 pub use channel::Channel;
 pub use cohort::Cohort;
+pub use discrete_noise::{bernoulli_exp, discrete_gaussian, discrete_laplace};
 pub use grr::Grr;
 pub use hadamard::{fwht, Hadamard};
 pub use noise::{sample_laplace, Noise, NoiseKind};
@@ -284,10 +287,18 @@ pub(crate) fn sign_keep(epsilon: f64) -> f64 {
     1.0 / (1.0 + (-epsilon).exp())
 }
 
+/// `e^{−x}` correctly rounded (CORE-MATH), for the probabilities the randomizers draw
+/// against: the same double on every platform and in every client, so that the same random
+/// words give the same report (conformance/README.md). `f64::exp` is the platform libm's:
+/// glibc 2.36 rounds about 1 input in 1000 the other way (e^{−7.340955895268801}).
+pub(crate) fn exp_neg(x: f64) -> f64 {
+    core_math::exp(-x)
+}
+
 /// Probability that a ±1 mechanism reports the wrong sign, `1/(1+e^ε)`, computed as
 /// `e^{−ε}/(1+e^{−ε})` so that it neither overflows nor rounds to 0 for large ε.
 pub(crate) fn sign_lie(epsilon: f64) -> f64 {
-    let decay = (-epsilon).exp();
+    let decay = exp_neg(epsilon);
     decay / (1.0 + decay)
 }
 
@@ -417,5 +428,14 @@ mod tests {
         assert!((sign_eta(1e-12) / 2.5e-13 - 1.0).abs() < 1e-12);
         // The lie probability at ε = 700 is e^{-700}(1 − e^{-700}) to 1e-14, not 0.
         assert!((sign_lie(700.0) / (-700f64).exp() - 1.0).abs() < 1e-14);
+    }
+
+    /// Correctly rounded where glibc's exp is not: e^{−7.340955895268801} is
+    /// 0x3f453f6daa7c37b1 (5.4172e-20 above; 0x…b0 is 5.4249e-20 below).
+    #[test]
+    fn exp_neg_is_correctly_rounded() {
+        assert_eq!(exp_neg(7.340955895268801).to_bits(), 0x3f45_3f6d_aa7c_37b1);
+        assert_eq!(exp_neg(10.0).to_bits(), 0x3f07_cd79_b564_7c9b);
+        assert_eq!(exp_neg(0.0), 1.0);
     }
 }

@@ -2,10 +2,10 @@
 //! from the sketch's own law, without generating events.
 
 use rand::Rng;
-use rand_distr::{Binomial, Distribution, Gamma, Normal};
+use rand_distr::{Binomial, Distribution, Gamma, Normal, Poisson};
 
 use crate::error::EngineError;
-use crate::mechanism::{Mechanism, NoiseKind};
+use crate::mechanism::{Mechanism, Noise, NoiseKind};
 use crate::sketch::{BitSketch, CountSketch, SignedSketch, Sketch, SumSketch};
 
 fn binomial<R: Rng + ?Sized>(rng: &mut R, n: u64, p: f64) -> Result<u64, EngineError> {
@@ -18,6 +18,43 @@ fn binomial<R: Rng + ?Sized>(rng: &mut R, n: u64, p: f64) -> Result<u64, EngineE
     Binomial::new(n, p).map(|b| b.sample(rng)).map_err(|e| {
         EngineError::invalid("binomial probability", p, "a probability").with_detail(e)
     })
+}
+
+/// The sum of `n` draws of one coordinate's noise, O(1) per coordinate.
+///
+/// Discrete Laplace: one draw is the difference of two geometric variables with ratio
+/// q = e^(−1/t), so the sum is the difference of two negative binomials NB(n, q), each drawn
+/// exactly as a Gamma–Poisson mixture. Discrete Gaussian: N(0, n·Var); a sum of discrete
+/// Gaussians is not one, but at the ≥ 10⁴ grid steps per σ every valid ρ gives, its law and
+/// the normal's differ far below what a simulated p-value resolves.
+fn noise_sum<R: Rng + ?Sized>(rng: &mut R, m: &Noise, n: u64) -> Result<f64, EngineError> {
+    if n == 0 {
+        return Ok(0.0);
+    }
+    let nf = n as f64;
+    match m.kind() {
+        NoiseKind::Gauss { rho } => Normal::new(0.0, (nf * m.variance()).sqrt())
+            .map(|d| d.sample(rng))
+            .map_err(|e| EngineError::invalid("rho", rho, "a positive number").with_detail(e)),
+        NoiseKind::Laplace { epsilon } => {
+            let theta = 1.0 / (1.0 / m.grid_scale() as f64).exp_m1();
+            let bad = |e: String| {
+                EngineError::invalid("epsilon", epsilon, "a positive number").with_detail(e)
+            };
+            let gamma = Gamma::new(nf, theta).map_err(|e| bad(e.to_string()))?;
+            let mut negative_binomial = || -> Result<f64, EngineError> {
+                let lambda: f64 = gamma.sample(rng);
+                if lambda <= 0.0 {
+                    return Ok(0.0);
+                }
+                Poisson::new(lambda)
+                    .map(|p| p.sample(rng))
+                    .map_err(|e| bad(e.to_string()))
+            };
+            let steps = negative_binomial()? - negative_binomial()?;
+            Ok(steps * m.grid_step())
+        }
+    }
 }
 
 /// `Multinomial(n, probs)` by sequential conditional binomials: O(d) draws.
@@ -79,31 +116,9 @@ pub fn sample_null_sketch<R: Rng + ?Sized>(
         }
         (Mechanism::Noise(m), Sketch::Sums(_)) => {
             let truth = sample_multinomial(rng, n, p0)?;
-            let nf = n as f64;
-            let noise = |rng: &mut R| -> Result<f64, EngineError> {
-                match m.kind() {
-                    NoiseKind::Gauss { rho } => Normal::new(0.0, (nf / rho).sqrt())
-                        .map(|d| d.sample(rng))
-                        .map_err(|e| {
-                            EngineError::invalid("rho", rho, "a positive number").with_detail(e)
-                        }),
-                    // A sum of n Lap(b) is the difference of two Gamma(n, b) sums of
-                    // exponentials: exact, O(1) per coordinate.
-                    NoiseKind::Laplace { epsilon } => {
-                        if n == 0 {
-                            return Ok(0.0);
-                        }
-                        let g = Gamma::new(nf, 2.0 / epsilon).map_err(|e| {
-                            EngineError::invalid("epsilon", epsilon, "a positive number")
-                                .with_detail(e)
-                        })?;
-                        Ok(g.sample(rng) - g.sample(rng))
-                    }
-                }
-            };
             let sums = truth
                 .iter()
-                .map(|&nj| Ok(nj as f64 + noise(rng)?))
+                .map(|&nj| Ok(nj as f64 + noise_sum(rng, m, n)?))
                 .collect::<Result<Vec<f64>, EngineError>>()?;
             Sketch::Sums(SumSketch::from_sums_f64(&sums, n))
         }

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# The Python package's figures (issue 28, "Numbers"), each section against a reference in
+# the same run (benches/python_bench.py; tables for benches/RESULTS.md):
+#   fold   job.fold on an in-memory pyarrow Table of GRR_ROWS GenRR reports (d = 16) against
+#          `ldpstream batch` on the same Parquet file (target: >= 0.8x batch's rate);
+#   peers  ldpstream.estimate against multi-freq-ldpy's MI aggregators on PEER_GRR_ROWS GenRR
+#          (d = 16, eps = 1) and PEER_BITFLIP_ROWS bit-flip (d = 64) reports (target: >= 50x,
+#          equal estimates once the peer's post-processing is applied to ours);
+#   spark  ldpstream.spark.run on Spark local[2] over the GRR_ROWS file, next to `ldpstream
+#          batch`, with the Spark path's own overhead (sketch serialization and merge; target
+#          < 10% of the run).
+#   benches/python_bench.sh [SECTION...]     (default: fold peers spark; ROUNDS=3, SPARK_ROUNDS,
+#   SPARK_ARROW_BATCH: spark.sql.execution.arrow.maxRecordsPerBatch, default Spark's 10000)
+#   GRR_ROWS=100000000 PEER_GRR_ROWS=10000000 PEER_BITFLIP_ROWS=2000000 (defaults)
+#
+# The package must be a release build: the script installs into benches/.venv (pip install
+# ./python, which maturin builds with --release, plus python/requirements-spark.txt and
+# multi-freq-ldpy) unless LDPSTREAM_PYTHON names an interpreter that has ldpstream.
+# SMOKE=1: 200,000 / 100,000 / 50,000 reports, one round, files in a temporary directory,
+# the binary from LDPSTREAM_BIN_DIR and the interpreter from LDPSTREAM_PYTHON (or
+# .venv-py, which scripts/python_env.sh makes); a section whose engine is not installed there says SKIPPED.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. benches/bench_env.sh
+sections=("$@")
+[ ${#sections[@]} -eq 0 ] && sections=(fold peers spark)
+rounds=${ROUNDS:-3}
+grr_rows=${GRR_ROWS:-100000000}
+peer_grr_rows=${PEER_GRR_ROWS:-10000000}
+peer_bitflip_rows=${PEER_BITFLIP_ROWS:-2000000}
+data=benches/data
+if [ "$SMOKE" = 1 ]; then
+  rounds=1 grr_rows=200000 peer_grr_rows=100000 peer_bitflip_rows=50000 data=$(mktemp -d)
+  trap 'rm -rf "$data"' EXIT
+  py=${LDPSTREAM_PYTHON:-.venv-py/bin/python}
+else
+  # LDPSTREAM_BIN_DIR names prebuilt binaries (as in benches/smoke.sh): build nothing.
+  [ -n "${LDPSTREAM_BIN_DIR:-}" ] || cargo build --release --quiet --bin ldpstream
+  py=${LDPSTREAM_PYTHON:-}
+  if [ -z "$py" ]; then
+    venv=benches/.venv  # shared with benches/compare.sh (same pyarrow and numpy pins)
+    [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet -r python/requirements-spark.txt multi-freq-ldpy==0.2.5
+    "$venv/bin/pip" install --quiet --force-reinstall --no-deps ./python
+    py=$venv/bin/python
+  fi
+fi
+bench_need_bins ldpstream
+bin="$BIN_DIR/ldpstream"
+if ! "$py" -c 'import ldpstream' 2>/dev/null; then
+  if [ "$SMOKE" = 1 ]; then
+    echo "SKIPPED: no ldpstream package in $py (scripts/python_env.sh builds .venv-py; or set LDPSTREAM_PYTHON)" >&2
+    exit 0
+  fi
+  echo "no ldpstream package in $py: set LDPSTREAM_PYTHON (scripts/python_env.sh builds one)" >&2
+  exit 2
+fi
+mkdir -p "$data"
+grr="$data/grr_d16_${grr_rows}.parquet"
+peer_grr="$data/grr_d16_${peer_grr_rows}.parquet"
+peer_bitflip="$data/bitflip_d64_${peer_bitflip_rows}.parquet"
+# The same seeds as benches/compare.sh, so the files are shared with it.
+[ -f "$grr" ] || "$bin" simulate --mechanism grr --epsilon 1 --domain 16 --n "$grr_rows" --seed 1 --out "$grr"
+[ -f "$peer_grr" ] || "$bin" simulate --mechanism grr --epsilon 1 --domain 16 --n "$peer_grr_rows" --seed 1 --out "$peer_grr"
+[ -f "$peer_bitflip" ] || "$bin" simulate --mechanism bitflip --epsilon 1 --domain 64 --n "$peer_bitflip_rows" --seed 2 --out "$peer_bitflip"
+
+echo "machine: $(nproc) vCPU, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), load $(cut -d' ' -f1-3 /proc/loadavg); $("$py" --version); ldpstream $("$py" -c 'import ldpstream; print(ldpstream.__version__)')"
+for s in "${sections[@]}"; do
+  case $s in
+    fold) "$py" benches/python_bench.py fold --bin "$bin" --grr "$grr" --rounds "$rounds" ;;
+    peers)
+      if ! "$py" -c 'import multi_freq_ldpy' 2>/dev/null; then
+        [ "$SMOKE" = 1 ] || { echo "multi-freq-ldpy is not installed in $py" >&2; exit 1; }
+        echo "SKIPPED peers: multi-freq-ldpy is not installed in $py" >&2
+        continue
+      fi
+      "$py" benches/python_bench.py peers --grr "$peer_grr" --bitflip "$peer_bitflip" --rounds "$rounds" ;;
+    spark)
+      if ! "$py" -c 'import pyspark' 2>/dev/null; then
+        [ "$SMOKE" = 1 ] || { echo "pyspark is not installed in $py" >&2; exit 1; }
+        echo "SKIPPED spark: pyspark is not installed in $py" >&2
+        continue
+      fi
+      "$py" benches/python_bench.py spark --bin "$bin" --grr "$grr" --rounds "${SPARK_ROUNDS:-$rounds}" \
+        --arrow-batch "${SPARK_ARROW_BATCH:-10000}" ;;
+    *) echo "unknown section $s (fold, peers, spark)" >&2; exit 2 ;;
+  esac
+done
+echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

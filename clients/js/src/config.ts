@@ -1,0 +1,123 @@
+import { LdpClientError } from "./errors.js";
+
+// The server's limits (ldpstream_config::values and validate/mechanism.rs): a client that
+// accepts less emits nothing the server would refuse.
+export const MIN_EPSILON = 1e-9;
+export const MAX_EPSILON = 700;
+export const MAX_DOMAIN = 2 ** 24;
+export const MAX_COHORTS = 2 ** 20;
+export const MAX_COHORT_GRAM_WORK = 4e9;
+export const CHANNEL_SUM_TOLERANCE = 1e-9;
+// gauss's ρ and laplace's ε (validate/mechanism.rs): beyond them the noise's grid could not
+// hold every report exactly in f32 (docs/STATISTICS.md §1.3.1).
+export const MIN_RHO = 1e-11;
+export const MAX_RHO = (MAX_EPSILON * MAX_EPSILON) / 2;
+export const MIN_LAPLACE_EPSILON = 1e-5;
+
+/** A stream's `mechanism` table, with the config's key names and defaults. */
+export type MechanismConfig =
+  | { kind: "grr"; epsilon: number; domain: number }
+  | { kind: "bitflip"; epsilon: number; domain: number }
+  | { kind: "hadamard"; epsilon: number; domain: number }
+  | { kind: "cohort"; epsilon: number; domain: number; cohorts: number; seed?: bigint | number }
+  | { kind: "matrix"; matrix: number[][] }
+  | { kind: "gauss"; rho: number; domain: number }
+  | { kind: "laplace"; epsilon: number; domain: number };
+
+export function checkEpsilon(epsilon: unknown): number {
+  if (typeof epsilon !== "number" || !(epsilon >= MIN_EPSILON && epsilon <= MAX_EPSILON)) {
+    throw new LdpClientError(
+      "epsilon",
+      epsilon,
+      `a finite number from ${MIN_EPSILON} to ${MAX_EPSILON} (the server's range)`,
+    );
+  }
+  return epsilon;
+}
+
+export function checkRho(rho: unknown): number {
+  if (typeof rho !== "number" || !(rho >= MIN_RHO && rho <= MAX_RHO)) {
+    throw new LdpClientError(
+      "rho",
+      rho,
+      `a finite number from ${MIN_RHO} to ${MAX_RHO} (below it the noise's grid is not exact in f32)`,
+    );
+  }
+  return rho;
+}
+
+export function checkLaplaceEpsilon(epsilon: unknown): number {
+  if (typeof epsilon !== "number" || !(epsilon >= MIN_LAPLACE_EPSILON && epsilon <= MAX_EPSILON)) {
+    throw new LdpClientError(
+      "epsilon",
+      epsilon,
+      `a finite number from ${MIN_LAPLACE_EPSILON} to ${MAX_EPSILON} for laplace (below it the noise's grid is not exact in f32)`,
+    );
+  }
+  return epsilon;
+}
+
+export function checkDomain(domain: unknown): number {
+  if (!Number.isInteger(domain) || (domain as number) < 2 || (domain as number) > MAX_DOMAIN) {
+    throw new LdpClientError("domain", domain, `an integer from 2 to ${MAX_DOMAIN}`);
+  }
+  return domain as number;
+}
+
+export function checkCohorts(cohorts: unknown, domain: number): number {
+  if (!Number.isInteger(cohorts) || (cohorts as number) < domain || (cohorts as number) > MAX_COHORTS) {
+    throw new LdpClientError("cohorts", cohorts, `an integer from the domain (${domain}) to ${MAX_COHORTS}`);
+  }
+  const c = cohorts as number;
+  if (c * domain * domain > MAX_COHORT_GRAM_WORK) {
+    throw new LdpClientError("cohorts", c, `cohorts × domain² at most ${MAX_COHORT_GRAM_WORK}`);
+  }
+  return c;
+}
+
+export function checkSeed(seed: unknown): bigint {
+  if (seed === undefined) return 0n;
+  const ok =
+    (typeof seed === "bigint" && seed >= 0n && seed < 1n << 64n) ||
+    (typeof seed === "number" && Number.isSafeInteger(seed) && seed >= 0);
+  if (!ok) {
+    throw new LdpClientError("seed", seed, "an integer from 0 to 2^64 − 1 (a bigint above 2^53)");
+  }
+  return BigInt(seed as bigint | number);
+}
+
+/** A rectangular, column-stochastic |S|×d matrix with d ≥ 2, as the server validates it. */
+export function checkMatrix(matrix: unknown): number[][] {
+  if (!Array.isArray(matrix) || matrix.length === 0 || !Array.isArray(matrix[0]) || matrix[0].length < 2) {
+    throw new LdpClientError("matrix", matrix, "at least one signal row and at least 2 type columns");
+  }
+  const d = (matrix[0] as unknown[]).length;
+  if (d > MAX_DOMAIN) throw new LdpClientError("matrix", matrix, `at most ${MAX_DOMAIN} columns`);
+  matrix.forEach((row, s) => {
+    if (!Array.isArray(row) || row.length !== d) {
+      throw new LdpClientError(`matrix[${s}]`, row, `a row of ${d} entries, like row 0`);
+    }
+  });
+  const rows = matrix as number[][];
+  for (let x = 0; x < d; x++) {
+    let sum = 0;
+    for (let s = 0; s < rows.length; s++) {
+      const v = rows[s][x];
+      if (typeof v !== "number" || !Number.isFinite(v) || v < 0) {
+        throw new LdpClientError(`matrix[${s}][${x}]`, v, `column ${x}: a probability (finite, >= 0)`);
+      }
+      sum += v;
+    }
+    if (Math.abs(sum - 1) > CHANNEL_SUM_TOLERANCE) {
+      throw new LdpClientError("matrix", `column ${x} summing to ${sum}`, "columns summing to 1 within 1e-9");
+    }
+  }
+  return rows;
+}
+
+export function checkInput(x: unknown, domain: number): number {
+  if (!Number.isInteger(x) || (x as number) < 0 || (x as number) >= domain) {
+    throw new LdpClientError("value", x, `an integer category from 0 to ${domain - 1}`);
+  }
+  return x as number;
+}

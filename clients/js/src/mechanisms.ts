@@ -1,0 +1,172 @@
+import {
+  checkCohorts,
+  checkDomain,
+  checkEpsilon,
+  checkInput,
+  checkMatrix,
+  checkSeed,
+  MechanismConfig,
+} from "./config.js";
+import { LdpClientError } from "./errors.js";
+import { expNeg } from "./exp.js";
+import { drawNoise, NoiseGrid, noiseGrid } from "./noise.js";
+import { bernoulliExact, uniformBelow, unitDouble } from "./sampling.js";
+import { WordSource } from "./source.js";
+
+/** One privatized report, in the shape of the stream's report columns. */
+export type Report =
+  | { kind: "grr"; report: number }
+  | { kind: "matrix"; report: number }
+  | { kind: "bitflip"; report: Uint8Array }
+  | { kind: "hadamard"; row: number; report: 1 | -1 }
+  | { kind: "cohort"; cohort: number; report: 1 | -1 }
+  | { kind: "gauss" | "laplace"; report: Float64Array };
+
+/** A validated mechanism with its probabilities computed once, exactly as the engine does. */
+export type Prepared =
+  | { kind: "grr"; domain: number; lie: number }
+  | { kind: "bitflip"; domain: number; flip: number }
+  | { kind: "hadamard"; domain: number; rows: number; lie: number }
+  | { kind: "cohort"; domain: number; cohorts: number; seed: bigint; lie: number }
+  | { kind: "matrix"; domain: number; matrix: number[][]; cumulative: number[][] }
+  | NoiseGrid;
+
+/** `1/(1+e^ε)` as `e^{−ε}/(1+e^{−ε})`, which neither overflows nor rounds to 0 (sign_lie). */
+function signLie(epsilon: number): number {
+  const decay = expNeg(epsilon);
+  return decay / (1 + decay);
+}
+
+function nextPowerOfTwo(d: number): number {
+  let k = 1;
+  while (k < d) k *= 2;
+  return k;
+}
+
+export function prepare(config: MechanismConfig): Prepared {
+  if (config === null || typeof config !== "object") {
+    throw new LdpClientError("mechanism", config, "a mechanism table");
+  }
+  switch (config.kind) {
+    case "grr": {
+      const epsilon = checkEpsilon(config.epsilon);
+      const domain = checkDomain(config.domain);
+      const others = domain - 1;
+      const decay = expNeg(epsilon);
+      return { kind: "grr", domain, lie: (others * decay) / (1 + others * decay) };
+    }
+    case "bitflip": {
+      const epsilon = checkEpsilon(config.epsilon);
+      return { kind: "bitflip", domain: checkDomain(config.domain), flip: signLie(epsilon / 2) };
+    }
+    case "hadamard": {
+      const epsilon = checkEpsilon(config.epsilon);
+      const domain = checkDomain(config.domain);
+      return { kind: "hadamard", domain, rows: nextPowerOfTwo(domain), lie: signLie(epsilon) };
+    }
+    case "cohort": {
+      const epsilon = checkEpsilon(config.epsilon);
+      const domain = checkDomain(config.domain);
+      const cohorts = checkCohorts(config.cohorts, domain);
+      return { kind: "cohort", domain, cohorts, seed: checkSeed(config.seed), lie: signLie(epsilon) };
+    }
+    case "matrix": {
+      const matrix = checkMatrix(config.matrix);
+      return { kind: "matrix", domain: matrix[0].length, matrix, cumulative: cumulativeColumns(matrix) };
+    }
+    case "gauss":
+      return noiseGrid("gauss", config.rho, config.domain);
+    case "laplace":
+      return noiseGrid("laplace", config.epsilon, config.domain);
+    default:
+      throw new LdpClientError(
+        "kind",
+        (config as { kind?: unknown }).kind,
+        "one of grr, bitflip, hadamard, cohort, matrix, gauss, laplace",
+      );
+  }
+}
+
+/** Per type x, the running sums down column x, added in the engine's order. */
+function cumulativeColumns(matrix: number[][]): number[][] {
+  const d = matrix[0].length;
+  const out: number[][] = [];
+  for (let x = 0; x < d; x++) {
+    let acc = 0;
+    out.push(matrix.map((row) => (acc += row[x])));
+  }
+  return out;
+}
+
+const MASK64 = (1n << 64n) - 1n;
+
+function splitmix64(z0: bigint): bigint {
+  let z = (z0 + 0x9e3779b97f4a7c15n) & MASK64;
+  z = ((z ^ (z >> 30n)) * 0xbf58476d1ce4e5b9n) & MASK64;
+  z = ((z ^ (z >> 27n)) * 0x94d049bb133111ebn) & MASK64;
+  return z ^ (z >> 31n);
+}
+
+/** The cohort family's public sign f_c(x) (config/README.md, `cohort`). */
+export function cohortSign(seed: bigint, cohort: number, x: number): 1 | -1 {
+  const h = splitmix64(seed ^ splitmix64((BigInt(cohort) << 32n) | BigInt(x)));
+  return (h & 1n) === 0n ? 1 : -1;
+}
+
+/** `H[j, x] = (−1)^popcount(j & x)`. */
+export function hadamardEntry(j: number, x: number): 1 | -1 {
+  let v = (j & x) >>> 0;
+  let parity = 0;
+  while (v !== 0) {
+    parity ^= v & 1;
+    v >>>= 1;
+  }
+  return parity === 0 ? 1 : -1;
+}
+
+/** Privatizes x, consuming words from `source` in the engine's order. */
+export function draw(m: Prepared, x: number, source: WordSource): Report {
+  checkInput(x, m.domain);
+  switch (m.kind) {
+    case "grr": {
+      if (!bernoulliExact(source, m.lie)) return { kind: "grr", report: x };
+      // Uniform over the d − 1 other categories: skip over x.
+      const y = uniformBelow(source, m.domain - 1);
+      return { kind: "grr", report: y >= x ? y + 1 : y };
+    }
+    case "bitflip": {
+      const out = new Uint8Array(Math.ceil(m.domain / 8));
+      for (let j = 0; j < m.domain; j++) {
+        const flipped = bernoulliExact(source, m.flip);
+        if ((j === x) !== flipped) out[j >> 3] |= 1 << (j & 7);
+      }
+      return { kind: "bitflip", report: out };
+    }
+    case "hadamard": {
+      const row = uniformBelow(source, m.rows);
+      const truth = hadamardEntry(row, x);
+      const lie = bernoulliExact(source, m.lie);
+      return { kind: "hadamard", row, report: lie ? (-truth as 1 | -1) : truth };
+    }
+    case "cohort": {
+      const cohort = uniformBelow(source, m.cohorts);
+      const truth = cohortSign(m.seed, cohort, x);
+      const lie = bernoulliExact(source, m.lie);
+      return { kind: "cohort", cohort, report: lie ? (-truth as 1 | -1) : truth };
+    }
+    case "matrix":
+      return { kind: "matrix", report: matrixSignal(m, x, unitDouble(source)) };
+    case "gauss":
+    case "laplace":
+      return { kind: m.kind, report: drawNoise(m, x, source) };
+  }
+}
+
+function matrixSignal(m: Extract<Prepared, { kind: "matrix" }>, x: number, u: number): number {
+  const column = m.cumulative[x];
+  const s = column.findIndex((c) => u < c);
+  if (s >= 0) return s;
+  // Rounding can leave the last running sum a hair under 1: the last possible signal.
+  for (let t = m.matrix.length - 1; t >= 0; t--) if (m.matrix[t][x] > 0) return t;
+  return 0;
+}

@@ -1,0 +1,162 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+
+import { encodeBinary, encodeJson, LdpClientError, Randomizer } from "../src/index.js";
+import { prepare } from "../src/mechanisms.js";
+import { bernoulliExact, uniformBelow } from "../src/sampling.js";
+import { CryptoSource, ReplaySource } from "../src/source.js";
+
+/** 64-bit words as the 32-bit words a source yields (low half first). */
+function words64(...ws: bigint[]): number[] {
+  return ws.flatMap((w) => [Number(w & 0xffffffffn), Number(w >> 32n)]);
+}
+
+test("bernoulliExact compares U with p's binary expansion (the Rust test vectors)", () => {
+  const b = (p: number, ...ws: bigint[]) => bernoulliExact(new ReplaySource(words64(...ws, 0n, 0n, 0n)), p);
+  assert.equal(b(0.5, (1n << 63n) - 1n), true);
+  assert.equal(b(0.5, 1n << 63n), false);
+  const p = 3 * 2 ** -66;
+  assert.equal(b(p, 0n, (3n << 62n) - 1n), true);
+  assert.equal(b(p, 0n, 3n << 62n), false);
+  assert.equal(b(p, 1n, 0n), false);
+  assert.equal(b(Number.MIN_VALUE, ...Array(17).fill(0n)), true);
+  assert.equal(bernoulliExact(new ReplaySource([]), 0), false);
+  assert.equal(bernoulliExact(new ReplaySource([]), 1), true);
+});
+
+// P(lie) at ε = 700 is about 1e-304, far below the 2^-53 that `Math.random() < p` resolves.
+// The draw says "lie" exactly when U = 0.w1 w2 … < p: here U just below p lies, U = p (and
+// anything above) does not, so the lie region has measure p exactly.
+test("P(lie) at epsilon = 700 is the exact double, not 0", () => {
+  const m = prepare({ kind: "grr", epsilon: 700, domain: 2 });
+  assert.equal(m.kind, "grr");
+  const lie = (m as { lie: number }).lie;
+  const decay = Math.exp(-700);
+  assert.ok(lie > 0 && Math.abs(lie / (decay / (1 + decay)) - 1) < 1e-15, `lie ${lie}`);
+  // p = m·2^-shift; its expansion's first non-zero 64-bit chunk sits at chunk index k.
+  const view = new DataView(new ArrayBuffer(8));
+  view.setFloat64(0, lie);
+  const bits = view.getBigUint64(0);
+  const mant = (bits & ((1n << 52n) - 1n)) | (1n << 52n);
+  const shift = 1075 - Number(bits >> 52n);
+  // U's bits as one big integer over 64·K bits: p·2^(64K) = mant·2^(64K − shift).
+  const K = Math.ceil(shift / 64) + 1;
+  const pScaled = mant << BigInt(64 * K - shift);
+  const toWords = (u: bigint) =>
+    Array.from({ length: K }, (_, i) => (u >> BigInt(64 * (K - 1 - i))) & ((1n << 64n) - 1n));
+  const draw = (u: bigint) => bernoulliExact(new ReplaySource(words64(...toWords(u))), lie);
+  assert.equal(draw(pScaled - 1n), true, "U just below p lies");
+  assert.equal(draw(pScaled), false, "U = p does not");
+  assert.equal(draw(pScaled + (1n << 64n)), false);
+  assert.equal(draw(0n), true);
+  // Everything decided within the words that cover p: the lie region is exactly [0, p).
+  assert.ok(K <= 18, `K ${K}`);
+});
+
+test("uniformBelow is Canon's method: the carry from later words decides exactly", () => {
+  const u = (range: number, ...ws: number[]) => uniformBelow(new ReplaySource(ws), range);
+  assert.equal(u(3, 0xffffffff), 2);
+  assert.equal(u(3, 0), 0);
+  // 0x55555556·3 = 2^32 + 2: lo = 2, no carry possible (2 ≤ 2^32 − 3).
+  assert.equal(u(3, 0x55555556), 1);
+  // 0x55555555·3 = 2^32 − 1: lo = 2^32 − 1 > 2^32 − 3, the next word decides.
+  assert.equal(u(3, 0x55555555, 0), 0);
+  assert.equal(u(3, 0x55555555, 0xffffffff), 1);
+  // lo + hi(next) = 2^32 − 1 exactly and the next lo can still carry: a third word decides.
+  assert.equal(u(3, 0x55555555, 0x55555555, 0xffffffff), 1);
+  assert.equal(u(3, 0x55555555, 0x55555555, 0), 0);
+  // The sum is 2^32 − 1 but the new lo (0) cannot carry: decided without a third word.
+  assert.equal(u(3, 0x55555555, 0), 0);
+});
+
+test("uniformBelow and grr frequencies match their laws (crypto source)", () => {
+  const src = new CryptoSource();
+  const counts = new Array(7).fill(0);
+  const n = 700_000;
+  for (let i = 0; i < n; i++) counts[uniformBelow(src, 7)]++;
+  const chi2 = counts.reduce((s, c) => s + (c - n / 7) ** 2 / (n / 7), 0);
+  assert.ok(chi2 < 40, `chi2 ${chi2} ${counts}`); // 6 dof: P(chi2 > 40) < 1e-6
+
+  const r = new Randomizer({ kind: "grr", epsilon: 1, domain: 5 });
+  const seen = new Array(5).fill(0);
+  for (let i = 0; i < 400_000; i++) seen[(r.randomize(2) as { report: number }).report]++;
+  const keep = Math.E / (Math.E + 4);
+  for (let y = 0; y < 5; y++) {
+    const p = y === 2 ? keep : (1 - keep) / 4;
+    const se = Math.sqrt((p * (1 - p)) / 400_000);
+    assert.ok(Math.abs(seen[y] / 400_000 - p) < 5 * se, `${seen}`);
+  }
+});
+
+test("bad parameters and inputs are refused naming the parameter", () => {
+  const refuses = (f: () => unknown, parameter: string) =>
+    assert.throws(f, (e: unknown) => e instanceof LdpClientError && e.parameter === parameter && e.message.includes(parameter));
+  refuses(() => new Randomizer({ kind: "grr", epsilon: 0, domain: 4 }), "epsilon");
+  refuses(() => new Randomizer({ kind: "grr", epsilon: -1, domain: 4 }), "epsilon");
+  refuses(() => new Randomizer({ kind: "grr", epsilon: Infinity, domain: 4 }), "epsilon");
+  refuses(() => new Randomizer({ kind: "bitflip", epsilon: NaN, domain: 4 }), "epsilon");
+  refuses(() => new Randomizer({ kind: "hadamard", epsilon: 701, domain: 4 }), "epsilon");
+  refuses(() => new Randomizer({ kind: "grr", epsilon: 1, domain: 1 }), "domain");
+  refuses(() => new Randomizer({ kind: "grr", epsilon: 1, domain: 2 ** 24 + 1 }), "domain");
+  refuses(() => new Randomizer({ kind: "grr", epsilon: 1, domain: 2.5 }), "domain");
+  refuses(() => new Randomizer({ kind: "cohort", epsilon: 1, domain: 8, cohorts: 4 }), "cohorts");
+  refuses(() => new Randomizer({ kind: "cohort", epsilon: 1, domain: 8, cohorts: 8, seed: -1 }), "seed");
+  refuses(() => new Randomizer({ kind: "matrix", matrix: [[0.5, 0.5, 1]] }), "matrix");
+  refuses(() => new Randomizer({ kind: "matrix", matrix: [[0.5, 0.2], [0.5]] }), "matrix[1]");
+  refuses(() => new Randomizer({ kind: "matrix", matrix: [[1.5, 0.5], [-0.5, 0.5]] }), "matrix[1][0]");
+  refuses(() => new Randomizer({ kind: "matrix", matrix: [[0.5, 0.2], [0.4, 0.8]] }), "matrix");
+  refuses(() => new Randomizer({ kind: "matrix", matrix: [[1]] }), "matrix");
+  refuses(() => new Randomizer({ kind: "gaussian", rho: 1, domain: 4 } as never), "kind");
+  const r = new Randomizer({ kind: "grr", epsilon: 1, domain: 4 });
+  refuses(() => r.randomize(4), "value");
+  refuses(() => r.randomize(-1), "value");
+  refuses(() => r.randomize(1.5), "value");
+  refuses(() => r.json(1, { ts: 1.5 }), "ts");
+  refuses(() => r.json(1, { groups: { g: "x".repeat(129) } }), "groups.g");
+});
+
+test("messages follow README 'Kafka messages'", () => {
+  const grr = { kind: "grr" as const, report: 3 };
+  assert.equal(encodeJson(grr, { ts: 1767225600000, groups: { group: "a" } }), '{"report":3,"ts":1767225600000,"group":"a"}');
+  assert.equal(encodeJson({ kind: "bitflip", report: new Uint8Array([10, 1]) }), '{"report":"0a01"}');
+  assert.equal(encodeJson({ kind: "hadamard", row: 5, report: -1 }), '{"row":5,"report":-1}');
+  assert.equal(encodeJson({ kind: "cohort", cohort: 2, report: 1 }, { columns: { cohort: "c" } }), '{"c":2,"report":1}');
+  const bin = encodeBinary(grr);
+  assert.equal(bin.length, 13); // "A GenRR report is 13 bytes"
+  assert.deepEqual(Array.from(bin), [1, 0, 0, 0, 0, 0, 0, 0, 0x80, 3, 0, 0, 0]);
+  const withGroup = encodeBinary({ kind: "cohort", cohort: 258, report: -1 }, { ts: 1, groups: [["g", "é"]] });
+  assert.deepEqual(Array.from(withGroup), [1, 1, 0, 0, 0, 0, 0, 0, 0, 2, 1, 0, 0, 0xff, 2, 0, 0xc3, 0xa9]);
+});
+
+test("expNeg is correctly rounded where Math.exp is not, and within an ulp of it elsewhere", async () => {
+  const { expNeg } = await import("../src/exp.js");
+  const bitsOf = (x: number) => {
+    const v = new DataView(new ArrayBuffer(8));
+    v.setFloat64(0, x);
+    return v.getBigUint64(0);
+  };
+  // e^{-10} = 4.53999297624848515355…e-5: 0x3f07cd79b5647c9b is 2.6e-21 above it, Math.exp's
+  // 0x…9a 4.1e-21 below.
+  assert.equal(bitsOf(expNeg(10)).toString(16), "3f07cd79b5647c9b");
+  assert.equal(expNeg(0), 1);
+  assert.equal(expNeg(1), Math.exp(-1));
+  for (let i = 0; i < 2000; i++) {
+    const x = i === 0 ? 700 : Math.random() * 700;
+    const d = bitsOf(expNeg(x)) - bitsOf(Math.exp(-x));
+    assert.ok(d >= -1n && d <= 1n, `x ${x}: ${d} ulps`);
+  }
+});
+
+test("a stamped message carries the fingerprint: JSON field, binary kind 2", () => {
+  const grr = { kind: "grr" as const, report: 3 };
+  assert.equal(encodeJson(grr, { fingerprint: 0x0a0b0c0d }), '{"report":3,"fingerprint":"0a0b0c0d"}');
+  assert.deepEqual(
+    Array.from(encodeBinary(grr, { fingerprint: 0x0a0b0c0d })),
+    [2, 0x0d, 0x0c, 0x0b, 0x0a, 0, 0, 0, 0, 0, 0, 0, 0x80, 3, 0, 0, 0],
+  );
+  const a = new Randomizer({ kind: "grr", epsilon: 1, domain: 4 });
+  const b = new Randomizer({ kind: "grr", epsilon: 2, domain: 4 });
+  assert.notEqual(a.fingerprint, b.fingerprint);
+  assert.ok(a.json(1).endsWith(`"fingerprint":"${a.fingerprint.toString(16).padStart(8, "0")}"}`));
+  assert.equal(a.binary(1)[0], 2);
+});

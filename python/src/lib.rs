@@ -1,0 +1,25 @@
+//! The Python package `ldpstream` (its native module `ldpstream._ldpstream`): the batch
+//! job over in-memory Arrow data and the client-side randomizers, calling the same jobs
+//! and engine code as the CLI. `python/ldpstream/` wraps it with the one-liners, the
+//! Spark and Ray drivers and the type stubs.
+
+mod arrow_in;
+mod arrow_out;
+mod config_in;
+mod errors;
+mod job;
+mod mechanism;
+mod plan;
+mod sketches;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _ldpstream(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<job::Job>()?;
+    m.add_class::<sketches::Sketches>()?;
+    m.add_class::<mechanism::Mechanism>()?;
+    m.add_function(wrap_pyfunction!(plan::_plan, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,0 +1,237 @@
+//! `ldpstream.Mechanism`: the client-side randomizers of the config's mechanism kinds, the
+//! engine's own (`privatize_batch`, what `ldpstream simulate` writes), returning reports
+//! in the documented Parquet report formats.
+
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, StructArray, UInt32Array};
+use arrow::compute::{cast_with_options, CastOptions};
+use arrow::datatypes::{DataType, Field};
+use ldpstream_config::MechanismConfig;
+use ldpstream_engine::mechanism::{privatize_batch, Mechanism as Engine};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyType};
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use serde_json::{json, Value};
+
+use crate::arrow_in::import_array;
+use crate::arrow_out::to_pyarrow_array;
+use crate::errors::{contained, value_error};
+
+/// A local randomizer, as a stream's `mechanism` table configures it.
+///
+/// Build one with a constructor per kind (`grr`, `bitflip`, `gauss`, `laplace`,
+/// `hadamard`, `cohort`, `matrix`, `raw`); `randomize` privatizes true values on the
+/// client, drawing from the OS-seeded CSPRNG.
+///
+/// Example:
+///     >>> m = ldpstream.Mechanism.grr(epsilon=1.0, domain=16)
+///     >>> reports = m.randomize([0, 3, 15, 7])
+#[pyclass(module = "ldpstream._ldpstream", frozen)]
+pub struct Mechanism {
+    /// The `mechanism` table as JSON (what `config` returns, and the one-liners' configs).
+    table: Value,
+    engine: Engine,
+}
+
+fn build(table: Value) -> PyResult<Mechanism> {
+    let config: MechanismConfig = serde_json::from_value(table.clone())
+        .map_err(|e| value_error(format!("mechanism {table}: {e}")))?;
+    let engine = Engine::from_config(&config)
+        .map_err(|e| value_error(format!("mechanism {}: {e}", config.kind())))?;
+    Ok(Mechanism { table, engine })
+}
+
+#[pymethods]
+impl Mechanism {
+    /// Generalized randomized response over `domain` categories (reports: UInt32).
+    #[classmethod]
+    #[pyo3(signature = (*, epsilon, domain))]
+    fn grr(_cls: &Bound<'_, PyType>, epsilon: f64, domain: u32) -> PyResult<Self> {
+        build(json!({"kind": "grr", "epsilon": epsilon, "domain": domain}))
+    }
+
+    /// Unary encoding with every bit flipped (reports: FixedSizeBinary(ceil(d/8))).
+    #[classmethod]
+    #[pyo3(signature = (*, epsilon, domain))]
+    fn bitflip(_cls: &Bound<'_, PyType>, epsilon: f64, domain: u32) -> PyResult<Self> {
+        build(json!({"kind": "bitflip", "epsilon": epsilon, "domain": domain}))
+    }
+
+    /// Optimized unary encoding, Wang et al. 2017: the true bit kept with probability 1/2,
+    /// every other bit set with probability 1/(e^epsilon + 1) (reports as bitflip's).
+    #[classmethod]
+    #[pyo3(signature = (*, epsilon, domain))]
+    fn oue(_cls: &Bound<'_, PyType>, epsilon: f64, domain: u32) -> PyResult<Self> {
+        build(json!({"kind": "oue", "epsilon": epsilon, "domain": domain}))
+    }
+
+    /// One-hot plus Gaussian noise, rho-zCDP (reports: FixedSizeList(Float64, d)).
+    #[classmethod]
+    #[pyo3(signature = (*, rho, domain, max_abs=None))]
+    fn gauss(
+        _cls: &Bound<'_, PyType>,
+        rho: f64,
+        domain: u32,
+        max_abs: Option<f64>,
+    ) -> PyResult<Self> {
+        build(json!({"kind": "gauss", "rho": rho, "domain": domain, "max_abs": max_abs}))
+    }
+
+    /// One-hot plus Laplace noise, epsilon-LDP (reports: FixedSizeList(Float64, d)).
+    #[classmethod]
+    #[pyo3(signature = (*, epsilon, domain, max_abs=None))]
+    fn laplace(
+        _cls: &Bound<'_, PyType>,
+        epsilon: f64,
+        domain: u32,
+        max_abs: Option<f64>,
+    ) -> PyResult<Self> {
+        build(json!({"kind": "laplace", "epsilon": epsilon, "domain": domain, "max_abs": max_abs}))
+    }
+
+    /// Hadamard response (reports: struct of `row` UInt32 and `report` Int8).
+    #[classmethod]
+    #[pyo3(signature = (*, epsilon, domain))]
+    fn hadamard(_cls: &Bound<'_, PyType>, epsilon: f64, domain: u32) -> PyResult<Self> {
+        build(json!({"kind": "hadamard", "epsilon": epsilon, "domain": domain}))
+    }
+
+    /// Seeded random +-1 cohorts (reports: struct of `cohort` UInt32 and `report` Int8).
+    #[classmethod]
+    #[pyo3(signature = (*, epsilon, domain, cohorts, seed=0))]
+    fn cohort(
+        _cls: &Bound<'_, PyType>,
+        epsilon: f64,
+        domain: u32,
+        cohorts: u32,
+        seed: u64,
+    ) -> PyResult<Self> {
+        build(json!({
+            "kind": "cohort", "epsilon": epsilon, "domain": domain, "cohorts": cohorts, "seed": seed
+        }))
+    }
+
+    /// A column-stochastic channel, `matrix[s][x] = P(signal s | type x)` (reports: UInt32).
+    #[classmethod]
+    #[pyo3(signature = (*, matrix))]
+    fn matrix(_cls: &Bound<'_, PyType>, matrix: Vec<Vec<f64>>) -> PyResult<Self> {
+        build(json!({"kind": "matrix", "matrix": matrix}))
+    }
+
+    /// No randomization: the curator model (reports: the true UInt32 categories).
+    #[classmethod]
+    #[pyo3(signature = (*, domain))]
+    fn raw(_cls: &Bound<'_, PyType>, domain: u32) -> PyResult<Self> {
+        build(json!({"kind": "raw", "domain": domain}))
+    }
+
+    /// The mechanism kind, e.g. "grr".
+    #[getter]
+    fn kind(&self) -> &'static str {
+        self.engine.kind()
+    }
+
+    /// The number of categories d.
+    #[getter]
+    fn domain(&self) -> usize {
+        self.engine.domain()
+    }
+
+    /// The stream's `mechanism` table, as a dict.
+    #[getter]
+    fn config<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let text = self.table.to_string();
+        let value = py.import("json")?.call_method1("loads", (text,))?;
+        let dict = value.cast_into::<PyDict>()?;
+        // null max_abs means "the default": TOML has no null, so leave the key out.
+        for key in ["max_abs"] {
+            if dict.get_item(key)?.is_some_and(|v| v.is_none()) {
+                dict.del_item(key)?;
+            }
+        }
+        Ok(dict)
+    }
+
+    /// Privatizes true categories `values` (0..d-1: a sequence of ints or an Arrow integer
+    /// array) into reports in the Parquet report format of the mechanism: a
+    /// `pyarrow.Array`, a struct array of the index and report columns for Hadamard and
+    /// cohort. Draws from the OS-seeded CSPRNG; `insecure_seed` makes the draws
+    /// reproducible and NOT private (simulations and tests only, as the CLI's
+    /// `--insecure-seed`). Raises ValueError for a value outside the domain.
+    #[pyo3(signature = (values, *, insecure_seed=None))]
+    fn randomize(
+        &self,
+        py: Python<'_>,
+        values: &Bound<'_, PyAny>,
+        insecure_seed: Option<u64>,
+    ) -> PyResult<Py<PyAny>> {
+        let xs = true_values(values)?;
+        let columns = py.detach(|| {
+            contained("randomizing", || {
+                let out = match insecure_seed {
+                    Some(seed) => {
+                        privatize_batch(&self.engine, &xs, &mut StdRng::seed_from_u64(seed))
+                    }
+                    None => privatize_batch(&self.engine, &xs, &mut rand::rng()),
+                };
+                out.map_err(value_error)
+            })
+        })?;
+        let array: ArrayRef = match columns.as_slice() {
+            [report] => report.clone(),
+            [index, report] => {
+                let index_name = if self.engine.kind() == "hadamard" {
+                    "row"
+                } else {
+                    "cohort"
+                };
+                let fields = vec![
+                    Field::new(index_name, index.data_type().clone(), false),
+                    Field::new("report", report.data_type().clone(), false),
+                ];
+                let array =
+                    StructArray::try_new(fields.into(), vec![index.clone(), report.clone()], None)
+                        .map_err(value_error)?;
+                Arc::new(array)
+            }
+            _ => return Err(value_error("the randomizer returned no report column")),
+        };
+        to_pyarrow_array(py, array)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Mechanism({})", self.table)
+    }
+}
+
+/// True categories as u32: an Arrow integer array (cast without wrapping) or a sequence.
+fn true_values(values: &Bound<'_, PyAny>) -> PyResult<Vec<u32>> {
+    if !values.hasattr("__arrow_c_array__")? {
+        return values.extract::<Vec<u32>>().map_err(|e| {
+            value_error(format!(
+                "values: expected categories (ints from 0 to d - 1): {e}"
+            ))
+        });
+    }
+    let array = import_array(values)?;
+    if array.null_count() > 0 {
+        return Err(value_error(format!(
+            "values: {} of {} values are null; every value must be a category",
+            array.null_count(),
+            array.len()
+        )));
+    }
+    let options = CastOptions {
+        safe: false,
+        ..Default::default()
+    };
+    let cast = cast_with_options(array.as_ref(), &DataType::UInt32, &options)
+        .map_err(|e| value_error(format!("values of type {}: {e}", array.data_type())))?;
+    let ints = cast
+        .as_any()
+        .downcast_ref::<UInt32Array>()
+        .ok_or_else(|| value_error("values: the cast to UInt32 gave another type"))?;
+    Ok(ints.values().to_vec())
+}

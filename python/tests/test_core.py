@@ -1,0 +1,318 @@
+"""The package against the CLI: the same sketches (bit for bit) and records as
+`ldpstream batch`, sketch bytes that `ldpstream merge` takes next to its own files and the
+reverse, merge's double-count protection for in-memory data, every Arrow producer of the
+PyCapsule interface, the GIL released while folding, the randomizers and the ledger."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import ldpstream
+from cli_reference import sketch_body
+from conftest import grr_config, run_cli
+
+
+def emit(config: Path, files, out: Path) -> Path:
+    inputs = [a for f in files for a in ("--input", str(f))]
+    run_cli("batch", "--config", str(config), *inputs, "--emit-sketches", str(out))
+    (written,) = sorted(out.glob("*.ldpp"))
+    return written
+
+
+def batch_records(config: Path, files, out: Path):
+    inputs = [a for f in files for a in ("--input", str(f))]
+    run_cli("batch", "--config", str(config), *inputs, "--output", str(out))
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
+def jsonl(records_table: pa.Table):
+    """The records as `batch` writes JSON: maps as objects."""
+    return records_table.to_pylist(maps_as_pydicts="strict")
+
+
+def _plain(value):
+    """A value as JSON has it: structs without their null fields."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items() if v is not None}
+    return value
+
+
+def same_records(python_records, cli_records):
+    """Every number, flag, list and map of every record equal (timestamps are RFC 3339
+    text in JSON and timestamps in Arrow: compared through the Parquet schema instead)."""
+    assert len(python_records) == len(cli_records)
+    for mine, theirs in zip(python_records, cli_records):
+        for key, value in theirs.items():
+            if isinstance(value, str) and key in ("window_start", "window_end", "look_end"):
+                continue
+            assert _plain(mine[key]) == value, (key, mine[key], value)
+
+
+def test_fold_gives_the_sketches_of_batch_bit_for_bit(grr_files, tmp_path):
+    config = grr_config(grr_files[0].parent)
+    cli = emit(config, grr_files, tmp_path / "cli").read_bytes()
+    job = ldpstream.Job(config)
+    sk = job.fold(pq.read_table(grr_files[0])).merge(job.fold(pq.read_table(grr_files[1])))
+    assert sketch_body(sk.to_bytes()) == sketch_body(cli)
+    assert sk.reports == {"s": 9000}
+
+
+def test_run_gives_the_records_of_batch(grr_files, tmp_path):
+    config = grr_config(grr_files[0].parent)
+    cli = batch_records(config, grr_files, tmp_path / "o.jsonl")
+    table = pa.concat_tables([pq.read_table(f) for f in grr_files])
+    records = ldpstream.Job(config).run(table)
+    assert records.schema == pq.read_schema(_parquet_records(config, grr_files, tmp_path))
+    same_records(jsonl(records), cli)
+    assert {r["test"] for r in cli} == {"global", "ten_minutes", "a_vs_b"}
+
+
+def _parquet_records(config, files, tmp_path) -> Path:
+    out = tmp_path / "records.parquet"
+    inputs = [a for f in files for a in ("--input", str(f))]
+    run_cli("batch", "--config", str(config), *inputs, "--output", str(out))
+    return out
+
+
+def test_ldpstream_merge_takes_python_sketch_bytes_next_to_cli_files(grr_files, tmp_path):
+    config = grr_config(grr_files[0].parent)
+    parts = tmp_path / "parts"
+    emit(config, grr_files[:1], parts)
+    python_part = ldpstream.Job(config).fold(pq.read_table(grr_files[1]))
+    (parts / "python.ldpp").write_bytes(python_part.to_bytes())
+    merged = tmp_path / "merged.jsonl"
+    run_cli("merge", "--config", str(config), "--input", str(parts / "*.ldpp"),
+            "--output", str(merged))
+    merged_records = [json.loads(line) for line in merged.read_text().splitlines()]
+    same_records(merged_records, batch_records(config, grr_files, tmp_path / "all.jsonl"))
+
+
+def test_python_evaluates_cli_sketch_files_merged_with_its_own(grr_files, tmp_path):
+    config = grr_config(grr_files[0].parent)
+    cli_part = ldpstream.Sketches.from_bytes(emit(config, grr_files[:1], tmp_path / "p").read_bytes())
+    job = ldpstream.Job(config)
+    merged = cli_part.merge(job.fold(pq.read_table(grr_files[1])))
+    same_records(jsonl(job.evaluate(merged)),
+                 batch_records(config, grr_files, tmp_path / "all.jsonl"))
+
+
+def test_the_same_data_folded_twice_is_refused_by_both_merges(grr_files, tmp_path):
+    config = grr_config(grr_files[0].parent)
+    job = ldpstream.Job(config)
+    table = pq.read_table(grr_files[0])
+    first, again = job.fold(table), job.fold(pa.table(table.to_pydict(), schema=table.schema))
+    assert first.inputs == again.inputs, "the identity is the content, not the object"
+    with pytest.raises(ValueError, match="count its reports twice"):
+        first.merge(again)
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    (parts / "one.ldpp").write_bytes(first.to_bytes())
+    (parts / "two.ldpp").write_bytes(again.to_bytes())
+    out = run_cli("merge", "--config", str(config), "--input", str(parts / "*.ldpp"), ok=False)
+    assert "count its reports twice" in out.stderr
+    # Other data, or the same data under another explicit identity, merges.
+    other = job.fold(pq.read_table(grr_files[1]))
+    assert first.merge(other).reports == {"s": 9000}
+    assert first.merge(job.fold(table, input_id="replay-2")).reports == {"s": 10000}
+
+
+def test_every_arrow_producer_folds_to_the_same_sketches(grr_files):
+    polars = pytest.importorskip("polars")
+    duckdb = pytest.importorskip("duckdb")
+    pd = pytest.importorskip("pandas")
+    job = ldpstream.Job(grr_config(grr_files[0].parent))
+    table = pq.read_table(grr_files[0])
+    expected = sketch_body(job.fold(table).to_bytes())
+    con = duckdb.connect()
+    con.register("t", table)
+    producers = {
+        "pyarrow Table": table,
+        "RecordBatchReader": pa.RecordBatchReader.from_batches(table.schema, table.to_batches(1000)),
+        "RecordBatch": table.combine_chunks().to_batches()[0],
+        "polars": polars.from_arrow(table),
+        "duckdb": con.sql("select * from t"),
+        "pandas (Arrow dtypes)": pa.table(table.to_pandas(types_mapper=pd.ArrowDtype)),
+    }
+    for name, data in producers.items():
+        assert sketch_body(job.fold(data).to_bytes()) == expected, name
+
+
+def test_pandas_frames_with_arrow_dtypes_fold_directly(grr_files):
+    pd = pytest.importorskip("pandas")
+    job = ldpstream.Job(grr_config(grr_files[0].parent))
+    table = pq.read_table(grr_files[0])
+    frame = table.to_pandas(types_mapper=pd.ArrowDtype)
+    if not hasattr(frame, "__arrow_c_stream__"):
+        pytest.skip(f"pandas {pd.__version__} frames have no __arrow_c_stream__")
+    assert job.fold(frame).reports == {"s": 5000}
+
+
+def test_fold_releases_the_gil():
+    m = ldpstream.Mechanism.grr(epsilon=1.0, domain=16)
+    chunk = m.randomize(list(range(16)) * 62_500, insecure_seed=3)
+    table = pa.Table.from_batches([pa.record_batch({"report": chunk})] * 40)  # 40M reports
+    job = ldpstream.Job({"stream": [{
+        "name": "s", "source": {"kind": "parquet", "paths": ["x"]},
+        "mechanism": m.config,
+        "test": [{"name": "g", "kind": "gof", "null": "uniform"}]}]})
+    done = threading.Event()
+    folded = []
+
+    def fold():
+        folded.append(job.fold(table))
+        done.set()
+
+    started = time.perf_counter()
+    thread = threading.Thread(target=fold)
+    thread.start()
+    spins = 0
+    while not done.is_set():
+        spins += 1
+    thread.join()
+    elapsed = time.perf_counter() - started
+    assert folded[0].reports == {"s": 40_000_000}
+    # With the GIL held, this thread could not run until the fold returned.
+    assert spins > 1000, (spins, elapsed)
+
+
+def test_randomize_draws_fresh_noise_unless_seeded_insecurely():
+    m = ldpstream.Mechanism.grr(epsilon=0.5, domain=8)
+    values = list(range(8)) * 500
+    assert m.randomize(values) != m.randomize(values)
+    assert m.randomize(values, insecure_seed=7) == m.randomize(values, insecure_seed=7)
+    with pytest.raises(TypeError):
+        m.randomize(values, 7)  # the seed is keyword-only, never positional
+    with pytest.raises(ValueError, match="8"):
+        m.randomize([8])
+    assert m.randomize(pa.array(values, pa.int64()), insecure_seed=1) == \
+        m.randomize(values, insecure_seed=1)
+
+
+def test_reports_have_the_documented_formats_and_batch_reads_them(tmp_path):
+    cases = {
+        "grr": (ldpstream.Mechanism.grr(epsilon=1.0, domain=5), pa.uint32()),
+        "bitflip": (ldpstream.Mechanism.bitflip(epsilon=1.0, domain=12), pa.binary(2)),
+        "oue": (ldpstream.Mechanism.oue(epsilon=1.0, domain=12), pa.binary(2)),
+        "gauss": (ldpstream.Mechanism.gauss(rho=0.5, domain=5), pa.list_(pa.field("item", pa.float64(), False), 5)),
+        "laplace": (ldpstream.Mechanism.laplace(epsilon=1.0, domain=5), pa.list_(pa.field("item", pa.float64(), False), 5)),
+        "matrix": (ldpstream.Mechanism.matrix(matrix=[[0.7, 0.3], [0.3, 0.7]]), pa.uint32()),
+        "raw": (ldpstream.Mechanism.raw(domain=5), pa.uint32()),
+    }
+    for kind, (m, expected) in cases.items():
+        reports = m.randomize([i % m.domain for i in range(2000)])
+        assert reports.type == expected, (kind, reports.type)
+        assert m.kind == kind
+    for m, index in [(ldpstream.Mechanism.hadamard(epsilon=1.0, domain=8), "row"),
+                     (ldpstream.Mechanism.cohort(epsilon=1.0, domain=4, cohorts=16), "cohort")]:
+        reports = m.randomize([i % 4 for i in range(4000)])
+        assert reports.type == pa.struct([pa.field(index, pa.uint32(), False),
+                                          pa.field("report", pa.int8(), False)])
+        path = tmp_path / f"{m.kind}.parquet"
+        pq.write_table(pa.Table.from_batches([pa.RecordBatch.from_struct_array(reports)]), path)
+        config = tmp_path / f"{m.kind}.toml"
+        table = ", ".join(f"{k} = {json.dumps(v)}" for k, v in m.config.items())
+        config.write_text(
+            f'[[stream]]\nname = "s"\nsource = {{ kind = "parquet", paths = ["{path}"] }}\n'
+            f"mechanism = {{ {table} }}\n"
+            '[[stream.test]]\nname = "g"\nkind = "gof"\nnull = "uniform"\n')
+        (record,) = batch_records(config, [path], tmp_path / f"{m.kind}.jsonl")
+        assert record["n"] == 4000, record
+        assert record["rejected_reports"] == {k: 0 for k in record["rejected_reports"]}
+
+
+def test_oue_reports_estimate_the_truth():
+    # OUE keeps the true bit with probability 1/2 and sets each other bit with 1/(e+1):
+    # the debiased estimate of 20,000 reports of a known law lands within 4 s.e.
+    m = ldpstream.Mechanism.oue(epsilon=1.0, domain=4)
+    truth = [0.4, 0.3, 0.2, 0.1]
+    values = [j for j, p in enumerate(truth) for _ in range(int(p * 20_000))]
+    est = ldpstream.estimate(m.randomize(values, insecure_seed=5), m)
+    for j, p in enumerate(truth):
+        assert abs(est["estimate"][j] - p) < 4 * est["std_error"][j], (j, est)
+
+
+def test_mechanism_parameters_are_checked_as_the_config_checks_them():
+    with pytest.raises(ValueError, match="epsilon"):
+        ldpstream.Mechanism.grr(epsilon=-1.0, domain=4)
+    with pytest.raises(ValueError, match="domain"):
+        ldpstream.Mechanism.bitflip(epsilon=1.0, domain=1)
+
+
+def test_config_errors_carry_the_cli_message(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[stream]]\nname = "s"\nsource = { kind = "parquet", paths = ["x"] }\n'
+                   'mechanism = { kind = "grr", epsilon = 1.0, domain = 1 }\n'
+                   '[[stream.test]]\nname = "g"\nkind = "gof"\nnull = "uniform"\n')
+    cli = run_cli("check", "--config", str(bad), ok=False).stderr
+    with pytest.raises(ValueError) as caught:
+        ldpstream.Job(bad)
+    assert str(caught.value) in cli, (str(caught.value), cli)
+    assert "domain" in str(caught.value)
+    for source in (str(bad), bad.read_text()):
+        with pytest.raises(ValueError, match="domain"):
+            ldpstream.Job(source)
+    with pytest.raises(ValueError, match="no_such_key"):
+        ldpstream.Job({"stream": [], "no_such_key": 1})
+
+
+LEDGER_CONFIG = """
+[[stream]]
+name = "raw"
+source = { kind = "parquet", paths = ["x"] }
+mechanism = { kind = "raw", domain = 20 }
+budget_epsilon = 1.0
+[[stream.test]]
+name = "collisions"
+kind = "uniformity"
+epsilon = 0.4
+"""
+
+
+def test_curator_streams_need_a_ledger_and_stop_at_the_budget(tmp_path):
+    with pytest.raises(ValueError, match="ledger"):
+        ldpstream.Job(LEDGER_CONFIG)
+    with pytest.raises(ValueError, match="absolute"):
+        ldpstream.Job(LEDGER_CONFIG, ledger="relative.json")
+    ledger = tmp_path / "ledger.json"
+    job = ldpstream.Job(LEDGER_CONFIG, ledger=str(ledger))
+    data = pa.table({"report": ldpstream.Mechanism.raw(domain=20).randomize(
+        [i % 20 for i in range(5000)])})
+    spent = [job.run(data, insecure_seed=1).to_pylist()[0] for _ in range(3)]
+    assert [r["epsilon_spent"] for r in spent[:2]] == [0.4, 0.4]
+    assert spent[2]["refused"] == "privacy budget exhausted"
+    assert spent[2]["statistic"] is None
+    book = json.loads(ledger.read_text())
+    assert len(book["streams"]["raw"]["spends"]) == 2
+
+
+def test_one_liners_run_the_batch_job():
+    m = ldpstream.Mechanism.grr(epsilon=2.0, domain=4)
+    skewed = m.randomize([0] * 3000 + [1] * 1000, insecure_seed=5)
+    assert ldpstream.gof(skewed, m)["reject"] is True
+    est = ldpstream.estimate(skewed, m)
+    assert est["n"] == 4000 and abs(est["estimate"][0] - 0.75) < 0.1
+    pairs = ldpstream.Mechanism.grr(epsilon=3.0, domain=6)
+    independent = pairs.randomize([u * 3 + v for u in range(2) for v in range(3)] * 500)
+    assert ldpstream.independence(independent, pairs, rows=2, cols=3)["reject"] is False
+    a = m.randomize([0] * 2000, insecure_seed=1)
+    b = m.randomize([3] * 2000, insecure_seed=2)
+    assert ldpstream.two_sample(a, b, m)["reject"] is True
+    (grr_row, *_) = ldpstream.plan(16, 1.0, "paninski:0.2", power=0.8)
+    assert grr_row["mechanism"] == "GenRR" and grr_row["n"] > 1000
+
+
+def test_sketches_and_jobs_pickle(grr_files):
+    import pickle
+
+    job = ldpstream.Job(grr_config(grr_files[0].parent))
+    sk = job.fold(pq.read_table(grr_files[0]))
+    again = pickle.loads(pickle.dumps(sk))
+    assert again.to_bytes() == sk.to_bytes()
+    assert pickle.loads(pickle.dumps(job)).streams == ["s"]
