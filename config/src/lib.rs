@@ -24,7 +24,6 @@ pub use error::ConfigError;
 pub use model::{
     ColumnsConfig, Config, EventTime, HttpTlsConfig, KafkaConfig, MechanismConfig, MessageFormat,
     ScaleOutConfig, ServeConfig, SimulatorConfig, SinkConfig, SourceConfig, StreamConfig,
-    SUBSET_NOT_WIRED,
 };
 pub use null::NullSpec;
 pub use number_text::compact;

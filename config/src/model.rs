@@ -328,8 +328,7 @@ pub enum MechanismConfig {
     /// probability 1/2, a true 0 with 1/(e^ε+1). Same report format as `Bitflip`.
     Oue { epsilon: f64, domain: u32 },
     /// k-subset selection (Wang et al. 2016; Ye & Barg 2018): a report is k distinct
-    /// categories; `k` defaults to ⌈d/(e^ε+1)⌉. Validated, but refused until it is wired
-    /// end to end (see [`SUBSET_NOT_WIRED`]).
+    /// categories; `k` defaults to ⌈d/(e^ε+1)⌉.
     Subset {
         epsilon: f64,
         domain: u32,
@@ -400,16 +399,6 @@ impl MechanismConfig {
     }
 }
 
-/// Why `check`, `batch` and `serve` refuse a `subset` stream: the engine has its
-/// randomizer, estimate, identity test and fold kernel, but the report columns (Parquet
-/// `List<UInt32>`, Kafka JSON and binary lists), the stream's sketch and snapshot tests,
-/// `plan`, `audit`, `simulate` and the memory estimate do not handle it yet. A stream that
-/// passed validation would fail at start-up or fold nothing, so it is a config error.
-pub const SUBSET_NOT_WIRED: &str =
-    "not yet available as a stream mechanism: kind = \"subset\" is validated but refused \
-     until its report format, sketch and tests are wired end to end (issue 30 item 3); use \
-     oue, or grr for d < 3e^ε + 2";
-
 /// Names of the columns that carry the reports and the optional grouping keys.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -475,6 +464,7 @@ impl TestMethod {
             (TestKind::Gof, MechanismConfig::Hadamard { .. } | MechanismConfig::Cohort { .. }) => {
                 &[SheffetChi2, SheffetTV]
             }
+            (TestKind::Gof, MechanismConfig::Subset { .. }) => &[SubsetGOF],
             (TestKind::Gof, MechanismConfig::Matrix { .. }) => &[ChannelGOF],
             (TestKind::Gof, MechanismConfig::Raw { .. }) => &[PearsonGOF],
             (TestKind::Independence, MechanismConfig::Grr { .. }) => &[LocalExpIND],

@@ -7,12 +7,16 @@
 //! wrong constant in the mechanism shows. Reports are drawn by the randomizer itself.
 
 use arrow::array::{ListArray, ListBuilder, UInt32Builder};
+use ldpstream_config::{Calibration, TestMethod};
 use ldpstream_engine::eprocess::gaussian::{log_e_mixture, PRECISION_GRID};
-use ldpstream_engine::eprocess::{crosses, finite_e_value};
+use ldpstream_engine::eprocess::{crosses, finite_e_value, gof_e_process};
 use ldpstream_engine::fold::fold_subsets;
-use ldpstream_engine::mechanism::Subset;
-use ldpstream_engine::sketch::BitSketch;
-use ldpstream_engine::stats::{sample_subset_counts, subset_gof, subset_statistic};
+use ldpstream_engine::mechanism::{Mechanism, Subset};
+use ldpstream_engine::plan::{power, required_n, Alternative, PlanMechanism};
+use ldpstream_engine::sketch::{BitSketch, Sketch};
+use ldpstream_engine::stats::{
+    run_gof, sample_subset_counts, subset_gof, subset_statistic, GofParams,
+};
 use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
@@ -167,12 +171,98 @@ fn gof_size_and_power() {
     }
 }
 
+fn gof_params(p0: &[f64], calibration: Calibration, seed: u64) -> GofParams<'_> {
+    GofParams {
+        method: TestMethod::SubsetGOF,
+        p0,
+        alpha: ALPHA,
+        calibration,
+        mc_samples: if calibration == Calibration::MonteCarlo {
+            99
+        } else {
+            0
+        },
+        seed,
+        distance: None,
+    }
+}
+
+fn sketch_of(counts: Vec<u64>, n: u64) -> Sketch {
+    Sketch::Bits(BitSketch::from_counts(counts, n).unwrap())
+}
+
+/// At the n the planner gives for power 0.8 (paninski:0.2 on a uniform null; d = 8,
+/// ε = 1, k = 3 and d = 12, ε = 2, k = 2), the empirical power of the stream's test
+/// (`run_gof`, asymptotic) over 1,000 datasets is within ±0.04 of 0.8.
+#[test]
+fn gof_power_at_the_planner_n() {
+    for (d, epsilon, seed) in [(8usize, 1.0, 41u64), (12, 2.0, 42)] {
+        let h = Alternative::Paninski { distance: 0.2 }
+            .against(&vec![1.0 / d as f64; d])
+            .unwrap();
+        let plan = PlanMechanism::Subset { epsilon };
+        let n = required_n(plan, &h, ALPHA, 0.8).unwrap();
+        let predicted = power(plan, &h, ALPHA, n).unwrap();
+        let m = Subset::new(epsilon, d as u32, None).unwrap();
+        let mechanism = Mechanism::Subset(m);
+        let mut rng = StdRng::seed_from_u64(seed);
+        let runs = runs_or(1000);
+        let mut rejections = 0usize;
+        for run in 0..runs {
+            let counts = sample_subset_counts(&m, h.p1(), n, &mut rng).unwrap();
+            let params = gof_params(h.p0(), Calibration::Asymptotic, run as u64);
+            let sketch = sketch_of(counts, n);
+            rejections += usize::from(run_gof(&mechanism, &sketch, &params).unwrap().reject);
+        }
+        let rate = rejections as f64 / runs as f64;
+        eprintln!(
+            "subset power d={d} ε={epsilon} k={}: n = {n}, predicted {predicted:.3}, empirical {rate} over {runs}",
+            m.k()
+        );
+        assert!(
+            (rate - 0.8).abs() <= 0.04,
+            "d={d} ε={epsilon}: power {rate} at n = {n}"
+        );
+    }
+}
+
+/// Monte Carlo calibration simulates the sketch under H0 exactly (the randomizer itself):
+/// at n = 40 (d = 6, 6.7 expected reports per category, so the stream's own rule would
+/// not switch) the simulated p-values of 400 null datasets reject at a rate within 3
+/// binomial s.e. of α, and one simulated p-value is reproducible from its seed.
+#[test]
+fn monte_carlo_calibration_holds_its_level() {
+    let m = Subset::new(1.0, 6, None).unwrap();
+    let mechanism = Mechanism::Subset(m);
+    let p0 = vec![1.0 / 6.0; 6];
+    let mut rng = StdRng::seed_from_u64(43);
+    let runs = 400;
+    let mut rejected = 0;
+    for run in 0..runs {
+        let sketch = sketch_of(sample_subset_counts(&m, &p0, 40, &mut rng).unwrap(), 40);
+        let params = gof_params(&p0, Calibration::MonteCarlo, run);
+        let r = run_gof(&mechanism, &sketch, &params).unwrap();
+        let p = r.mc_p_value.unwrap();
+        assert_eq!(r.p_value, Some(p));
+        rejected += u32::from(r.reject);
+        if run == 0 {
+            let again = run_gof(&mechanism, &sketch, &params).unwrap();
+            assert_eq!(again.mc_p_value, Some(p));
+        }
+    }
+    let rate = f64::from(rejected) / runs as f64;
+    let se = (ALPHA * (1.0 - ALPHA) / runs as f64).sqrt();
+    eprintln!("subset Monte Carlo size, n = 40, {runs} datasets: {rate:.4}");
+    assert!((rate - ALPHA).abs() < 3.0 * se, "size {rate}");
+}
+
 /// The Gaussian-mixture e-process on the statistic (`T = |Z_n|²/n`, Z the whitened count
 /// walk) crosses 1/α on at most α of null paths over 600 looks.
 #[test]
 fn sequential_never_rejects_more_than_alpha() {
     let mut rng = StdRng::seed_from_u64(32);
     let m = Subset::new(1.0, 6, None).unwrap();
+    let mechanism = Mechanism::Subset(m);
     let p0 = vec![1.0 / 6.0; 6];
     let (paths, looks, step) = (300, 600, 50u64);
     let mut ever = 0;
@@ -183,8 +273,12 @@ fn sequential_never_rejects_more_than_alpha() {
             let batch = sample_subset_counts(&m, &p0, step, &mut rng).unwrap();
             counts.iter_mut().zip(&batch).for_each(|(c, b)| *c += b);
             n += step;
+            // The stream's dispatch, checked against the mixture on the statistic itself.
+            let sketch = sketch_of(counts.clone(), n);
+            let e = gof_e_process(&mechanism, &sketch, &p0).unwrap().e_value();
             let t = subset_statistic(&m, &counts, n, &p0);
-            let e = finite_e_value(log_e_mixture(t, 5, n as f64, &PRECISION_GRID));
+            let direct = finite_e_value(log_e_mixture(t, 5, n as f64, &PRECISION_GRID));
+            assert_eq!(e, direct);
             if crosses(e, ALPHA) {
                 ever += 1;
                 break;

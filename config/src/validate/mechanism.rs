@@ -1,7 +1,7 @@
 //! The `mechanism` table: the local randomizer's privacy parameter and shape.
 
 use crate::error::ConfigError;
-use crate::model::{MechanismConfig, SUBSET_NOT_WIRED};
+use crate::model::MechanismConfig;
 use crate::number_text::compact;
 use crate::values::{Domain, Epsilon, MAX_DOMAIN, MAX_EPSILON, MIN_EPSILON};
 
@@ -183,13 +183,6 @@ fn validate_mechanism_at(m: &str, mechanism: &MechanismConfig) -> Result<(), Con
             ));
         }
     }
-    if matches!(mechanism, MechanismConfig::Subset { .. }) {
-        return Err(ConfigError::invalid(
-            format!("{m}.kind"),
-            "\"subset\"",
-            SUBSET_NOT_WIRED,
-        ));
-    }
     Ok(())
 }
 
@@ -310,6 +303,8 @@ mod tests {
             "{ kind = \"grr\", epsilon = 1.0, domain = 3 }",
             "{ kind = \"bitflip\", epsilon = 1.0, domain = 3 }",
             "{ kind = \"oue\", epsilon = 1.0, domain = 3 }",
+            "{ kind = \"subset\", epsilon = 1.0, domain = 3 }",
+            "{ kind = \"subset\", epsilon = 1.0, domain = 16, k = 15 }",
             "{ kind = \"gauss\", rho = 0.5, domain = 3 }",
             "{ kind = \"laplace\", epsilon = 1.0, domain = 3 }",
             "{ kind = \"hadamard\", epsilon = 1.0, domain = 3 }",
@@ -321,18 +316,9 @@ mod tests {
         }
     }
 
-    /// `subset` parses and its parameters are checked (k in 1..d, ε as for grr), but a
-    /// valid one is still refused by name: the stream paths do not carry it yet.
+    /// `subset`'s parameters are checked: k in 1..d, ε as for grr, d from 2.
     #[test]
-    fn subset_is_validated_then_refused() {
-        let e = gof_err(
-            "{ kind = \"subset\", epsilon = 2.0, domain = 16, k = 3 }",
-            "",
-        );
-        assert!(e.contains("mechanism.kind = \"subset\""), "{e}");
-        assert!(e.contains("not yet available"), "{e}");
-        let e = gof_err("{ kind = \"subset\", epsilon = 2.0, domain = 16 }", "");
-        assert!(e.contains("not yet available"), "{e}");
+    fn subset_parameters_are_checked() {
         for (k, d) in [(0, 16), (16, 16), (40, 16)] {
             let e = gof_err(
                 &format!("{{ kind = \"subset\", epsilon = 2.0, domain = {d}, k = {k} }}"),

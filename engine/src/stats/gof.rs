@@ -8,6 +8,7 @@ use rand::SeedableRng;
 use super::bitflip_gof::local_bitflip_gof;
 use super::monte_carlo::{monte_carlo_p_value, sample_null_sketch};
 use super::sheffet::{cohort_chi2_statistic, sheffet_chi2_statistic, tv_distance};
+use super::subset_gof::subset_gof;
 use super::{
     chi2_sf, local_exp_gof_cells, noise_statistic, pearson_gof, pearson_gof_cells, Decision,
 };
@@ -116,6 +117,9 @@ pub fn gof_statistic(
         }
         (TestMethod::LocalBitFlipGOF, Mechanism::BitFlip(m), Sketch::Bits(s)) => {
             local_bitflip_gof(m, s.bit_counts(), s.n(), p0)
+        }
+        (TestMethod::SubsetGOF, Mechanism::Subset(m), Sketch::Bits(s)) => {
+            subset_gof(m, s.bit_counts(), s.n(), p0)
         }
         (TestMethod::LocalNoiseGOF, Mechanism::Noise(m), Sketch::Sums(s)) => {
             let t = noise_statistic(&s.sums_f64(), s.n(), p0, m.variance());

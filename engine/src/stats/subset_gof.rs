@@ -28,7 +28,6 @@ pub fn subset_statistic(m: &Subset, item_counts: &[u64], n: u64, p0: &[f64]) -> 
     }
     let nf = n as f64;
     let (q, alpha) = (m.q(), m.alpha());
-    let (s, r) = (m.pair_with_truth(), m.pair_without_truth());
     let mut v: Vec<f64> = item_counts
         .iter()
         .zip(p0)
@@ -37,13 +36,21 @@ pub fn subset_statistic(m: &Subset, item_counts: &[u64], n: u64, p0: &[f64]) -> 
     // 1ᵀv is 0 for valid reports; removing its rounding keeps v on 1⊥, where Σ⁺ applies.
     let mean = v.iter().sum::<f64>() / v.len() as f64;
     v.iter_mut().for_each(|x| *x -= mean);
+    nf * pinv_form(m, p0, &v)
+}
+
+/// `vᵀ Σ(p0)⁺ v` for `v` on `1⊥` (Σ(p0) as in [`subset_gof`]); the planner's noncentrality
+/// is `α² Δᵀ Σ⁺ Δ` with the same form.
+pub fn pinv_form(m: &Subset, p0: &[f64], v: &[f64]) -> f64 {
+    let (q, alpha) = (m.q(), m.alpha());
+    let (s, r) = (m.pair_with_truth(), m.pair_without_truth());
     let base = q - r;
     let slope = alpha - 2.0 * (s - r);
     let diag: Vec<f64> = p0.iter().map(|&p| base + slope * p).collect();
     let cross = s - r - q * alpha;
     // c = q − r > 0 makes Σ + c11ᵀ positive definite at the scale of Σ's diagonal.
     let c = [[r - q * q + base, cross], [cross, -alpha * alpha]];
-    nf * woodbury_form(&diag, &c, p0, &v).max(0.0)
+    woodbury_form(&diag, &c, p0, v).max(0.0)
 }
 
 /// `vᵀ (D + U C Uᵀ)⁻¹ v` for `U = [1, f]`: `vᵀD⁻¹v − zᵀ (I + C G)⁻¹ C z` with
