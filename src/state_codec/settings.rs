@@ -2,6 +2,7 @@
 //! kept beside them so that state counted under other settings is refused, never merged.
 
 use ldpstream_config::{compact, MechanismConfig, StreamConfig, WindowConfig};
+use ldpstream_engine::mechanism::subset_default_k;
 
 /// A stream's settings that its sketches depend on, as (name, value) pairs.
 pub type Settings = Vec<(String, String)>;
@@ -29,9 +30,12 @@ pub fn settings_of(stream: &StreamConfig) -> Settings {
             put("mechanism cohorts", cohorts.to_string());
             put("mechanism seed", seed.to_string());
         }
-        MechanismConfig::Subset { epsilon, k, .. } => {
+        MechanismConfig::Subset { epsilon, domain, k } => {
             put("mechanism epsilon", compact(*epsilon));
-            put("mechanism k", format!("{k:?}"));
+            // The k the reports were drawn with: `k` left out and `k` set to its default
+            // are one mechanism.
+            let k = k.unwrap_or_else(|| subset_default_k(*epsilon, *domain));
+            put("mechanism k", k.to_string());
         }
         MechanismConfig::Gauss { rho, .. } => put("mechanism rho", compact(*rho)),
         MechanismConfig::Matrix { matrix } => put("mechanism matrix", format!("{matrix:?}")),
