@@ -82,6 +82,15 @@ mod tests {
         );
         assert_eq!(grr(1.0, 4), grr(1.0, 4));
         assert_eq!(Mechanism::Raw { domain: 4 }.fingerprint(), None);
+        // Subset: k is a parameter of how a client draws, so it changes the fingerprint.
+        let subset = |k| {
+            Mechanism::Subset(crate::mechanism::Subset::new(1.0, 8, Some(k)).unwrap()).fingerprint()
+        };
+        assert_ne!(subset(2), subset(3));
+        assert_eq!(
+            subset(crate::mechanism::subset_default_k(1.0, 8)),
+            Mechanism::Subset(crate::mechanism::Subset::new(1.0, 8, None).unwrap()).fingerprint()
+        );
     }
 
     /// The noise mechanisms have one too (they had none, so stamped noise messages were
