@@ -86,3 +86,32 @@ pub fn describe_changes(stream: &str, old: &Settings, new: &Settings) -> Option<
         .collect();
     (!changes.is_empty()).then(|| format!("stream {stream}: {}", changes.join("; ")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ldpstream_config::Config;
+
+    fn subset_stream(k: &str) -> StreamConfig {
+        let text = format!(
+            "[[stream]]\nname = \"s\"\nsource = {{ kind = \"parquet\", paths = [\"x\"] }}\n\
+             mechanism = {{ kind = \"subset\", epsilon = 2.0, domain = 1000{k} }}\n\
+             [[stream.test]]\nname = \"t\"\nkind = \"gof\"\nnull = \"uniform\"\n"
+        );
+        Config::from_toml_str(&text, "t").unwrap().streams[0].clone()
+    }
+
+    /// Subset sketches depend on the k the reports were drawn with: `k` left out and `k`
+    /// at its default (⌈1000/(e²+1)⌉ = 120) are one setting, another k is a change.
+    #[test]
+    fn subset_settings_carry_the_resolved_k() {
+        let default = settings_of(&subset_stream(""));
+        assert!(default.contains(&("mechanism k".to_string(), "120".to_string())));
+        assert_eq!(settings_of(&subset_stream(", k = 120")), default);
+        let change = describe_changes("s", &default, &settings_of(&subset_stream(", k = 100")));
+        assert_eq!(
+            change.as_deref(),
+            Some("stream s: mechanism k changed from 120 to 100")
+        );
+    }
+}
