@@ -30,11 +30,12 @@ pub fn fold_subsets(array: &ListArray, k: usize, sketch: &mut BitSketch) {
             continue;
         }
         let (start, end) = (bounds[0] as usize, bounds[1] as usize);
-        let verdict = check_row(values, items, start, end, k, d, &mut seen);
-        match verdict {
+        match check_row(values, items, start, end, k, d, &mut seen) {
+            // The pass that counts also clears the row's bits from the scratch set.
             Ok(()) => {
                 for &j in &items[start..end] {
                     counts[j as usize] += 1;
+                    seen[j as usize / 64] = 0;
                 }
                 *n += 1;
             }
@@ -70,7 +71,8 @@ impl Tally {
 }
 
 /// Why the row `items[start..end]` cannot be folded, if it cannot. `seen` is all zeros on
-/// entry and on return.
+/// entry; on an error it is all zeros again, and on success the row's bits are still set
+/// (the caller clears them as it counts, saving a pass).
 fn check_row(
     values: &UInt32Array,
     items: &[u32],
@@ -87,23 +89,31 @@ fn check_row(
     if row.len() != k {
         return Err(RejectReason::SubsetWrongSize);
     }
-    if row.iter().any(|&j| j as usize >= d) {
-        return Err(RejectReason::OutOfDomain);
-    }
-    let mut duplicate = false;
+    // One pass for range and repeats; out of range outranks a repeat.
+    let (mut outside, mut duplicate) = (false, false);
     for &j in row {
-        let (word, bit) = (j as usize / 64, 1u64 << (j % 64));
+        let j = j as usize;
+        if j >= d {
+            outside = true;
+            continue;
+        }
+        let (word, bit) = (j / 64, 1u64 << (j % 64));
         duplicate |= seen[word] & bit != 0;
         seen[word] |= bit;
     }
+    if !(outside || duplicate) {
+        return Ok(());
+    }
     for &j in row {
-        seen[j as usize / 64] = 0;
+        if (j as usize) < d {
+            seen[j as usize / 64] = 0;
+        }
     }
-    if duplicate {
-        Err(RejectReason::SubsetDuplicate)
+    Err(if outside {
+        RejectReason::OutOfDomain
     } else {
-        Ok(())
-    }
+        RejectReason::SubsetDuplicate
+    })
 }
 
 #[cfg(test)]
