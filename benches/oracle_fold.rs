@@ -1,8 +1,10 @@
 //! Fold speed of the frequency oracles against the kernels they are measured by, for
 //! `benches/oracles.sh`: `bitflip` against `oue` (the same positional-popcount fold over
-//! reports from each randomizer). One core, the whole-batch `fold_batch` a stream calls.
+//! reports from each randomizer), and `subset` (the list fold, k items a report) against
+//! both and `grr`. One core, the whole-batch `fold_batch` a stream calls.
 //! Usage: oracle-fold ROWS REPEATS; prints one Markdown row per (mechanism, d): the median
-//! time of REPEATS folds of ROWS reports and the reports per second.
+//! time of REPEATS folds of ROWS reports and the reports per second. Subset batches hold
+//! at most 2^24 items (64 MiB), so at large k they have fewer rows.
 
 use std::time::Instant;
 
@@ -38,8 +40,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Err("usage: oracle-fold ROWS REPEATS".into());
     };
     let (rows, repeats): (usize, usize) = (rows.parse()?, repeats.parse()?);
-    println!("| mechanism | d | reports | median fold time | reports/s |");
-    println!("|---|---|---|---|---|");
+    println!("| mechanism | d | k | reports | median fold time | reports/s |");
+    println!("|---|---|---|---|---|---|");
     for domain in [64u32, 1024] {
         for config in [
             MechanismConfig::Bitflip {
@@ -50,11 +52,24 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 epsilon: 2.0,
                 domain,
             },
+            MechanismConfig::Grr {
+                epsilon: 2.0,
+                domain,
+            },
+            MechanismConfig::Subset {
+                epsilon: 2.0,
+                domain,
+                k: None,
+            },
         ] {
             let m = Mechanism::from_config(&config)?;
+            let (k, rows) = match &m {
+                Mechanism::Subset(s) => (s.k(), rows.min((1 << 24) / s.k() as usize)),
+                _ => (1, rows),
+            };
             let t = median_seconds(&m, rows, repeats.max(1))?;
             println!(
-                "| {} | {domain} | {rows} | {:.3} ms | {:.3e} |",
+                "| {} | {domain} | {k} | {rows} | {:.3} ms | {:.3e} |",
                 m.kind(),
                 t * 1e3,
                 rows as f64 / t

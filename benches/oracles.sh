@@ -5,8 +5,13 @@
 #     closed form (pooled over categories) and the mean's distance from the truth in
 #     standard errors (`engine/tests/oue.rs`, LDPSTREAM_ORACLE_RUNS);
 #   - the GOF size, power at the planner's n and sequential validity (the same test file);
-#   - fold speed: `oue` against `bitflip` (the same popcount fold), one core, the median of
-#     REPEATS folds of a batch of reports from each real randomizer (`oracle-fold`).
+#   - subset (k-subset selection): the same estimate check with reports drawn by the real
+#     randomizer at n = 2,000, GOF size over 2,000 null datasets, power at the planner's n
+#     and Monte Carlo size, sequential validity over 600 looks through the stream's
+#     e-process dispatch (`engine/tests/subset.rs`);
+#   - fold speed: `oue` against `bitflip` (the same popcount fold), `subset` (the list
+#     fold) against them and `grr`, one core, the median of REPEATS folds of a batch of
+#     reports from each real randomizer (`oracle-fold`).
 # SMOKE=1 runs each at a tiny size.
 #
 #   benches/oracles.sh
@@ -21,6 +26,9 @@ fi
 echo "# estimates: oracle | d | ε | datasets | var / closed form | max |mean − p|/s.e. | share beyond 3 s.e."
 LDPSTREAM_ORACLE_RUNS=$runs cargo test --quiet --workspace --test oue -- --nocapture --test-threads 1 2>&1 \
   | grep -E '^\| |^oue|test result|panicked'
+echo "# subset estimates: oracle | d | k | ε | datasets | var / closed form | max |mean − p|/s.e. | share beyond 3 s.e."
+LDPSTREAM_ORACLE_RUNS=$runs cargo test --quiet -p ldpstream-engine --test subset -- --nocapture --test-threads 1 2>&1 \
+  | grep -oE '^\| .*|subset (gof|sequential|power|Monte).*|test result.*|panicked.*'
 echo "# fold speed ($rows reports, median of $repeats folds, test profile: opt-level 3)"
 # The test profile: the one scripts/test.sh has already built, so no second compile.
 # scripts/test.sh's `cargo test --workspace --all-targets` already built it (and passes its

@@ -164,6 +164,36 @@ fn every_mechanism_estimates_within_four_standard_errors() {
     );
     assert_eq!(r["privacy"]["kind"], "oue");
 
+    // k-subset (Wang et al. 2016), d = 4, k = 2: p = ke^ε/(ke^ε+d−k), q = (k−p)/(d−1),
+    // each item count Binomial(n, q + (p−q)p_j), p̂ = (f − q)/(p − q).
+    let r = run(
+        dir,
+        "subset",
+        &[
+            "--mechanism",
+            "subset",
+            "--epsilon",
+            "1",
+            "--domain",
+            "4",
+            "--k",
+            "2",
+        ],
+        "{ kind = \"subset\", epsilon = 1.0, domain = 4, k = 2 }",
+    );
+    let keep = 2.0 * e / (2.0 * e + 2.0);
+    let q = (2.0 - keep) / 3.0;
+    check(
+        "subset",
+        &r,
+        &P.map(|p| {
+            let f = q + (keep - q) * p;
+            (f * (1.0 - f) / nf()).sqrt() / (keep - q)
+        }),
+    );
+    assert_eq!(r["privacy"]["kind"], "subset");
+    assert_eq!(r["method"], "SubsetGOF");
+
     let r = run(
         dir,
         "gauss",
@@ -272,7 +302,7 @@ fn every_mechanism_estimates_within_four_standard_errors() {
 
 #[test]
 fn audit_command_reports_a_bound_below_the_claim() {
-    for mechanism in ["bitflip", "oue"] {
+    for mechanism in ["bitflip", "oue", "subset"] {
         let o = Command::new(env!("CARGO_BIN_EXE_ldpstream"))
             .args([
                 "audit",

@@ -345,6 +345,23 @@ fn a_file_under_two_spellings_is_counted_once_and_a_file_without_inputs_is_refus
 /// records carry the consistent estimate.
 #[test]
 fn oue_shares_merge_to_the_records_of_one_batch() {
+    shares_merge_to_the_records_of_one_batch([
+        "oue",
+        r#"{ kind = "oue", epsilon = 2.0, domain = 12 }"#,
+    ]);
+}
+
+/// Issue 30: a `subset` stream (item-count sketches from list reports) merges exactly
+/// too, fixed-n and sequential SubsetGOF alike.
+#[test]
+fn subset_shares_merge_to_the_records_of_one_batch() {
+    shares_merge_to_the_records_of_one_batch([
+        "subset",
+        r#"{ kind = "subset", epsilon = 2.0, domain = 12 }"#,
+    ]);
+}
+
+fn shares_merge_to_the_records_of_one_batch(mechanism: [&str; 2]) {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     std::fs::create_dir(&data).unwrap();
@@ -353,7 +370,7 @@ fn oue_shares_merge_to_the_records_of_one_batch() {
         let o = ldpstream(&[
             "simulate",
             "--mechanism",
-            "oue",
+            mechanism[0],
             "--epsilon",
             "2",
             "--domain",
@@ -367,7 +384,7 @@ fn oue_shares_merge_to_the_records_of_one_batch() {
         ]);
         assert!(o.status.success(), "{}", stderr(&o));
     }
-    let cfg = dir.path().join("oue.toml");
+    let cfg = dir.path().join(format!("{}.toml", mechanism[0]));
     std::fs::write(
         &cfg,
         format!(
@@ -375,7 +392,7 @@ fn oue_shares_merge_to_the_records_of_one_batch() {
 [[stream]]
 name = "s"
 source = {{ kind = "parquet", paths = ["{}/data/*.parquet"] }}
-mechanism = {{ kind = "oue", epsilon = 2.0, domain = 12 }}
+mechanism = {}
 columns = {{ group_by = ["group"] }}
 [[stream.test]]
 name = "gof"
@@ -387,7 +404,8 @@ kind = "gof"
 null = "uniform"
 sequential = true
 "#,
-            dir.path().display()
+            dir.path().display(),
+            mechanism[1]
         ),
     )
     .unwrap();
@@ -397,7 +415,7 @@ sequential = true
     let one = records(&String::from_utf8_lossy(&one.stdout));
     assert_eq!(one.len(), 4, "{one:?}");
     for r in &one {
-        assert_eq!(r["mechanism"], "oue");
+        assert_eq!(r["mechanism"], mechanism[0]);
         let total: f64 = r["estimate_norm_sub"]
             .as_array()
             .unwrap()

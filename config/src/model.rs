@@ -327,6 +327,14 @@ pub enum MechanismConfig {
     /// Optimized unary encoding (Wang et al. 2017): a true 1 is reported as 1 with
     /// probability 1/2, a true 0 with 1/(e^ε+1). Same report format as `Bitflip`.
     Oue { epsilon: f64, domain: u32 },
+    /// k-subset selection (Wang et al. 2016; Ye & Barg 2018): a report is k distinct
+    /// categories; `k` defaults to ⌈d/(e^ε+1)⌉.
+    Subset {
+        epsilon: f64,
+        domain: u32,
+        #[serde(default)]
+        k: Option<u32>,
+    },
     /// One-hot plus N(0, 1/ρ) noise per coordinate (ρ-zCDP). `max_abs` bounds every
     /// coordinate of a report (default: far beyond any honest draw, see README).
     Gauss {
@@ -364,6 +372,7 @@ impl MechanismConfig {
             MechanismConfig::Grr { .. } => "grr",
             MechanismConfig::Bitflip { .. } => "bitflip",
             MechanismConfig::Oue { .. } => "oue",
+            MechanismConfig::Subset { .. } => "subset",
             MechanismConfig::Gauss { .. } => "gauss",
             MechanismConfig::Laplace { .. } => "laplace",
             MechanismConfig::Hadamard { .. } => "hadamard",
@@ -379,6 +388,7 @@ impl MechanismConfig {
             MechanismConfig::Grr { domain, .. }
             | MechanismConfig::Bitflip { domain, .. }
             | MechanismConfig::Oue { domain, .. }
+            | MechanismConfig::Subset { domain, .. }
             | MechanismConfig::Gauss { domain, .. }
             | MechanismConfig::Laplace { domain, .. }
             | MechanismConfig::Hadamard { domain, .. }
@@ -454,6 +464,7 @@ impl TestMethod {
             (TestKind::Gof, MechanismConfig::Hadamard { .. } | MechanismConfig::Cohort { .. }) => {
                 &[SheffetChi2, SheffetTV]
             }
+            (TestKind::Gof, MechanismConfig::Subset { .. }) => &[SubsetGOF],
             (TestKind::Gof, MechanismConfig::Matrix { .. }) => &[ChannelGOF],
             (TestKind::Gof, MechanismConfig::Raw { .. }) => &[PearsonGOF],
             (TestKind::Independence, MechanismConfig::Grr { .. }) => &[LocalExpIND],

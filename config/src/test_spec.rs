@@ -86,6 +86,8 @@ pub enum TestMethod {
     LocalBitFlipGOF,
     /// Gaboardi–Rogers' projected test on noisy one-hot sums (seed 002, Alg. 1).
     LocalNoiseGOF,
+    /// The generalized-inverse χ² on k-subset item counts (docs/STATISTICS.md §3.2).
+    SubsetGOF,
     /// Sheffet's chi-square statistic P(θ) for the non-symmetric mechanism (seed 000 §4.2).
     SheffetChi2,
     /// Sheffet's total-variation accept/reject rule (seed 000, Thm 11).
@@ -123,6 +125,7 @@ impl TestMethod {
             TestMethod::LocalExpGOF => "LocalExpGOF",
             TestMethod::LocalBitFlipGOF => "LocalBitFlipGOF",
             TestMethod::LocalNoiseGOF => "LocalNoiseGOF",
+            TestMethod::SubsetGOF => "SubsetGOF",
             TestMethod::SheffetChi2 => "SheffetChi2",
             TestMethod::SheffetTV => "SheffetTV",
             TestMethod::ChannelGOF => "ChannelGOF",

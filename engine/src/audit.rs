@@ -12,7 +12,8 @@ use statrs::distribution::{Beta, ContinuousCDF, Normal};
 use ldpstream_config::MechanismConfig;
 
 use crate::error::EngineError;
-use crate::mechanism::{sign_keep, sign_lie, Hadamard, Mechanism, NoiseKind};
+use crate::mechanism::subset_index::{choose, rank, unrank};
+use crate::mechanism::{sign_keep, sign_lie, subset_default_k, Hadamard, Mechanism, NoiseKind};
 
 /// Bit-flip audits enumerate all 2^d reports; beyond this d they are refused.
 pub const MAX_BITFLIP_AUDIT_DOMAIN: u32 = 12;
@@ -96,7 +97,7 @@ pub const MAX_AUDIT_LAW_ENTRIES: u64 = 1 << 24;
 pub const AUDIT_CONFIDENCE: f64 = 0.95;
 
 /// How many outputs the audit's enumeration of `config`'s reports has (bit flip: 2^d;
-/// Hadamard: 2K signed rows; noise: the bins of coordinate 0).
+/// Hadamard: 2K signed rows; noise: the bins of coordinate 0; subset: C(d, k)).
 pub fn audit_outputs(config: &MechanismConfig) -> u64 {
     match config {
         MechanismConfig::Grr { domain, .. } | MechanismConfig::Raw { domain } => u64::from(*domain),
@@ -109,6 +110,10 @@ pub fn audit_outputs(config: &MechanismConfig) -> u64 {
         MechanismConfig::Hadamard { domain, .. } => 2 * u64::from(domain.next_power_of_two()),
         MechanismConfig::Cohort { cohorts, .. } => 2 * u64::from(*cohorts),
         MechanismConfig::Matrix { matrix } => matrix.len() as u64,
+        MechanismConfig::Subset { epsilon, domain, k } => choose(
+            u64::from(*domain),
+            u64::from(k.unwrap_or_else(|| subset_default_k(*epsilon, *domain))),
+        ),
     }
 }
 
@@ -223,6 +228,26 @@ fn row_of(mechanism: &Mechanism, s: usize, edges: &[f64]) -> Result<Row, EngineE
                     .collect(),
             )
         }
+        Mechanism::Subset(m) => {
+            // P(S | x) = p/C(d−1, k−1) if x ∈ S, else (1−p)/C(d−1, k): every subset that
+            // holds x is equally likely, as is every one that does not.
+            let (dk, k) = ((d - 1) as u64, u64::from(m.k()));
+            let held = m.keep_probability().ln() - (choose(dk, k - 1) as f64).ln();
+            let missed = m.miss_probability().ln() - (choose(dk, k) as f64).ln();
+            let mut members = Vec::new();
+            unrank(s as u64, m.k(), &mut members);
+            Row::LogLaw(
+                (0..d as u32)
+                    .map(|x| {
+                        if members.binary_search(&x).is_ok() {
+                            held
+                        } else {
+                            missed
+                        }
+                    })
+                    .collect(),
+            )
+        }
         Mechanism::Noise(m) => Row::LogLaw(
             (0..d)
                 .map(|x| {
@@ -243,6 +268,7 @@ fn output_count(mechanism: &Mechanism) -> usize {
         Mechanism::Hadamard(m) => 2 * m.rows() as usize,
         Mechanism::Cohort(m) => 2 * m.cohorts() as usize,
         Mechanism::Noise(_) => NOISE_BIN_EDGES.len() + 1,
+        Mechanism::Subset(m) => choose(d as u64, u64::from(m.k())) as usize,
     }
 }
 
@@ -339,6 +365,7 @@ pub fn sample_output<R: Rng + ?Sized>(
             2 * c as usize + usize::from(y < 0)
         }
         Mechanism::Noise(m) => bin_of(m.randomize_with(x, rng)?[0]),
+        Mechanism::Subset(m) => rank(&m.randomize_with(x, rng)?) as usize,
     })
 }
 
@@ -526,6 +553,14 @@ mod tests {
                 MechanismConfig::Oue {
                     epsilon: 1.0,
                     domain: 4,
+                },
+                Some(1.0),
+            ),
+            (
+                MechanismConfig::Subset {
+                    epsilon: 1.0,
+                    domain: 5,
+                    k: Some(2),
                 },
                 Some(1.0),
             ),
@@ -832,6 +867,11 @@ mod tests {
                 cohorts: 8,
                 seed: 11,
             },
+            MechanismConfig::Subset {
+                epsilon: eps,
+                domain: 5,
+                k: Some(2),
+            },
         ]
     }
 
@@ -912,7 +952,7 @@ mod tests {
     #[test]
     fn randomizers_can_lie_at_large_epsilon() {
         for eps in [60.0, ldpstream_config::MAX_EPSILON] {
-            let [grr, _, oue, hadamard, cohort] = &at_epsilon(eps)[..] else {
+            let [grr, _, oue, hadamard, cohort, _] = &at_epsilon(eps)[..] else {
                 unreachable!()
             };
             // OUE: every zero bit flips to one (q ≈ e^{−ε}) and the one is dropped.

@@ -4,10 +4,11 @@
 use ldpstream_config::{Config, StreamConfig};
 use ldpstream_engine::mechanism::Mechanism;
 
-const MECHANISMS: [&str; 9] = [
+const MECHANISMS: [&str; 10] = [
     r#"{ kind = "grr", epsilon = 1.0, domain = 16 }"#,
     r#"{ kind = "bitflip", epsilon = 1.0, domain = 20 }"#,
     r#"{ kind = "oue", epsilon = 2.0, domain = 20 }"#,
+    r#"{ kind = "subset", epsilon = 1.0, domain = 12, k = 3 }"#,
     r#"{ kind = "gauss", rho = 0.5, domain = 4, max_abs = 1000.0 }"#,
     r#"{ kind = "laplace", epsilon = 1.0, domain = 4 }"#,
     r#"{ kind = "hadamard", epsilon = 1.0, domain = 8 }"#,

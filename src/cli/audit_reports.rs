@@ -16,8 +16,8 @@ use rand::SeedableRng;
 type Tallies = Vec<HashMap<usize, u64>>;
 
 /// Reads `input,output` lines (output = the audit's index of the report: grr, matrix: the
-/// category; bitflip: the packed bits as an integer, byte i at bits 8i..8i+7; hadamard,
-/// cohort: 2·index + (report < 0)). Blank lines and lines starting with `#` are skipped.
+/// category; bitflip: the packed bits as an integer, byte i at bits 8i..8i+7; subset: the
+/// sorted items numbered Σ_i C(s_i, i+1); hadamard, cohort: 2·index + (report < 0)). Blank lines and lines starting with `#` are skipped.
 fn read_pairs(path: &Path, domain: usize) -> Result<Tallies> {
     let file = std::fs::File::open(path)
         .with_context(|| format!("opening the reports file {}", path.display()))?;

@@ -26,6 +26,8 @@ pub enum MechanismKind {
     Bitflip,
     /// Optimized unary encoding (p = 1/2, q = 1/(e^ε+1)).
     Oue,
+    /// k-subset selection (--k, default ⌈d/(e^ε+1)⌉).
+    Subset,
     /// One-hot plus Gaussian noise (--rho).
     Gauss,
     /// One-hot plus Laplace noise.
@@ -60,6 +62,9 @@ pub struct MechanismArgs {
     /// Public seed of the cohort family.
     #[arg(long, default_value_t = 0)]
     cohort_seed: u64,
+    /// Subset size of the subset mechanism (1 <= k < domain; default ⌈d/(e^ε+1)⌉).
+    #[arg(long)]
+    k: Option<u32>,
     /// The channel of the matrix mechanism: rows (signals) separated by ';', entries
     /// (one per type) by ','. Every column sums to 1.
     #[arg(long)]
@@ -88,6 +93,11 @@ impl MechanismArgs {
             MechanismKind::Oue => MechanismConfig::Oue {
                 epsilon: epsilon()?,
                 domain: domain()?,
+            },
+            MechanismKind::Subset => MechanismConfig::Subset {
+                epsilon: epsilon()?,
+                domain: domain()?,
+                k: self.k,
             },
             MechanismKind::Laplace => MechanismConfig::Laplace {
                 epsilon: epsilon()?,

@@ -2,6 +2,7 @@
 //! kept beside them so that state counted under other settings is refused, never merged.
 
 use ldpstream_config::{compact, MechanismConfig, StreamConfig, WindowConfig};
+use ldpstream_engine::mechanism::subset_default_k;
 
 /// A stream's settings that its sketches depend on, as (name, value) pairs.
 pub type Settings = Vec<(String, String)>;
@@ -28,6 +29,13 @@ pub fn settings_of(stream: &StreamConfig) -> Settings {
             put("mechanism epsilon", compact(*epsilon));
             put("mechanism cohorts", cohorts.to_string());
             put("mechanism seed", seed.to_string());
+        }
+        MechanismConfig::Subset { epsilon, domain, k } => {
+            put("mechanism epsilon", compact(*epsilon));
+            // The k the reports were drawn with: `k` left out and `k` set to its default
+            // are one mechanism.
+            let k = k.unwrap_or_else(|| subset_default_k(*epsilon, *domain));
+            put("mechanism k", k.to_string());
         }
         MechanismConfig::Gauss { rho, .. } => put("mechanism rho", compact(*rho)),
         MechanismConfig::Matrix { matrix } => put("mechanism matrix", format!("{matrix:?}")),
@@ -77,4 +85,33 @@ pub fn describe_changes(stream: &str, old: &Settings, new: &Settings) -> Option<
         })
         .collect();
     (!changes.is_empty()).then(|| format!("stream {stream}: {}", changes.join("; ")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ldpstream_config::Config;
+
+    fn subset_stream(k: &str) -> StreamConfig {
+        let text = format!(
+            "[[stream]]\nname = \"s\"\nsource = {{ kind = \"parquet\", paths = [\"x\"] }}\n\
+             mechanism = {{ kind = \"subset\", epsilon = 2.0, domain = 1000{k} }}\n\
+             [[stream.test]]\nname = \"t\"\nkind = \"gof\"\nnull = \"uniform\"\n"
+        );
+        Config::from_toml_str(&text, "t").unwrap().streams[0].clone()
+    }
+
+    /// Subset sketches depend on the k the reports were drawn with: `k` left out and `k`
+    /// at its default (⌈1000/(e²+1)⌉ = 120) are one setting, another k is a change.
+    #[test]
+    fn subset_settings_carry_the_resolved_k() {
+        let default = settings_of(&subset_stream(""));
+        assert!(default.contains(&("mechanism k".to_string(), "120".to_string())));
+        assert_eq!(settings_of(&subset_stream(", k = 120")), default);
+        let change = describe_changes("s", &default, &settings_of(&subset_stream(", k = 100")));
+        assert_eq!(
+            change.as_deref(),
+            Some("stream s: mechanism k changed from 120 to 100")
+        );
+    }
 }

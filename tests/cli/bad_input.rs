@@ -4,7 +4,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, Int64Array, StringArray, UInt32Array};
+use arrow::array::{ArrayRef, Int64Array, ListBuilder, StringArray, UInt32Array, UInt32Builder};
 
 use crate::common::cli::{config, ldpstream, records, run_batch, stderr, write_parquet};
 
@@ -21,6 +21,54 @@ fn bad_config_exits_2_naming_the_key() {
     let e = stderr(&o);
     assert!(e.contains("mechanism.epsilon = -3"), "{e}");
     assert!(e.contains("finite number > 0"), "{e}");
+}
+
+/// Issue 30: bad `subset` reports in a Parquet `List(UInt32)` column (written as other
+/// tools write lists, with nullable items) are counted under their named reasons and never
+/// folded: a wrong size, a repeated item, an item out of range, a null row or item.
+/// Before the kind was wired, `check` and `batch` refused the config (exit 2).
+#[test]
+fn bad_subset_reports_are_counted_by_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), 6, "");
+    let text = std::fs::read_to_string(&cfg).unwrap().replace(
+        "kind = \"grr\", epsilon = 1.0",
+        "kind = \"subset\", k = 2, epsilon = 1.0",
+    );
+    std::fs::write(&cfg, text).unwrap();
+    let o = ldpstream(&["check", "--config", cfg.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut list = ListBuilder::new(UInt32Builder::new());
+    let mut row = |items: &[Option<u32>]| {
+        for x in items {
+            list.values().append_option(*x);
+        }
+        list.append(true);
+    };
+    for i in 0..200u32 {
+        row(&[Some(i % 3), Some(3 + i % 3)]);
+    }
+    row(&[Some(1)]); // subset_wrong_size
+    row(&[Some(0), Some(1), Some(2)]); // subset_wrong_size
+    row(&[Some(4), Some(4)]); // subset_duplicate
+    row(&[Some(5), Some(6)]); // out_of_domain
+    row(&[Some(2), None]); // null
+    list.append(false); // null
+    write_parquet(
+        &dir.path().join("s.parquet"),
+        vec![("report", Arc::new(list.finish()) as ArrayRef)],
+    );
+    let out = dir.path().join("out.jsonl");
+    run_batch(&cfg, &out);
+    let recs = records(&out);
+    let r = &recs[0];
+    assert_eq!(r["mechanism"], "subset", "{r}");
+    assert_eq!(r["n"], 200, "{r}");
+    let rejected = &r["rejected_reports"];
+    assert_eq!(rejected["subset_wrong_size"], 2, "{r}");
+    assert_eq!(rejected["subset_duplicate"], 1, "{r}");
+    assert_eq!(rejected["out_of_domain"], 1, "{r}");
+    assert_eq!(rejected["null"], 2, "{r}");
 }
 
 #[test]

@@ -16,8 +16,9 @@ const PLAN_POWER_0_8: &[&str] = &[
 ];
 
 /// Issue 30: `plan --domain 1000 --epsilon 2` alone prints every mechanism's estimator
-/// variance (n·Var at a small p_j) and recommends OUE, whose variance does not grow with
-/// d: GRR `(e²+998)/(e²−1)² = 24.63`, OUE `4e²/(e²−1)² = 0.7241` (Wang et al. 2017).
+/// variance (n·Var at a small p_j): GRR `(e²+998)/(e²−1)² = 24.63`, OUE
+/// `4e²/(e²−1)² = 0.7241` (Wang et al. 2017), k-subset at k = ⌈1000/(e²+1)⌉ = 120
+/// `q(1−q)/(p−q)² = 0.7206` (Wang et al. 2016), and recommends k-subset, the least.
 /// Planning a test still needs an alternative.
 #[test]
 fn plan_without_an_alternative_prints_the_estimator_variances() {
@@ -36,7 +37,12 @@ fn plan_without_an_alternative_prints_the_estimator_variances() {
     let oue = 4.0 * e / ((e - 1.0) * (e - 1.0));
     assert!((row("GenRR") - grr).abs() < 1e-5 * grr, "{out}");
     assert!((row("OUE") - oue).abs() < 1e-5 * oue, "{out}");
-    assert!(out.contains("recommended estimator: OUE"), "{out}");
+    let (d, k) = (1000.0, 120.0);
+    let keep = k * e / (k * e + d - k);
+    let q = (k - keep) / (d - 1.0);
+    let subset = q * (1.0 - q) / ((keep - q) * (keep - q));
+    assert!((row("k-subset") - subset).abs() < 1e-5 * subset, "{out}");
+    assert!(out.contains("recommended estimator: k-subset"), "{out}");
     let o = ldpstream(&["plan", "--domain", "16", "--epsilon", "1", "--n", "100"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("give --alternative"), "{}", stderr(&o));
@@ -66,6 +72,7 @@ fn plan_prints_every_mechanism_and_draws_the_curves() {
         "LocalBitFlipGOF",
         "LocalNoiseGOF",
         "OUE",
+        "SubsetGOF",
         "best",
     ] {
         assert!(out.contains(name), "{out}");

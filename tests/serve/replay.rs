@@ -19,6 +19,13 @@ fn serve_replays_oue_parquet_like_batch() {
     replay_matches_batch("oue", "{ kind = \"oue\", epsilon = 1.0, domain = 6 }");
 }
 
+/// Issue 30: a `subset` stream (List(UInt32) reports, the list fold) replayed by `serve`
+/// ends with the records `batch` gives.
+#[test]
+fn serve_replays_subset_parquet_like_batch() {
+    replay_matches_batch("subset", "{ kind = \"subset\", epsilon = 1.0, domain = 6 }");
+}
+
 fn replay_matches_batch(kind: &str, mechanism: &str) {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("r.parquet");

@@ -1,7 +1,7 @@
 //! A Kafka source: its own keys, scale-out's restrictions, and event time.
 
 use crate::error::ConfigError;
-use crate::model::{EventTime, KafkaConfig, ScaleOutConfig};
+use crate::model::{EventTime, KafkaConfig, MechanismConfig, MessageFormat, ScaleOutConfig};
 use crate::toml_form::StreamTable;
 use crate::window::WindowConfig;
 
@@ -12,10 +12,52 @@ pub(super) fn validate_kafka_source(
     stream: &StreamTable,
 ) -> Result<(), ConfigError> {
     validate_kafka(key, k)?;
+    validate_binary_subset(key, k, &stream.mechanism)?;
     if let Some(so) = &k.scale_out {
         validate_scale_out(&format!("{key}.scale_out"), k, so, stream)?;
     }
     validate_event_time(key, k, stream)
+}
+
+/// The most items a binary subset message carries: its item count is a `u16`.
+pub const MAX_BINARY_SUBSET_ITEMS: u32 = u16::MAX as u32;
+
+/// A subset stream whose k a binary message cannot carry would reject every report as
+/// `subset_wrong_size`: refused here, pointing at JSON.
+fn validate_binary_subset(
+    key: &str,
+    k: &KafkaConfig,
+    mechanism: &MechanismConfig,
+) -> Result<(), ConfigError> {
+    let MechanismConfig::Subset {
+        epsilon,
+        domain,
+        k: size,
+    } = mechanism
+    else {
+        return Ok(());
+    };
+    if k.format != MessageFormat::Binary {
+        return Ok(());
+    }
+    // The default ⌈d/(e^ε+1)⌉ as the engine resolves it (`mechanism::subset_default_k`,
+    // with a correctly rounded exp); the platform's exp here can only judge a k within one
+    // rounding of the bound differently.
+    let resolved = size.map_or_else(
+        || (f64::from(*domain) / (epsilon.exp() + 1.0)).ceil(),
+        f64::from,
+    );
+    if resolved <= f64::from(MAX_BINARY_SUBSET_ITEMS) {
+        return Ok(());
+    }
+    Err(ConfigError::invalid(
+        format!("{key}.format"),
+        "\"binary\"",
+        format!(
+            "\"json\" (a binary subset report carries at most {MAX_BINARY_SUBSET_ITEMS} \
+             items, a u16 count, and this stream's k is {resolved})"
+        ),
+    ))
 }
 
 /// Without event time every report falls in the global and cumulative windows only.
@@ -141,6 +183,38 @@ fn validate_scale_out(
 mod tests {
     use super::super::test_support::{err, GOOD};
     use crate::model::{Config, SourceConfig};
+
+    /// A binary subset message counts its items in a u16: a k above 65,535 (given, or
+    /// the default at d = 2^24, ε = 1: 4,512,089) is refused naming the format; JSON and
+    /// a small k are fine.
+    #[test]
+    fn binary_subset_reports_need_k_below_the_u16_count() {
+        let kafka = |format: &str, mechanism: &str| {
+            format!(
+                "[[stream]]\nname = \"k\"\nsource = {{ kind = \"kafka\", brokers = \"b:9092\", topics = [\"t\"], group_id = \"g\", format = \"{format}\" }}\nmechanism = {mechanism}\n[[stream.test]]\nname = \"w\"\nkind = \"gof\"\nnull = \"uniform\"\n"
+            )
+        };
+        let big = "{ kind = \"subset\", epsilon = 1.0, domain = 16777216 }";
+        let e = err(&kafka("binary", big));
+        assert!(
+            e.contains("source.format = \"binary\"") && e.contains("k is 4512089"),
+            "{e}"
+        );
+        let e = err(&kafka(
+            "binary",
+            "{ kind = \"subset\", epsilon = 1.0, domain = 100000, k = 65536 }",
+        ));
+        assert!(e.contains("at most 65535 items"), "{e}");
+        Config::from_toml_str(&kafka("json", big), "t").unwrap();
+        Config::from_toml_str(
+            &kafka(
+                "binary",
+                "{ kind = \"subset\", epsilon = 1.0, domain = 100000, k = 65535 }",
+            ),
+            "t",
+        )
+        .unwrap();
+    }
 
     #[test]
     fn kafka_event_time_none_needs_unbounded_windows() {

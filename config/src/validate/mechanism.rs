@@ -131,6 +131,20 @@ fn validate_mechanism_at(m: &str, mechanism: &MechanismConfig) -> Result<(), Con
                 positive(format!("{m}.max_abs"), *v)?;
             }
         }
+        MechanismConfig::Subset {
+            epsilon, domain, k, ..
+        } => {
+            local_epsilon(format!("{m}.epsilon"), *epsilon, false)?;
+            if let Some(k) = k {
+                if *k == 0 || k >= domain {
+                    return Err(ConfigError::invalid(
+                        format!("{m}.k"),
+                        k,
+                        format!("an integer with 1 <= k < domain ({domain})"),
+                    ));
+                }
+            }
+        }
         MechanismConfig::Matrix { matrix } => validate_channel(&m, matrix)?,
         MechanismConfig::Raw { .. } => {}
     }
@@ -289,6 +303,8 @@ mod tests {
             "{ kind = \"grr\", epsilon = 1.0, domain = 3 }",
             "{ kind = \"bitflip\", epsilon = 1.0, domain = 3 }",
             "{ kind = \"oue\", epsilon = 1.0, domain = 3 }",
+            "{ kind = \"subset\", epsilon = 1.0, domain = 3 }",
+            "{ kind = \"subset\", epsilon = 1.0, domain = 16, k = 15 }",
             "{ kind = \"gauss\", rho = 0.5, domain = 3 }",
             "{ kind = \"laplace\", epsilon = 1.0, domain = 3 }",
             "{ kind = \"hadamard\", epsilon = 1.0, domain = 3 }",
@@ -298,6 +314,23 @@ mod tests {
         ] {
             Config::from_toml_str(&gof_stream(m, ""), "t").unwrap_or_else(|e| panic!("{m}: {e}"));
         }
+    }
+
+    /// `subset`'s parameters are checked: k in 1..d, ε as for grr, d from 2.
+    #[test]
+    fn subset_parameters_are_checked() {
+        for (k, d) in [(0, 16), (16, 16), (40, 16)] {
+            let e = gof_err(
+                &format!("{{ kind = \"subset\", epsilon = 2.0, domain = {d}, k = {k} }}"),
+                "",
+            );
+            assert!(e.contains(&format!("mechanism.k = {k}")), "{e}");
+            assert!(e.contains("1 <= k < domain (16)"), "{e}");
+        }
+        let e = gof_err("{ kind = \"subset\", epsilon = -1.0, domain = 16 }", "");
+        assert!(e.contains("mechanism.epsilon"), "{e}");
+        let e = gof_err("{ kind = \"subset\", epsilon = 1.0, domain = 1 }", "");
+        assert!(e.contains("mechanism.domain = 1"), "{e}");
     }
 
     #[test]

@@ -3,20 +3,22 @@
 //! JSON: one object per message with the stream's column names, e.g.
 //! `{"report": 3, "ts": 1767225600000, "group": "a"}`; bit-flip reports are the hex of the
 //! packed bytes (`"report": "0a01"`), Hadamard and cohort reports carry `row`/`cohort`
-//! beside a ±1 `report`, noise reports are arrays of d numbers; `ts` is milliseconds since
-//! the epoch (optional). `{"end": true}` is the end marker.
+//! beside a ±1 `report`, noise reports are arrays of d numbers, subset reports arrays of k
+//! category numbers (`"report": [0, 7, 3]`); `ts` is milliseconds since the epoch
+//! (optional). `{"end": true}` is the end marker.
 //!
 //! Binary (little-endian): byte 0 = 1 (a report) or 0xFF (the end marker); bytes 1..9 =
 //! event time, i64 milliseconds (i64::MIN for none); then the report: `u32` (grr, matrix,
 //! raw), ⌈d/8⌉ bytes (bitflip, oue), `u32` index + `i8` (hadamard, cohort), d × `f32` (gauss,
-//! laplace); then per `group_by` column a `u16` length and that many UTF-8 bytes.
+//! laplace), a `u16` item count and that many `u32` (subset); then per `group_by` column a
+//! `u16` length and that many UTF-8 bytes.
 //! A GenRR report is 13 bytes.
 
 use std::sync::Arc;
 
 use arrow::array::{
     ArrayRef, FixedSizeBinaryBuilder, FixedSizeListBuilder, Float64Builder, Int8Builder,
-    StringBuilder, TimestampMillisecondBuilder, UInt32Builder,
+    ListBuilder, StringBuilder, TimestampMillisecondBuilder, UInt32Builder,
 };
 use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use arrow::record_batch::RecordBatch;
@@ -77,6 +79,8 @@ enum ReportBuilder {
     Bits(FixedSizeBinaryBuilder, usize),
     Indexed(UInt32Builder, Int8Builder),
     Vector(FixedSizeListBuilder<Float64Builder>, usize),
+    /// Subset reports: any length is appended, the fold judges it (`subset_wrong_size`).
+    List(ListBuilder<UInt32Builder>),
 }
 
 /// Builders for one batch of a stream's reports.
@@ -95,6 +99,8 @@ pub struct MessageDecoder {
     check: ReportCheck,
     /// One binary noise vector, reused across messages.
     scratch: Vec<f64>,
+    /// One binary subset report, reused across messages.
+    items: Vec<u32>,
     /// The stream's mechanism fingerprint, which a stamped message must carry.
     fingerprint: Option<u32>,
 }
@@ -125,6 +131,16 @@ impl MessageDecoder {
                 ReportBuilder::Indexed(UInt32Builder::new(), Int8Builder::new()),
                 Some(stream.columns.cohort.clone()),
             ),
+            Mechanism::Subset(_) => (
+                ReportBuilder::List(
+                    ListBuilder::new(UInt32Builder::new()).with_field(Arc::new(Field::new(
+                        "item",
+                        DataType::UInt32,
+                        false,
+                    ))),
+                ),
+                None,
+            ),
             Mechanism::Noise(_) => (
                 ReportBuilder::Vector(
                     FixedSizeListBuilder::new(Float64Builder::new(), d as i32)
@@ -153,6 +169,7 @@ impl MessageDecoder {
             event_time: EventTime::Auto,
             check: ReportCheck::new(mechanism),
             scratch: Vec::new(),
+            items: Vec::new(),
             fingerprint: mechanism.fingerprint(),
         }
     }
@@ -275,6 +292,13 @@ impl MessageDecoder {
                 b.append(true);
                 self.check.vector(&values)
             }
+            ReportBuilder::List(b) => {
+                let items = json_message::u32s(report)
+                    .map_err(|_| bad("JSON: report is not an array of u32 categories"))?;
+                b.values().append_slice(&items);
+                b.append(true);
+                self.check.subset(&items)
+            }
         };
         self.ts.append_option(ts);
         for (b, g) in self.groups.iter_mut().zip(groups) {
@@ -344,6 +368,10 @@ impl MessageDecoder {
             ReportBuilder::Bits(_, w) => *w,
             ReportBuilder::Indexed(..) => 5,
             ReportBuilder::Vector(_, d) => 4 * d,
+            ReportBuilder::List(_) => {
+                let len = body.get(..2).ok_or_else(short)?;
+                2 + 4 * u16::from_le_bytes([len[0], len[1]]) as usize
+            }
         };
         let (report, mut rest) = (
             body.get(..report_len).ok_or_else(short)?,
@@ -390,6 +418,17 @@ impl MessageDecoder {
                 b.append(true);
                 self.check.vector(&self.scratch)
             }
+            ReportBuilder::List(b) => {
+                self.items.clear();
+                self.items.extend(
+                    report[2..]
+                        .chunks_exact(4)
+                        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+                );
+                b.values().append_slice(&self.items);
+                b.append(true);
+                self.check.subset(&self.items)
+            }
         };
         let ts = self.event_time((ts != i64::MIN).then_some(ts), kafka_ts);
         self.ts.append_option(ts);
@@ -419,6 +458,7 @@ impl MessageDecoder {
                 columns.push(Arc::new(sign.finish()));
             }
             ReportBuilder::Vector(b, _) => columns.push(Arc::new(b.finish())),
+            ReportBuilder::List(b) => columns.push(Arc::new(b.finish())),
         }
         let report_type = columns[columns.len() - 1].data_type().clone();
         fields.push(Field::new(report_name, report_type, false));
@@ -463,6 +503,24 @@ pub fn encode_binary_u32(ts_ms: Option<i64>, report: u32, groups: &[&str]) -> Ve
         out.extend_from_slice(g.as_bytes());
     }
     out
+}
+
+/// Encodes a subset report in the binary layout (`u16` item count, then the items as
+/// `u32`); for producers and tests. None when it has more than 65,535 items.
+pub fn encode_binary_subset(ts_ms: Option<i64>, items: &[u32], groups: &[&str]) -> Option<Vec<u8>> {
+    let count = u16::try_from(items.len()).ok()?;
+    let mut out = Vec::with_capacity(11 + 4 * items.len());
+    out.push(1);
+    out.extend_from_slice(&ts_ms.unwrap_or(i64::MIN).to_le_bytes());
+    out.extend_from_slice(&count.to_le_bytes());
+    for x in items {
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    for g in groups {
+        out.extend_from_slice(&(g.len() as u16).to_le_bytes());
+        out.extend_from_slice(g.as_bytes());
+    }
+    Some(out)
 }
 
 /// The binary end marker.
@@ -760,6 +818,68 @@ mod tests {
                 .downcast_ref::<arrow::array::Float64Array>()
                 .unwrap();
             assert_eq!(vals.values().to_vec(), vec![0.5, -1.25, 2.0]);
+        }
+    }
+
+    /// Subset reports in both formats: valid ones decode to the same list rows; a wrong
+    /// size, an item out of range and a repeated item are appended and flagged under their
+    /// reasons (the fold agrees and counts them); a list that is not one is a bad message
+    /// and leaves no row.
+    #[test]
+    fn subset_reports_decode_in_both_formats() {
+        let (s, m) = stream(
+            "{ kind = \"subset\", epsilon = 1.0, domain = 6, k = 2 }",
+            "\"g\"",
+        );
+        let mut json = MessageDecoder::new(&s, &m, MessageFormat::Json);
+        let mut bin = MessageDecoder::new(&s, &m, MessageFormat::Binary);
+        let cases: [(&[u32], Option<RejectReason>); 5] = [
+            (&[0, 5], None),
+            (&[4, 1], None),
+            (&[1, 2, 3], Some(RejectReason::SubsetWrongSize)),
+            (&[1, 6], Some(RejectReason::OutOfDomain)),
+            (&[3, 3], Some(RejectReason::SubsetDuplicate)),
+        ];
+        for (items, reason) in cases {
+            let expected = Ok(reason.map_or(Decoded::Report, Decoded::Invalid));
+            let list = items
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(", ");
+            let j = format!(r#"{{"report": [{list}], "ts": 5, "g": "a"}}"#);
+            assert_eq!(json.push(j.as_bytes()), expected, "{items:?}");
+            let b = encode_binary_subset(Some(5), items, &["a"]).unwrap();
+            assert_eq!(bin.push(&b), expected, "{items:?}");
+        }
+        for bad_json in [
+            r#"{"report": 3, "g": "a"}"#,
+            r#"{"report": [1, -2], "g": "a"}"#,
+            r#"{"report": "0a", "g": "a"}"#,
+        ] {
+            let e = json.push(bad_json.as_bytes()).unwrap_err();
+            assert_eq!(e.reason, BAD_MESSAGE);
+            assert!(e.detail.contains("array of u32"), "{e}");
+        }
+        // A count promising more items than the message holds, and one with bytes left over.
+        let mut short = encode_binary_subset(None, &[1, 2], &["a"]).unwrap();
+        short[9] = 3;
+        assert_eq!(bin.push(&short).map_err(|e| e.reason), Err(BAD_MESSAGE));
+        assert_eq!(bin.push(&[1, 0, 0]).map_err(|e| e.reason), Err(BAD_MESSAGE));
+        assert_eq!(encode_binary_subset(None, &[0; 70_000], &[]), None);
+        let (a, b) = (json.finish().unwrap(), bin.finish().unwrap());
+        assert_eq!(a, b);
+        assert_eq!(a.num_rows(), 5);
+        let mut sketch = m.new_sketch();
+        ldpstream_engine::fold::fold_batch(&m, &mut sketch, a.column(0).as_ref(), None).unwrap();
+        assert_eq!(sketch.n(), 2);
+        let r = sketch.rejected();
+        for reason in [
+            RejectReason::SubsetWrongSize,
+            RejectReason::OutOfDomain,
+            RejectReason::SubsetDuplicate,
+        ] {
+            assert_eq!(r.get(reason), 1, "{reason:?}");
         }
     }
 }

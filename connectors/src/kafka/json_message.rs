@@ -73,6 +73,11 @@ pub(crate) fn numbers(text: &str) -> Result<Vec<f64>, WrongType> {
     serde_json::from_str(text).map_err(|_| WrongType)
 }
 
+/// An array of u32 from its raw text (a subset report).
+pub(crate) fn u32s(text: &str) -> Result<Vec<u32>, WrongType> {
+    serde_json::from_str(text).map_err(|_| WrongType)
+}
+
 struct FieldsVisitor;
 
 impl<'de> Visitor<'de> for FieldsVisitor {
@@ -110,6 +115,10 @@ mod tests {
         assert_eq!(m.string("report"), Err(WrongType));
         assert_eq!(numbers(m.raw("v").unwrap()), Ok(vec![0.5, 2.0]));
         assert_eq!(numbers(m.raw("x").unwrap()), Err(WrongType));
+        assert_eq!(u32s("[4, 0, 7]"), Ok(vec![4, 0, 7]));
+        assert_eq!(u32s("[4, -1]"), Err(WrongType));
+        assert_eq!(u32s("[4, 1.5]"), Err(WrongType));
+        assert_eq!(u32s("[4294967296]"), Err(WrongType));
         assert!(!m.is_end_marker());
         assert!(JsonFields::parse(br#"{"end": true}"#)
             .unwrap()

@@ -59,6 +59,11 @@ impl SimulateSpec {
                 DataType::FixedSizeBinary(m.report_bytes() as i32),
                 false,
             )],
+            Mechanism::Subset(_) => vec![Field::new(
+                "report",
+                DataType::List(Arc::new(Field::new("item", DataType::UInt32, false))),
+                false,
+            )],
             Mechanism::Noise(_) => vec![Field::new(
                 "report",
                 DataType::FixedSizeList(

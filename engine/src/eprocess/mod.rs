@@ -14,6 +14,7 @@
 //! | gof | grr, matrix, raw | Dirichlet–multinomial mixture LR against `q0 = G·p0` on the signal counts ([`dirichlet`]) | exact, every n |
 //! | gof | hadamard, cohort | the same on the 2J (row, sign) outcomes, `q0(j, ±) = (½ ± η (F p0)_j)/J` | exact, every n |
 //! | gof | bitflip, oue | Gaussian mixture on LocalBitFlipGOF's whitened statistic, ν = d−1 ([`gaussian`]) | asymptotic, from n = 1000 |
+//! | gof | subset | the same mixture on SubsetGOF's generalized-inverse statistic, ν = d−1 | asymptotic, from n = 1000 |
 //! | gof | gauss, laplace | Gaussian mixture on LocalNoiseGOF's statistic, ν = d−1 | asymptotic, from n = 1000 |
 //! | independence | grr, bitflip | Gaussian mixture on LocalExpIND / LocalBitFlipIND, ν = (r−1)(c−1) | asymptotic, from n = 1000 and n·β² = 10 |
 //! | two_sample | grr, matrix, raw, bitflip | Gaussian mixture on the two-sample χ² in information time `t = n1·n2/(n1+n2)` | asymptotic, from t = 1000 and t·β² = 10 (grr, raw, bitflip) |
@@ -66,7 +67,7 @@ use crate::mechanism::{fwht, Mechanism};
 use crate::sketch::Sketch;
 use crate::stats::{
     bitflip_two_sample, genrr_two_sample, local_bitflip_gof, local_bitflip_ind, local_exp_ind,
-    noise_statistic,
+    noise_statistic, subset_statistic,
 };
 
 /// Whether an e-process holds at every n or only from [`gaussian::ASYMPTOTIC_START`].
@@ -154,7 +155,7 @@ pub fn null_report_law(mechanism: &Mechanism, p0: &[f64]) -> Result<Option<Vec<f
                 .collect();
             Some(sign_law(&fp, m.eta()))
         }
-        Mechanism::BitFlip(_) | Mechanism::Noise(_) => None,
+        Mechanism::BitFlip(_) | Mechanism::Noise(_) | Mechanism::Subset(_) => None,
     })
 }
 
@@ -205,6 +206,11 @@ pub fn gof_e_process(
         (Mechanism::BitFlip(m), Sketch::Bits(s), None) => {
             let d = local_bitflip_gof(m, s.bit_counts(), n, p0);
             EProcess::asymptotic(d.statistic, d.df.unwrap_or(0), n as f64)
+        }
+        (Mechanism::Subset(m), Sketch::Bits(s), None) => {
+            let statistic = subset_statistic(m, s.bit_counts(), n, p0);
+            let df = (p0.len() as u32).saturating_sub(1);
+            EProcess::asymptotic(statistic, df, n as f64)
         }
         (Mechanism::Noise(m), Sketch::Sums(s), None) => {
             let statistic = noise_statistic(&s.sums_f64(), n, p0, m.variance());

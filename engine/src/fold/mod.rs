@@ -7,6 +7,7 @@ mod dictionary;
 pub mod popcount;
 mod report_check;
 mod signed;
+mod subset;
 mod sums;
 
 pub use bits::{fold_bits, fold_bits_scalar, fold_bits_with};
@@ -14,9 +15,12 @@ pub use categories::{count_categories, fold_categories};
 pub use dictionary::fold_key_counts;
 pub use report_check::ReportCheck;
 pub use signed::{fold_signed, fold_signed_scalar};
+pub use subset::fold_subsets;
 pub use sums::fold_sums;
 
-use arrow::array::{Array, FixedSizeBinaryArray, FixedSizeListArray, Int8Array, UInt32Array};
+use arrow::array::{
+    Array, FixedSizeBinaryArray, FixedSizeListArray, Int8Array, ListArray, UInt32Array,
+};
 use arrow::datatypes::DataType;
 
 use crate::error::EngineError;
@@ -62,6 +66,12 @@ fn is_float_list(t: &DataType, _: usize) -> bool {
     }
 }
 
+// The item type is checked per batch by the kernel (a non-UInt32 list rejects its rows as
+// `bad_size`), like the widths below.
+fn is_list(t: &DataType, _: usize) -> bool {
+    matches!(t, DataType::List(_))
+}
+
 /// The columns `mechanism`'s reports use. Width mismatches (a FixedSizeBinary of the
 /// wrong width, a list of the wrong length) are accepted here and rejected per report as
 /// `bad_size`, so that one bad producer does not stop the stream.
@@ -76,6 +86,11 @@ pub fn report_schema(mechanism: &Mechanism) -> ReportSchema {
         Mechanism::BitFlip(m) => ReportSchema {
             report_type: format!("FixedSizeBinary({})", m.report_bytes()),
             accepts_report: is_fixed_binary,
+            index: None,
+        },
+        Mechanism::Subset(m) => ReportSchema {
+            report_type: format!("List(UInt32) of {} distinct categories below {d}", m.k()),
+            accepts_report: is_list,
             index: None,
         },
         Mechanism::Noise(_) => ReportSchema {
@@ -124,6 +139,13 @@ pub fn fold_batch(
                 s,
             );
         }
+        (Mechanism::Subset(m), Sketch::Bits(s)) => {
+            fold_subsets(
+                downcast::<ListArray>(report, "List(UInt32)")?,
+                m.k() as usize,
+                s,
+            );
+        }
         (Mechanism::Noise(m), Sketch::Sums(s)) => {
             fold_sums(
                 downcast::<FixedSizeListArray>(report, "FixedSizeList")?,
@@ -158,7 +180,8 @@ mod tests {
     use std::sync::Arc;
 
     use arrow::array::{
-        ArrayRef, FixedSizeBinaryArray, FixedSizeListArray, Float64Array, Int8Array, UInt32Array,
+        ArrayRef, FixedSizeBinaryArray, FixedSizeListArray, Float64Array, Int8Array, ListBuilder,
+        UInt32Array, UInt32Builder,
     };
     use arrow::datatypes::{DataType, Field};
     use ldpstream_config::MechanismConfig;
@@ -173,6 +196,7 @@ mod tests {
         b: i8,
         bytes: [u8; 2],
         noise: [f64; 3],
+        items: Vec<u32>,
         null: bool,
     }
 
@@ -187,13 +211,17 @@ mod tests {
                 1 => Just([1e12, 0.0, 1.0]),
                 1 => Just([60.0, 0.0, 1.0]),
             ],
+            // Subset rows: mostly k = 3 items below d = 10, some too short or long, out of
+            // range or repeated.
+            proptest::collection::vec(0u32..11, 1..5),
             proptest::bool::weighted(0.05),
         )
-            .prop_map(|(a, b, bytes, noise, null)| Row {
+            .prop_map(|(a, b, bytes, noise, items, null)| Row {
                 a,
                 b,
                 bytes,
                 noise,
+                items,
                 null,
             })
     }
@@ -232,6 +260,11 @@ mod tests {
             MechanismConfig::Oue {
                 epsilon: 2.0,
                 domain: 10,
+            },
+            MechanismConfig::Subset {
+                epsilon: 1.0,
+                domain: 10,
+                k: Some(3),
             },
         ]
         .iter()
@@ -274,6 +307,14 @@ mod tests {
             Mechanism::Hadamard(_) | Mechanism::Cohort(_) => {
                 let b = Int8Array::from(rows.iter().map(|r| r.b).collect::<Vec<_>>());
                 (Arc::new(b), Some(Arc::new(a()) as ArrayRef))
+            }
+            Mechanism::Subset(_) => {
+                let mut b = ListBuilder::new(UInt32Builder::new());
+                for r in rows {
+                    b.values().append_slice(&r.items);
+                    b.append(!r.null);
+                }
+                (Arc::new(b.finish()), None)
             }
             _ => (Arc::new(a()), None),
         }
@@ -327,6 +368,7 @@ mod tests {
             Mechanism::BitFlip(_) => check.bits(&r.bytes),
             Mechanism::Noise(_) => check.vector(&r.noise),
             Mechanism::Hadamard(_) | Mechanism::Cohort(_) => check.indexed(r.a, r.b),
+            Mechanism::Subset(_) => check.subset(&r.items),
             _ => check.category(r.a),
         }
     }
@@ -390,6 +432,16 @@ mod tests {
             sparse.category(crate::sketch::SPARSE_FROM_DOMAIN as u32 + 8),
             Some(RejectReason::OutOfDomain)
         );
+        // Subset, d = 10, k = 3.
+        let subset = ReportCheck::new(&ms[7]);
+        assert_eq!(subset.subset(&[9, 0, 4]), None);
+        assert_eq!(subset.subset(&[1, 2]), Some(RejectReason::SubsetWrongSize));
+        assert_eq!(subset.subset(&[1, 2, 10]), Some(RejectReason::OutOfDomain));
+        assert_eq!(
+            subset.subset(&[7, 2, 7]),
+            Some(RejectReason::SubsetDuplicate)
+        );
+        assert_eq!(subset.category(1), Some(RejectReason::BadSize));
     }
 
     #[test]

@@ -24,6 +24,8 @@ enum Rule {
     },
     /// `d` coordinates, each representable in fixed point and within ±`max_abs`.
     Vector { d: usize, max_abs: f64 },
+    /// `k` distinct categories below `d`.
+    Subset { k: usize, d: u64 },
 }
 
 impl ReportCheck {
@@ -31,6 +33,10 @@ impl ReportCheck {
         // The sketch's own dimensions, so that the rules cannot drift from what the fold
         // compares against (a large-domain table starts sparse, so this stays cheap).
         let rule = match (mechanism, mechanism.new_sketch()) {
+            (Mechanism::Subset(m), Sketch::Bits(s)) => Rule::Subset {
+                k: m.k() as usize,
+                d: s.bit_counts().len() as u64,
+            },
             (_, Sketch::Counts(s)) => Rule::Categories {
                 size: s.domain() as u64,
             },
@@ -102,6 +108,30 @@ impl ReportCheck {
                 } else {
                     None
                 }
+            }
+            _ => Some(RejectReason::BadSize),
+        }
+    }
+
+    /// A k-subset report, under the first rule it breaks in the fold's order: wrong size,
+    /// an item out of range, an item twice.
+    pub fn subset(&self, items: &[u32]) -> Option<RejectReason> {
+        match self.rule {
+            Rule::Subset { k, d } => {
+                if items.len() != k {
+                    return Some(RejectReason::SubsetWrongSize);
+                }
+                if items.iter().any(|&j| u64::from(j) >= d) {
+                    return Some(RejectReason::OutOfDomain);
+                }
+                // A copy per report: a source checks one message at a time and has just
+                // allocated its parse anyway; the fold itself uses a bit set per batch.
+                let mut sorted = items.to_vec();
+                sorted.sort_unstable();
+                sorted
+                    .windows(2)
+                    .any(|w| w[0] == w[1])
+                    .then_some(RejectReason::SubsetDuplicate)
             }
             _ => Some(RejectReason::BadSize),
         }

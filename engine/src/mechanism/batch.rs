@@ -3,8 +3,10 @@
 use std::sync::Arc;
 
 use arrow::array::{
-    ArrayRef, FixedSizeBinaryArray, FixedSizeListArray, Float64Array, Int8Array, UInt32Array,
+    ArrayRef, FixedSizeBinaryArray, FixedSizeListArray, Float64Array, Int8Array, ListArray,
+    UInt32Array,
 };
+use arrow::buffer::OffsetBuffer;
 use arrow::datatypes::{DataType, Field};
 use rand::Rng;
 
@@ -45,6 +47,26 @@ pub fn privatize_batch<R: Rng + ?Sized>(
             }
             let array =
                 FixedSizeBinaryArray::try_new(w as i32, bytes.into(), None).map_err(bad_field)?;
+            vec![Arc::new(array)]
+        }
+        Mechanism::Subset(m) => {
+            let k = m.k() as usize;
+            let mut items = Vec::with_capacity(xs.len() * k);
+            let mut report = Vec::with_capacity(k);
+            for &x in xs {
+                super::check_input(x, m.domain())?;
+                m.randomize_into(x, rng, &mut report);
+                items.extend_from_slice(&report);
+            }
+            // Non-nullable items, as the report format says (README "Report formats").
+            let field = Arc::new(Field::new("item", DataType::UInt32, false));
+            let array = ListArray::try_new(
+                field,
+                OffsetBuffer::from_lengths(std::iter::repeat_n(k, xs.len())),
+                Arc::new(UInt32Array::from(items)),
+                None,
+            )
+            .map_err(bad_field)?;
             vec![Arc::new(array)]
         }
         Mechanism::Noise(m) => {

@@ -17,7 +17,8 @@ impl Mechanism {
     /// f64 bits then d as u32 (grr, bitflip, hadamard), then cohorts as u32 and seed as u64
     /// (cohort); for matrix the number of signals and of types as u32, then every entry
     /// as f64 bits, row by row; for gauss ρ as f64 bits then d as u32, for laplace ε then d
-    /// (`max_abs` is left out: it bounds what the server accepts, not how a client draws).
+    /// (`max_abs` is left out: it bounds what the server accepts, not how a client draws);
+    /// for subset ε, d, then k as u32.
     /// None for raw, which no client randomizes.
     pub fn fingerprint(&self) -> Option<u32> {
         let mut bytes = self.kind().as_bytes().to_vec();
@@ -30,6 +31,10 @@ impl Mechanism {
             Mechanism::Grr(m) => eps_d(m.epsilon(), m.domain()),
             Mechanism::BitFlip(m) => eps_d(m.epsilon(), m.domain()),
             Mechanism::Hadamard(m) => eps_d(m.epsilon(), m.domain()),
+            Mechanism::Subset(m) => {
+                eps_d(m.epsilon(), m.domain());
+                bytes.extend_from_slice(&m.k().to_le_bytes());
+            }
             Mechanism::Cohort(m) => {
                 eps_d(m.epsilon(), m.domain());
                 bytes.extend_from_slice(&m.cohorts().to_le_bytes());
@@ -77,6 +82,15 @@ mod tests {
         );
         assert_eq!(grr(1.0, 4), grr(1.0, 4));
         assert_eq!(Mechanism::Raw { domain: 4 }.fingerprint(), None);
+        // Subset: k is a parameter of how a client draws, so it changes the fingerprint.
+        let subset = |k| {
+            Mechanism::Subset(crate::mechanism::Subset::new(1.0, 8, Some(k)).unwrap()).fingerprint()
+        };
+        assert_ne!(subset(2), subset(3));
+        assert_eq!(
+            subset(crate::mechanism::subset_default_k(1.0, 8)),
+            Mechanism::Subset(crate::mechanism::Subset::new(1.0, 8, None).unwrap()).fingerprint()
+        );
     }
 
     /// The noise mechanisms have one too (they had none, so stamped noise messages were

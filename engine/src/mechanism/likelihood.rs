@@ -122,7 +122,10 @@ impl Mechanism {
             | Mechanism::Channel(_)
             | Mechanism::Hadamard(_)
             | Mechanism::Cohort(_) => mle_omitted_reason(n, self.domain()),
-            Mechanism::Raw { .. } | Mechanism::BitFlip(_) | Mechanism::Noise(_) => None,
+            Mechanism::Raw { .. }
+            | Mechanism::BitFlip(_)
+            | Mechanism::Subset(_)
+            | Mechanism::Noise(_) => None,
         }
     }
 
@@ -132,7 +135,7 @@ impl Mechanism {
     ///   maximised by EM.
     /// * raw: closed form (`counts/n`).
     /// * bit flip: the composite likelihood of independent bits (see
-    ///   [`bitflip_composite_mle`]).
+    ///   [`bitflip_composite_mle`]); subset: the same on its item counts.
     /// * Gauss/Laplace: the Euclidean projection of `Ĥ/n` onto the simplex, the maximiser of
     ///   the Gaussian approximation with isotropic noise.
     pub fn mle(&self, sketch: &Sketch) -> Result<Mle, EngineError> {
@@ -159,6 +162,11 @@ impl Mechanism {
             ),
             (Mechanism::BitFlip(m), Sketch::Bits(s)) => {
                 bitflip_composite_mle(s.bit_counts(), s.n(), m.alpha(), m.flip())
+            }
+            // Each item count is Binomial(n, q + α p_j), as a bit count is: the same
+            // composite likelihood, with q in the place of the flip probability.
+            (Mechanism::Subset(m), Sketch::Bits(s)) => {
+                bitflip_composite_mle(s.bit_counts(), s.n(), m.alpha(), m.q())
             }
             (Mechanism::Noise(_), Sketch::Sums(s)) => {
                 let n = s.n().max(1) as f64;

@@ -16,6 +16,8 @@ mod grr;
 mod hadamard;
 mod likelihood;
 mod noise;
+mod subset;
+pub(crate) mod subset_index;
 
 pub use batch::{privatize_batch, simulate_sketch};
 pub use bitflip::BitFlip;
@@ -25,6 +27,7 @@ pub use discrete_noise::{bernoulli_exp, discrete_gaussian, discrete_laplace};
 pub use grr::Grr;
 pub use hadamard::{fwht, Hadamard};
 pub use noise::{sample_laplace, Noise, NoiseKind};
+pub use subset::{default_k as subset_default_k, Subset};
 
 use rand::Rng;
 
@@ -89,6 +92,8 @@ pub enum Mechanism {
     Hadamard(Hadamard),
     Cohort(Box<Cohort>),
     Channel(Box<Channel>),
+    /// k-subset selection; its sketch is the d item counts plus n (a [`BitSketch`]).
+    Subset(Subset),
     /// No local randomizer: the curator sees true categories.
     Raw {
         domain: u32,
@@ -131,6 +136,9 @@ impl Mechanism {
                 cohorts,
                 seed,
             } => Mechanism::Cohort(Box::new(Cohort::new(*epsilon, *domain, *cohorts, *seed)?)),
+            MechanismConfig::Subset { epsilon, domain, k } => {
+                Mechanism::Subset(Subset::new(*epsilon, *domain, *k)?)
+            }
             MechanismConfig::Matrix { matrix } => {
                 Mechanism::Channel(Box::new(Channel::new(matrix)?))
             }
@@ -152,6 +160,7 @@ impl Mechanism {
             Mechanism::Hadamard(_) => "hadamard",
             Mechanism::Cohort(_) => "cohort",
             Mechanism::Channel(_) => "matrix",
+            Mechanism::Subset(_) => "subset",
             Mechanism::Raw { .. } => "raw",
         }
     }
@@ -165,6 +174,7 @@ impl Mechanism {
             Mechanism::Hadamard(m) => m.domain(),
             Mechanism::Cohort(m) => m.domain(),
             Mechanism::Channel(m) => m.domain(),
+            Mechanism::Subset(m) => m.domain(),
             Mechanism::Raw { domain } => *domain,
         }) as usize
     }
@@ -176,6 +186,7 @@ impl Mechanism {
             Mechanism::Raw { domain } => Sketch::Counts(CountSketch::new(*domain as usize)),
             Mechanism::Channel(m) => Sketch::Counts(CountSketch::new(m.signals())),
             Mechanism::BitFlip(m) => Sketch::Bits(BitSketch::new(m.domain() as usize)),
+            Mechanism::Subset(m) => Sketch::Bits(BitSketch::new(m.domain() as usize)),
             Mechanism::Noise(m) => Sketch::Sums(SumSketch::new(m.domain() as usize)),
             Mechanism::Hadamard(m) => Sketch::Signed(SignedSketch::new(m.rows() as usize)),
             Mechanism::Cohort(m) => Sketch::Signed(SignedSketch::new(m.cohorts() as usize)),
@@ -193,6 +204,7 @@ impl Mechanism {
             Mechanism::Hadamard(m) => (Some(m.epsilon()), None),
             Mechanism::Cohort(m) => (Some(m.epsilon()), None),
             Mechanism::Channel(m) => (Some(m.epsilon()).filter(|e| e.is_finite()), None),
+            Mechanism::Subset(m) => (Some(m.epsilon()), None),
             Mechanism::Raw { .. } => (None, None),
         };
         Privacy {
@@ -214,6 +226,7 @@ impl Mechanism {
             ),
             (Mechanism::Channel(m), Sketch::Counts(s)) => m.estimate(&s.counts(), s.n()),
             (Mechanism::BitFlip(m), Sketch::Bits(s)) => m.estimate(s.bit_counts(), s.n()),
+            (Mechanism::Subset(m), Sketch::Bits(s)) => m.estimate(s.bit_counts(), s.n()),
             (Mechanism::Noise(m), Sketch::Sums(s)) => m.estimate(&s.sums_f64(), s.n()),
             (Mechanism::Hadamard(m), Sketch::Signed(s)) => m.estimate(&s.signed(), s.n()),
             (Mechanism::Cohort(m), Sketch::Signed(s)) => m.estimate(&s.signed(), s.n()),

@@ -5,6 +5,8 @@
 //! each mechanism reduces to a per-report noncentrality times n.
 
 use crate::error::EngineError;
+use crate::mechanism::Subset;
+use crate::stats::subset_pinv_form;
 
 use super::alternative::Hypotheses;
 
@@ -23,12 +25,15 @@ pub enum PlanMechanism {
     Gauss { rho: f64 },
     /// The non-symmetric Hadamard mechanism, tested by Sheffet's χ² (seed 000 §4.2).
     Hadamard { epsilon: f64 },
+    /// k-subset selection at the default k = ⌈d/(e^ε+1)⌉, tested by SubsetGOF
+    /// (docs/STATISTICS.md §3.2).
+    Subset { epsilon: f64 },
 }
 
 impl PlanMechanism {
-    /// The five mechanisms at one ε. Gaussian noise gets `ρ = ε²/2`, the zCDP level that
+    /// The six mechanisms at one ε. Gaussian noise gets `ρ = ε²/2`, the zCDP level that
     /// ε-DP implies: a weaker guarantee than ε-LDP, so its power flatters it.
-    pub fn all(epsilon: f64) -> [PlanMechanism; 5] {
+    pub fn all(epsilon: f64) -> [PlanMechanism; 6] {
         [
             PlanMechanism::Grr { epsilon },
             PlanMechanism::BitFlip { epsilon },
@@ -37,6 +42,7 @@ impl PlanMechanism {
                 rho: epsilon * epsilon / 2.0,
             },
             PlanMechanism::Hadamard { epsilon },
+            PlanMechanism::Subset { epsilon },
         ]
     }
 
@@ -47,6 +53,7 @@ impl PlanMechanism {
             PlanMechanism::Oue { .. } => "OUE",
             PlanMechanism::Gauss { .. } => "Gaussian noise",
             PlanMechanism::Hadamard { .. } => "Hadamard",
+            PlanMechanism::Subset { .. } => "k-subset",
         }
     }
 
@@ -56,6 +63,7 @@ impl PlanMechanism {
             PlanMechanism::BitFlip { .. } | PlanMechanism::Oue { .. } => "LocalBitFlipGOF",
             PlanMechanism::Gauss { .. } => "LocalNoiseGOF",
             PlanMechanism::Hadamard { .. } => "Sheffet chi2",
+            PlanMechanism::Subset { .. } => "SubsetGOF",
         }
     }
 
@@ -75,6 +83,7 @@ impl PlanMechanism {
             PlanMechanism::Grr { epsilon }
             | PlanMechanism::BitFlip { epsilon }
             | PlanMechanism::Oue { epsilon }
+            | PlanMechanism::Subset { epsilon }
             | PlanMechanism::Hadamard { epsilon } => ("epsilon", epsilon),
         };
         if value.is_finite() && value > 0.0 {
@@ -121,6 +130,12 @@ impl PlanMechanism {
                 a * a * oue_quad_form(p0, a * a, b, &delta)
             }
             PlanMechanism::Gauss { rho } => quad_form_inverse(p0, 1.0, 1.0 / rho, &delta),
+            PlanMechanism::Subset { epsilon } => {
+                // The item counts' mean moves by αΔ; SubsetGOF weighs it by Σ(p0)⁺.
+                let d = u32::try_from(p0.len()).unwrap_or(u32::MAX);
+                let m = Subset::new(epsilon, d, None)?;
+                m.alpha() * m.alpha() * subset_pinv_form(&m, p0, &delta)
+            }
             PlanMechanism::Hadamard { epsilon } => {
                 // 2η = tanh(ε/2).
                 let two_eta = (epsilon / 2.0).tanh();
@@ -154,7 +169,8 @@ impl PlanMechanism {
 /// * OUE: the same with `α = tanh(ε/2)/2` and `Σ(p) = Diag(q(1−q) + 2α²p) − α²ppᵀ`;
 /// * Gaussian noise: `n Δᵀ (Diag(p0) − p0p0ᵀ + I/ρ)⁻¹ Δ`;
 /// * Hadamard: `n Σ_x 4η² (p1 − p0)² / (1 − 4η² p0²)`, `η = (e^ε−1)/(2(e^ε+1))`, because
-///   `E θ = 2η p1` and Sheffet's statistic weights `(θ − 2η p0)` by `1/(1 − 4η² p0²)`.
+///   `E θ = 2η p1` and Sheffet's statistic weights `(θ − 2η p0)` by `1/(1 − 4η² p0²)`;
+/// * k-subset: `n α² Δᵀ Σ(p0)⁺ Δ`, Σ the item-count covariance of docs/STATISTICS.md §1.7.
 ///
 /// Both matrix inverses are diagonal plus rank one and are applied in O(d).
 pub fn noncentrality(mechanism: PlanMechanism, h: &Hypotheses, n: u64) -> Result<f64, EngineError> {
@@ -250,10 +266,17 @@ mod tests {
 
     #[test]
     fn degrees_of_freedom() {
-        let [grr, bit, oue, gauss, had] = PlanMechanism::all(1.0);
+        let [grr, bit, oue, gauss, had, subset] = PlanMechanism::all(1.0);
         assert_eq!(
-            (grr.df(7), bit.df(7), oue.df(7), gauss.df(7), had.df(7)),
-            (6, 6, 6, 6, 7)
+            (
+                grr.df(7),
+                bit.df(7),
+                oue.df(7),
+                gauss.df(7),
+                had.df(7),
+                subset.df(7)
+            ),
+            (6, 6, 6, 6, 7, 6)
         );
     }
 
@@ -268,8 +291,38 @@ mod tests {
             PlanMechanism::Hadamard {
                 epsilon: f64::INFINITY,
             },
+            PlanMechanism::Subset { epsilon: 0.0 },
         ] {
             assert!(noncentrality(m, &h, 10).is_err(), "{m:?}");
+        }
+    }
+
+    /// k-subset's λ against a dense pseudo-inverse of the item covariance built entry by
+    /// entry from the report law: `E[Y_iY_j] = (p_i + p_j) s + (1 − p_i − p_j) r` for
+    /// i ≠ j, `E[Y_i²] = E[Y_i] = q + α p_i`.
+    #[test]
+    fn subset_noncentrality_matches_a_dense_pseudo_inverse() {
+        let p0 = vec![0.3, 0.25, 0.2, 0.15, 0.1];
+        let p1 = vec![0.25, 0.3, 0.15, 0.2, 0.1];
+        let h = Hypotheses::new(p0.clone(), p1.clone()).unwrap();
+        for eps in [0.5, 0.8, 3.0] {
+            let m = Subset::new(eps, 5, None).unwrap();
+            let (q, a) = (m.q(), m.alpha());
+            let (s, r) = (m.pair_with_truth(), m.pair_without_truth());
+            let mean: Vec<f64> = p0.iter().map(|p| q + a * p).collect();
+            let sigma = DMatrix::from_fn(5, 5, |i, j| {
+                let joint = if i == j {
+                    mean[i]
+                } else {
+                    (p0[i] + p0[j]) * s + (1.0 - p0[i] - p0[j]) * r
+                };
+                joint - mean[i] * mean[j]
+            });
+            let shift = DVector::from_iterator(5, p1.iter().zip(&p0).map(|(x, y)| a * (x - y)));
+            let pinv = sigma.pseudo_inverse(1e-12).unwrap();
+            let want = 1234.0 * (shift.transpose() * pinv * &shift)[(0, 0)];
+            let got = noncentrality(PlanMechanism::Subset { epsilon: eps }, &h, 1234).unwrap();
+            assert_rel(got, want, 1e-9, "k-subset");
         }
     }
 
@@ -321,7 +374,7 @@ mod tests {
             .map(|(a, b)| (a - b) * (a - b) / b)
             .sum();
         for eps in [200.0, 1000.0, f64::MAX] {
-            let [grr, bit, oue, _, had] = PlanMechanism::all(eps);
+            let [grr, bit, oue, _, had, _] = PlanMechanism::all(eps);
             assert_rel(
                 noncentrality(oue, &h, 1).unwrap(),
                 pearson / 2.0,

@@ -3,12 +3,13 @@
 //! 2017) compare protocols by, computed from the mechanisms' own parameters.
 
 use crate::error::EngineError;
-use crate::mechanism::{BitFlip, Grr, Hadamard};
+use crate::mechanism::{BitFlip, Grr, Hadamard, Subset};
 
 use super::PlanMechanism;
 
 /// `n·Var(p̂_j)` at `p_j → 0` for `mechanism` over `d` categories (docs/STATISTICS.md §7):
-/// GenRR `ρ(1−ρ)/γ²`, unary encodings `q(1−q)/α²`, Hadamard `1/(4η²)`, Gaussian noise `1/ρ`.
+/// GenRR `ρ(1−ρ)/γ²`, unary encodings `q(1−q)/α²`, Hadamard `1/(4η²)`, Gaussian noise `1/ρ`,
+/// k-subset `q(1−q)/(p−q)²` at the default k.
 /// The true frequency adds at most `p_j(1−p_j)`-sized terms; at small ε those are
 /// negligible, at large ε they dominate and every mechanism tends to the raw `p_j(1−p_j)`.
 pub fn estimator_variance(mechanism: PlanMechanism, d: usize) -> Result<f64, EngineError> {
@@ -20,6 +21,7 @@ pub fn estimator_variance(mechanism: PlanMechanism, d: usize) -> Result<f64, Eng
         }
         PlanMechanism::BitFlip { epsilon } => unary(BitFlip::new(epsilon, d)?),
         PlanMechanism::Oue { epsilon } => unary(BitFlip::optimized(epsilon, d)?),
+        PlanMechanism::Subset { epsilon } => Subset::new(epsilon, d, None)?.variance_at_zero(),
         PlanMechanism::Hadamard { epsilon } => {
             let eta = Hadamard::new(epsilon, d)?.eta();
             1.0 / (4.0 * eta * eta)
@@ -86,6 +88,34 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The k-subset column against Wang et al. 2016 (k-SS, their p and q at subset size
+    /// k = ⌈d/(e^ε+1)⌉): `n·Var = q(1−q)/(p−q)²` with `p = ke^ε/(ke^ε+d−k)` and
+    /// `q = k((k−1)e^ε+d−k)/((d−1)(ke^ε+d−k))`, i.e. `p − q = k(d−k)(e^ε−1)/((d−1)(ke^ε+d−k))`.
+    #[test]
+    fn subset_matches_wang_et_al_2016() {
+        for d in [2usize, 16, 1024, 1 << 20] {
+            for eps in [0.1, 0.5, 1.0, 2.0, 5.0, 10.0] {
+                let e: f64 = f64::exp(eps);
+                let df = d as f64;
+                let k = (df / (e + 1.0)).ceil().clamp(1.0, df - 1.0);
+                let z = k * e + df - k;
+                let q = k * ((k - 1.0) * e + df - k) / ((df - 1.0) * z);
+                let gap = k * (df - k) * (e - 1.0) / ((df - 1.0) * z);
+                let want = q * (1.0 - q) / (gap * gap);
+                let got = estimator_variance(PlanMechanism::Subset { epsilon: eps }, d).unwrap();
+                assert!(
+                    (got - want).abs() <= 1e-9 * want,
+                    "d={d} ε={eps}: {got} vs {want}"
+                );
+            }
+        }
+        // At d = 1000, ε = 2 it is below OUE's 4e^ε/(e^ε−1)² (Wang et al. 2017's optimum
+        // for d ≫ e^ε is matched, not beaten, by k-subset's).
+        let subset = estimator_variance(PlanMechanism::Subset { epsilon: 2.0 }, 1000).unwrap();
+        let oue = estimator_variance(PlanMechanism::Oue { epsilon: 2.0 }, 1000).unwrap();
+        assert!(subset <= oue * 1.01, "{subset} vs {oue}");
     }
 
     /// OUE's variance does not grow with d and GRR's does: at d = 1000, ε = 2 (the issue's

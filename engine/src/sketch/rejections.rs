@@ -25,10 +25,14 @@ pub enum RejectReason {
     CohortOutOfRange,
     /// A finite noise coordinate beyond the mechanism's `max_abs`.
     AboveMaxAbs,
+    /// A k-subset report whose length is not k.
+    SubsetWrongSize,
+    /// A k-subset report that names a category twice.
+    SubsetDuplicate,
 }
 
 impl RejectReason {
-    pub const ALL: [RejectReason; 9] = [
+    pub const ALL: [RejectReason; 11] = [
         RejectReason::OutOfDomain,
         RejectReason::Null,
         RejectReason::BadSize,
@@ -38,6 +42,8 @@ impl RejectReason {
         RejectReason::NonFinite,
         RejectReason::CohortOutOfRange,
         RejectReason::AboveMaxAbs,
+        RejectReason::SubsetWrongSize,
+        RejectReason::SubsetDuplicate,
     ];
     pub const COUNT: usize = Self::ALL.len();
 
@@ -53,6 +59,8 @@ impl RejectReason {
             RejectReason::NonFinite => "non_finite",
             RejectReason::CohortOutOfRange => "cohort_out_of_range",
             RejectReason::AboveMaxAbs => "above_max_abs",
+            RejectReason::SubsetWrongSize => "subset_wrong_size",
+            RejectReason::SubsetDuplicate => "subset_duplicate",
         }
     }
 }

@@ -8,6 +8,7 @@ use rand::SeedableRng;
 use super::bitflip_gof::local_bitflip_gof;
 use super::monte_carlo::{monte_carlo_p_value, sample_null_sketch};
 use super::sheffet::{cohort_chi2_statistic, sheffet_chi2_statistic, tv_distance};
+use super::subset_gof::subset_gof;
 use super::{
     chi2_sf, local_exp_gof_cells, noise_statistic, pearson_gof, pearson_gof_cells, Decision,
 };
@@ -28,6 +29,15 @@ pub const MIN_EXPECTED_PER_CATEGORY: f64 = 5.0;
 /// automatic switch to Monte Carlo may cost; beyond it the record is inconclusive instead.
 /// 2^24 cells take about a second.
 pub const MAX_AUTO_MONTE_CARLO_CELLS: u64 = 1 << 24;
+
+/// The work of one simulated null sketch, in cells: d, except for k-subset, whose null is
+/// drawn report by report (n·k items; its item counts have no cheap joint law).
+fn null_sample_cost(mechanism: &Mechanism, n: u64, d: usize) -> u64 {
+    match mechanism {
+        Mechanism::Subset(m) => n.saturating_mul(u64::from(m.k())).max(d as u64),
+        _ => d as u64,
+    }
+}
 
 /// What a GOF test needs beyond the sketch.
 #[derive(Debug, Clone, Copy)]
@@ -117,6 +127,9 @@ pub fn gof_statistic(
         (TestMethod::LocalBitFlipGOF, Mechanism::BitFlip(m), Sketch::Bits(s)) => {
             local_bitflip_gof(m, s.bit_counts(), s.n(), p0)
         }
+        (TestMethod::SubsetGOF, Mechanism::Subset(m), Sketch::Bits(s)) => {
+            subset_gof(m, s.bit_counts(), s.n(), p0)
+        }
         (TestMethod::LocalNoiseGOF, Mechanism::Noise(m), Sketch::Sums(s)) => {
             let t = noise_statistic(&s.sums_f64(), s.n(), p0, m.variance());
             let df = d.saturating_sub(1);
@@ -173,7 +186,11 @@ pub fn run_gof(
     let mut calibration_reason = None;
     let mut inconclusive_reason = None;
     if let Some(why) = small {
-        let cells = u64::from(params.mc_samples).saturating_mul(params.p0.len() as u64);
+        let cells = u64::from(params.mc_samples).saturating_mul(null_sample_cost(
+            mechanism,
+            sketch.n(),
+            params.p0.len(),
+        ));
         if f64::from(params.mc_samples) * params.alpha <= 1.0 {
             inconclusive_reason = Some(format!(
                 "{why}, and mc_samples = {} is too few for a simulated p-value at alpha = {} \
@@ -182,10 +199,10 @@ pub fn run_gof(
             ));
         } else if cells > MAX_AUTO_MONTE_CARLO_CELLS {
             inconclusive_reason = Some(format!(
-                "{why}, and simulating its null ({} samples × {} categories) exceeds the \
+                "{why}, and simulating its null ({} samples × {} cells) exceeds the \
                  {MAX_AUTO_MONTE_CARLO_CELLS} cells an automatic simulation may cost",
                 params.mc_samples,
-                params.p0.len()
+                null_sample_cost(mechanism, sketch.n(), params.p0.len())
             ));
         } else {
             calibration_reason = Some(format!("{why}; the p-value is simulated"));
@@ -267,5 +284,34 @@ mod tests {
             assert_eq!(sparse.statistic.to_bits(), dense.statistic.to_bits());
             assert_eq!(sparse.df, dense.df);
         }
+    }
+
+    /// A k-subset null is drawn report by report, so the automatic switch to Monte Carlo
+    /// weighs n·k, not d: 99 samples × 20,000 reports × k = 120 is past the bound, and the
+    /// record is inconclusive instead of simulating 2·10⁸ items (it did, as 99 × 1000
+    /// cells, before the cost counted the reports).
+    #[test]
+    fn a_subset_null_costs_its_reports() {
+        let m = crate::mechanism::Subset::new(2.0, 1000, None).unwrap();
+        assert_eq!(m.k(), 120);
+        let mechanism = Mechanism::Subset(m);
+        let n = 20_000;
+        let sketch =
+            Sketch::Bits(crate::sketch::BitSketch::from_counts(vec![2400; 1000], n).unwrap());
+        let mut p0 = vec![(1.0 - 1e-4) / 999.0; 1000];
+        p0[0] = 1e-4;
+        let params = GofParams {
+            method: TestMethod::SubsetGOF,
+            p0: &p0,
+            alpha: 0.05,
+            calibration: Calibration::Asymptotic,
+            mc_samples: 99,
+            seed: 1,
+            distance: None,
+        };
+        let r = run_gof(&mechanism, &sketch, &params).unwrap();
+        assert_eq!(r.mc_p_value, None);
+        let why = r.inconclusive_reason.unwrap();
+        assert!(why.contains("99 samples × 2400000 cells"), "{why}");
     }
 }

@@ -13,6 +13,7 @@ mod noise_gof;
 mod pearson;
 mod rank_one;
 mod sheffet;
+mod subset_gof;
 mod two_sample;
 
 pub use bilinear_fit::{BilinearProblem, Fit};
@@ -33,6 +34,9 @@ pub use noise_gof::noise_statistic;
 pub use pearson::{pearson_gof, pearson_gof_cells};
 pub use rank_one::{center, quad_form_inverse};
 pub use sheffet::{cohort_chi2_statistic, sheffet_chi2_statistic, tv_distance};
+pub use subset_gof::{
+    pinv_form as subset_pinv_form, sample_subset_counts, subset_gof, subset_statistic,
+};
 pub use two_sample::{bitflip_two_sample, genrr_two_sample};
 
 /// A statistic with its asymptotic law, when it has one.

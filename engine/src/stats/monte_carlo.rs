@@ -114,6 +114,12 @@ pub fn sample_null_sketch<R: Rng + ?Sized>(
                 .collect::<Result<Vec<u64>, EngineError>>()?;
             Sketch::Bits(BitSketch::from_counts(bits, n)?)
         }
+        // Exact: every simulated report is drawn by the randomizer itself, O(n k) per sketch
+        // (the item counts are dependent, with no cheap closed-form joint law).
+        (Mechanism::Subset(m), Sketch::Bits(_)) => Sketch::Bits(BitSketch::from_counts(
+            super::subset_gof::sample_subset_counts(m, p0, n, rng)?,
+            n,
+        )?),
         (Mechanism::Noise(m), Sketch::Sums(_)) => {
             let truth = sample_multinomial(rng, n, p0)?;
             let sums = truth

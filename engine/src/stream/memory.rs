@@ -266,8 +266,9 @@ mod tests {
         StateEstimate::of(s, &m, 65_536, None)
     }
 
-    /// OUE holds bit flip's sketch (d bit counts plus n), so `check` and the refusal at
-    /// start estimate it term for term as bit flip, and a large d is not a small sketch.
+    /// OUE holds bit flip's sketch (d bit counts plus n), and subset its d item counts plus
+    /// n in the same table, so `check` and the refusal at start estimate both term for
+    /// term as bit flip, and a large d is not a small sketch.
     #[test]
     fn oue_is_estimated_as_its_bit_count_sketch() {
         let stream = |kind: &str| {
@@ -280,6 +281,7 @@ mod tests {
         let (oue, bitflip) = (estimate(&stream("oue")), estimate(&stream("bitflip")));
         let bytes = |e: &StateEstimate| e.terms.iter().map(|t| t.bytes).collect::<Vec<_>>();
         assert_eq!(bytes(&oue), bytes(&bitflip));
+        assert_eq!(bytes(&estimate(&stream("subset"))), bytes(&bitflip));
         assert!(oue.terms[0].bytes >= 8 * 100_000, "{:?}", oue.terms);
     }
 
