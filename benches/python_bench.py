@@ -97,7 +97,7 @@ def bench_fold(args) -> None:
     print("|---|---|---|---|---|---|")
     print(row("`ldpstream batch` (whole process, Parquet file)", n, cli, cli[0]))
     print(row('`job.fold(table, input_id="bench")`', n, named, cli[0]))
-    print(row("`job.fold(table)` (default identity: SHA-256 of the columns)", n, fingerprinted, cli[0]))
+    print(row("`job.fold(table)` (default identity: XXH3-128 of the columns)", n, fingerprinted, cli[0]))
     print(f"batch rate {base:.3g} reports/s")
     os.unlink(config)
 
