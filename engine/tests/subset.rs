@@ -227,8 +227,8 @@ fn gof_power_at_the_planner_n() {
 }
 
 /// Monte Carlo calibration simulates the sketch under H0 exactly (the randomizer itself):
-/// at n = 40 (d = 6, 6.7 expected reports per category, so the stream's own rule would
-/// not switch) the simulated p-values of 400 null datasets reject at a rate within 3
+/// at n = 40 (d = 6, k = 2: the stream's own rule, n·min(f, 1 − f) ≈ 13 ≥ 5, would not
+/// switch) the simulated p-values of 400 null datasets reject at a rate within 3
 /// binomial s.e. of α, and one simulated p-value is reproducible from its seed.
 #[test]
 fn monte_carlo_calibration_holds_its_level() {

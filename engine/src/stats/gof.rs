@@ -13,7 +13,7 @@ use super::{
     chi2_sf, local_exp_gof_cells, noise_statistic, pearson_gof, pearson_gof_cells, Decision,
 };
 use crate::error::EngineError;
-use crate::mechanism::{Mechanism, NoiseKind};
+use crate::mechanism::{Mechanism, NoiseKind, Subset};
 use crate::sketch::Sketch;
 
 /// Below this many expected reports per category under the null (`n · min_j p0_j`), the χ²
@@ -80,9 +80,17 @@ pub struct GofResult {
 }
 
 /// Whether the χ² law of `method` at `n` reports is trusted; if not, why.
-fn too_few_reports(method: TestMethod, n: u64, p0: &[f64]) -> Option<String> {
+fn too_few_reports(
+    mechanism: &Mechanism,
+    method: TestMethod,
+    n: u64,
+    p0: &[f64],
+) -> Option<String> {
     if method == TestMethod::SheffetTV {
         return None;
+    }
+    if let Mechanism::Subset(m) = mechanism {
+        return too_few_subset_reports(m, n, p0);
     }
     let smallest = p0.iter().cloned().fold(f64::INFINITY, f64::min);
     let expected = n as f64 * smallest;
@@ -90,6 +98,28 @@ fn too_few_reports(method: TestMethod, n: u64, p0: &[f64]) -> Option<String> {
         format!(
             "n · min p0 = {expected:.3} expected reports in the rarest category, below \
              {MIN_EXPECTED_PER_CATEGORY}: the asymptotic χ² law is not reliable"
+        )
+    })
+}
+
+/// Cochran's rule on k-subset's item counts, each Binomial(n, f_j) with
+/// `f_j = q + α p0_j`: both n·f_j and n·(1 − f_j) at least 5. A category with p0_j = 0 is
+/// still held by about n·q reports, so an empty null category alone, which the rule on
+/// p0 would send to a simulation drawn report by report at every n, does not.
+fn too_few_subset_reports(m: &Subset, n: u64, p0: &[f64]) -> Option<String> {
+    let tail = p0
+        .iter()
+        .map(|&p| {
+            let f = m.q() + m.alpha() * p;
+            f.min(1.0 - f)
+        })
+        .fold(f64::INFINITY, f64::min);
+    let expected = n as f64 * tail;
+    (expected < MIN_EXPECTED_PER_CATEGORY).then(|| {
+        format!(
+            "n · min(f, 1 − f) = {expected:.3} expected reports holding (or lacking) the \
+             rarest item under the null, below {MIN_EXPECTED_PER_CATEGORY}: the asymptotic χ² \
+             law is not reliable"
         )
     })
 }
@@ -181,7 +211,7 @@ pub fn run_gof(
     let small = if configured {
         None
     } else {
-        too_few_reports(params.method, sketch.n(), params.p0)
+        too_few_reports(mechanism, params.method, sketch.n(), params.p0)
     };
     let mut calibration_reason = None;
     let mut inconclusive_reason = None;
@@ -287,19 +317,21 @@ mod tests {
     }
 
     /// A k-subset null is drawn report by report, so the automatic switch to Monte Carlo
-    /// weighs n·k, not d: 99 samples × 20,000 reports × k = 120 is past the bound, and the
-    /// record is inconclusive instead of simulating 2·10⁸ items (it did, as 99 × 1000
-    /// cells, before the cost counted the reports).
+    /// weighs n·k, not d: at ε = 20, d = 1000 (k = 1, q ≈ 2·10⁻⁹, so an empty null
+    /// category expects n·q < 5 reports even at n = 10⁶) 99 samples × 10⁶ reports is past the bound, and the record is
+    /// inconclusive instead of simulating 10⁸ reports (it did, as 99 × 1000 cells, before
+    /// the cost counted the reports).
     #[test]
     fn a_subset_null_costs_its_reports() {
-        let m = crate::mechanism::Subset::new(2.0, 1000, None).unwrap();
-        assert_eq!(m.k(), 120);
+        let m = Subset::new(20.0, 1000, None).unwrap();
+        assert_eq!(m.k(), 1);
         let mechanism = Mechanism::Subset(m);
-        let n = 20_000;
+        let n = 1_000_000;
         let sketch =
-            Sketch::Bits(crate::sketch::BitSketch::from_counts(vec![2400; 1000], n).unwrap());
-        let mut p0 = vec![(1.0 - 1e-4) / 999.0; 1000];
-        p0[0] = 1e-4;
+            Sketch::Bits(crate::sketch::BitSketch::from_counts(vec![1000; 1000], n).unwrap());
+        // An empty category: its item count expects n·q ≈ 0.002 reports.
+        let mut p0 = vec![1.0 / 999.0; 1000];
+        p0[0] = 0.0;
         let params = GofParams {
             method: TestMethod::SubsetGOF,
             p0: &p0,
@@ -312,6 +344,33 @@ mod tests {
         let r = run_gof(&mechanism, &sketch, &params).unwrap();
         assert_eq!(r.mc_p_value, None);
         let why = r.inconclusive_reason.unwrap();
-        assert!(why.contains("99 samples × 2400000 cells"), "{why}");
+        assert!(why.contains("99 samples × 1000000 cells"), "{why}");
+    }
+
+    /// An empty null category does not send a subset test to simulation by itself: its
+    /// item count still expects n·q reports (d = 8, ε = 1, k = 3, n = 1000: q ≈ 0.34), so
+    /// the asymptotic χ² law is used; at n = 10 it is not (n·q ≈ 3.4).
+    #[test]
+    fn a_subset_test_judges_its_item_counts() {
+        let m = Subset::new(1.0, 8, None).unwrap();
+        let mechanism = Mechanism::Subset(m);
+        let mut p0 = vec![1.0 / 7.0; 8];
+        p0[7] = 0.0;
+        let params = |p0| GofParams {
+            method: TestMethod::SubsetGOF,
+            p0,
+            alpha: 0.05,
+            calibration: Calibration::Asymptotic,
+            mc_samples: 99,
+            seed: 1,
+            distance: None,
+        };
+        let sketch =
+            |n| Sketch::Bits(crate::sketch::BitSketch::from_counts(vec![3 * n / 8; 8], n).unwrap());
+        let big = run_gof(&mechanism, &sketch(1000), &params(&p0)).unwrap();
+        assert_eq!((big.calibration_reason, big.mc_p_value), (None, None));
+        let small = run_gof(&mechanism, &sketch(10), &params(&p0)).unwrap();
+        assert!(small.mc_p_value.is_some(), "{small:?}");
+        assert!(small.calibration_reason.unwrap().contains("rarest item"));
     }
 }

@@ -28,15 +28,15 @@ pub use independence::{
     marginal_product, IndependenceOutcome, MarginalProduct,
 };
 pub use local_exp_gof::{local_exp_gof, local_exp_gof_cells};
-pub use monte_carlo::{monte_carlo_p_value, sample_multinomial, sample_null_sketch};
+pub use monte_carlo::{
+    monte_carlo_p_value, sample_multinomial, sample_null_sketch, sample_subset_counts,
+};
 pub use multiple::bh_q_values;
 pub use noise_gof::noise_statistic;
 pub use pearson::{pearson_gof, pearson_gof_cells};
 pub use rank_one::{center, quad_form_inverse};
 pub use sheffet::{cohort_chi2_statistic, sheffet_chi2_statistic, tv_distance};
-pub use subset_gof::{
-    pinv_form as subset_pinv_form, sample_subset_counts, subset_gof, subset_statistic,
-};
+pub use subset_gof::{pinv_form as subset_pinv_form, subset_gof, subset_statistic};
 pub use two_sample::{bitflip_two_sample, genrr_two_sample};
 
 /// A statistic with its asymptotic law, when it has one.

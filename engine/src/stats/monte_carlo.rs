@@ -5,7 +5,7 @@ use rand::Rng;
 use rand_distr::{Binomial, Distribution, Gamma, Normal, Poisson};
 
 use crate::error::EngineError;
-use crate::mechanism::{Mechanism, Noise, NoiseKind};
+use crate::mechanism::{Mechanism, Noise, NoiseKind, Subset};
 use crate::sketch::{BitSketch, CountSketch, SignedSketch, Sketch, SumSketch};
 
 fn binomial<R: Rng + ?Sized>(rng: &mut R, n: u64, p: f64) -> Result<u64, EngineError> {
@@ -84,6 +84,36 @@ pub fn sample_multinomial<R: Rng + ?Sized>(
     Ok(out)
 }
 
+/// The item counts of n reports drawn exactly from the mechanism under `p0`: true values
+/// from Multinomial(n, p0), then each one randomized. O(n k), for Monte Carlo calibration
+/// and simulation.
+pub fn sample_subset_counts<R: Rng + ?Sized>(
+    m: &Subset,
+    p0: &[f64],
+    n: u64,
+    rng: &mut R,
+) -> Result<Vec<u64>, EngineError> {
+    if p0.len() != m.domain() as usize {
+        return Err(EngineError::invalid(
+            "null distribution length",
+            p0.len(),
+            "the mechanism's domain",
+        ));
+    }
+    let truths = sample_multinomial(rng, n, p0)?;
+    let mut counts = vec![0u64; p0.len()];
+    let mut report = Vec::with_capacity(m.k() as usize);
+    for (x, &times) in truths.iter().enumerate() {
+        for _ in 0..times {
+            m.randomize_into(x as u32, rng, &mut report);
+            for &j in &report {
+                counts[j as usize] += 1;
+            }
+        }
+    }
+    Ok(counts)
+}
+
 /// One sketch drawn from the mechanism's law under `p0`, with the observed sketch's `n`
 /// (and, for ±1 families, its per-row report counts, which are ancillary).
 pub fn sample_null_sketch<R: Rng + ?Sized>(
@@ -117,7 +147,7 @@ pub fn sample_null_sketch<R: Rng + ?Sized>(
         // Exact: every simulated report is drawn by the randomizer itself, O(n k) per sketch
         // (the item counts are dependent, with no cheap closed-form joint law).
         (Mechanism::Subset(m), Sketch::Bits(_)) => Sketch::Bits(BitSketch::from_counts(
-            super::subset_gof::sample_subset_counts(m, p0, n, rng)?,
+            sample_subset_counts(m, p0, n, rng)?,
             n,
         )?),
         (Mechanism::Noise(m), Sketch::Sums(_)) => {

@@ -1,11 +1,7 @@
-use rand::Rng;
-
-use super::monte_carlo::sample_multinomial;
 use super::{chi2_sf, Decision};
-use crate::error::EngineError;
 use crate::mechanism::Subset;
 
-/// The identity test for k-subset reports (docs/STATISTICS.md §3.6). With `v = c/n − (q +
+/// The identity test for k-subset reports (docs/STATISTICS.md §3.2). With `v = c/n − (q +
 /// α p0)`, c the item counts, the covariance of one report's indicator vector under p0 is
 /// `Σ(p0) = D + U C Uᵀ`, `U = [1, p0]`,
 /// `D = Diag((q − r) + (α − 2(s − r)) p0)`,
@@ -79,36 +75,6 @@ fn woodbury_form(diag: &[f64], c: &[[f64; 2]; 2], f: &[f64], v: &[f64]) -> f64 {
         (mat[0][0] * w[1] - mat[1][0] * w[0]) / det,
     ];
     vdv - (z[0] * y[0] + z[1] * y[1])
-}
-
-/// The item counts of n reports drawn exactly from the mechanism under `p0`: true values
-/// from Multinomial(n, p0), then each one randomized. O(n k), for Monte Carlo calibration
-/// and simulation.
-pub fn sample_subset_counts<R: Rng + ?Sized>(
-    m: &Subset,
-    p0: &[f64],
-    n: u64,
-    rng: &mut R,
-) -> Result<Vec<u64>, EngineError> {
-    if p0.len() != m.domain() as usize {
-        return Err(EngineError::invalid(
-            "null distribution length",
-            p0.len(),
-            "the mechanism's domain",
-        ));
-    }
-    let truths = sample_multinomial(rng, n, p0)?;
-    let mut counts = vec![0u64; p0.len()];
-    let mut report = Vec::with_capacity(m.k() as usize);
-    for (x, &times) in truths.iter().enumerate() {
-        for _ in 0..times {
-            m.randomize_into(x as u32, rng, &mut report);
-            for &j in &report {
-                counts[j as usize] += 1;
-            }
-        }
-    }
-    Ok(counts)
 }
 
 #[cfg(test)]
