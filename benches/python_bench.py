@@ -4,7 +4,7 @@ benches/RESULTS.md and checks results as it goes (a bench that computes somethin
 fails instead of reporting a time).
 
   python_bench.py fold  --bin B --grr FILE [--rounds R]
-  python_bench.py peers --grr FILE --bitflip FILE [--rounds R]
+  python_bench.py peers --grr FILE --bitflip FILE [--oue FILE] [--rounds R]
   python_bench.py spark --bin B --grr FILE [--rounds R]
 """
 
@@ -108,12 +108,21 @@ def peer_grr(reports: np.ndarray, k: int, epsilon: float):
     return GRR_Aggregator_MI(reports, k, epsilon)
 
 
-def peer_ue(reports: np.ndarray, epsilon: float):
+def peer_ue(reports: np.ndarray, epsilon: float, optimal: bool = False):
     from multi_freq_ldpy.pure_frequency_oracles.UE import UE_Aggregator_MI
 
     # optimal=False: symmetric unary encoding, bits kept w.p. e^(eps/2)/(e^(eps/2)+1),
-    # which is ldpstream's bit flip. (The default, optimal=True, is OUE: another mechanism.)
-    return UE_Aggregator_MI(reports, epsilon, optimal=False)
+    # which is ldpstream's bit flip; optimal=True is OUE (p = 1/2, q = 1/(e^eps+1)),
+    # ldpstream's `oue`.
+    return UE_Aggregator_MI(reports, epsilon, optimal=optimal)
+
+
+def unpacked(path: str):
+    """A bit-report file as ldpstream reads it and as the peer's UE_Client returns it
+    (float vectors of 0s and 1s: its natural input)."""
+    bits = pq.read_table(path, columns=["report"]).column("report").combine_chunks()
+    packed = np.frombuffer(bits.buffers()[1], dtype=np.uint8)[: len(bits) * 8].reshape(len(bits), 8)
+    return bits, np.unpackbits(packed, axis=1, bitorder="little").astype(np.float64)
 
 
 def post_process(estimate: np.ndarray) -> np.ndarray:
@@ -136,10 +145,7 @@ def bench_peers(args) -> None:
             "GRR_Aggregator_MI(reports, 16, 1.0)",
         )
     )
-    bits = pq.read_table(args.bitflip, columns=["report"]).column("report").combine_chunks()
-    packed = np.frombuffer(bits.buffers()[1], dtype=np.uint8)[: len(bits) * 8].reshape(len(bits), 8)
-    # The peer's client (UE_Client) returns float vectors of 0s and 1s: its natural input.
-    bits_np = np.unpackbits(packed, axis=1, bitorder="little").astype(np.float64)
+    bits, bits_np = unpacked(args.bitflip)
     cases.append(
         (
             f"bit flip, d = 64, ε = 1, {len(bits):,} reports",
@@ -149,6 +155,17 @@ def bench_peers(args) -> None:
             "UE_Aggregator_MI(reports, 1.0, optimal=False)",
         )
     )
+    if args.oue:
+        oue, oue_np = unpacked(args.oue)
+        cases.append(
+            (
+                f"OUE, d = 64, ε = 1, {len(oue):,} reports",
+                ldpstream.Mechanism.oue(epsilon=1.0, domain=64),
+                oue,
+                lambda: peer_ue(oue_np, 1.0, optimal=True),
+                "UE_Aggregator_MI(reports, 1.0, optimal=True)",
+            )
+        )
     for title, mechanism, reports, peer, peer_call in cases:
         ours = timed(lambda: estimate_of(reports, mechanism), args.rounds)
         theirs = timed(peer, args.rounds)
@@ -245,6 +262,7 @@ def main() -> None:
     a.add_argument("--bin")
     a.add_argument("--grr")
     a.add_argument("--bitflip")
+    a.add_argument("--oue")
     a.add_argument("--rounds", type=int, default=3)
     a.add_argument("--arrow-batch", type=int, default=10_000)
     args = a.parse_args()

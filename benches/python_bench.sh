@@ -4,7 +4,7 @@
 #   fold   job.fold on an in-memory pyarrow Table of GRR_ROWS GenRR reports (d = 16) against
 #          `ldpstream batch` on the same Parquet file (target: >= 0.8x batch's rate);
 #   peers  ldpstream.estimate against multi-freq-ldpy's MI aggregators on PEER_GRR_ROWS GenRR
-#          (d = 16, eps = 1) and PEER_BITFLIP_ROWS bit-flip (d = 64) reports (target: >= 50x,
+#          (d = 16, eps = 1) and PEER_BITFLIP_ROWS bit-flip and OUE (d = 64) reports (target: >= 50x,
 #          equal estimates once the peer's post-processing is applied to ours);
 #   spark  ldpstream.spark.run on Spark local[2] over the GRR_ROWS file, next to `ldpstream
 #          batch`, with the Spark path's own overhead (sketch serialization and merge; target
@@ -59,10 +59,12 @@ mkdir -p "$data"
 grr="$data/grr_d16_${grr_rows}.parquet"
 peer_grr="$data/grr_d16_${peer_grr_rows}.parquet"
 peer_bitflip="$data/bitflip_d64_${peer_bitflip_rows}.parquet"
+peer_oue="$data/oue_d64_${peer_bitflip_rows}.parquet"
 # The same seeds as benches/compare.sh, so the files are shared with it.
 [ -f "$grr" ] || "$bin" simulate --mechanism grr --epsilon 1 --domain 16 --n "$grr_rows" --seed 1 --out "$grr"
 [ -f "$peer_grr" ] || "$bin" simulate --mechanism grr --epsilon 1 --domain 16 --n "$peer_grr_rows" --seed 1 --out "$peer_grr"
 [ -f "$peer_bitflip" ] || "$bin" simulate --mechanism bitflip --epsilon 1 --domain 64 --n "$peer_bitflip_rows" --seed 2 --out "$peer_bitflip"
+[ -f "$peer_oue" ] || "$bin" simulate --mechanism oue --epsilon 1 --domain 64 --n "$peer_bitflip_rows" --seed 3 --out "$peer_oue"
 
 echo "machine: $(nproc) vCPU, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), load $(cut -d' ' -f1-3 /proc/loadavg); $("$py" --version); ldpstream $("$py" -c 'import ldpstream; print(ldpstream.__version__)')"
 for s in "${sections[@]}"; do
@@ -74,7 +76,7 @@ for s in "${sections[@]}"; do
         echo "SKIPPED peers: multi-freq-ldpy is not installed in $py" >&2
         continue
       fi
-      "$py" benches/python_bench.py peers --grr "$peer_grr" --bitflip "$peer_bitflip" --rounds "$rounds" ;;
+      "$py" benches/python_bench.py peers --grr "$peer_grr" --bitflip "$peer_bitflip" --oue "$peer_oue" --rounds "$rounds" ;;
     spark)
       if ! "$py" -c 'import pyspark' 2>/dev/null; then
         [ "$SMOKE" = 1 ] || { echo "pyspark is not installed in $py" >&2; exit 1; }
