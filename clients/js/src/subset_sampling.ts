@@ -37,7 +37,8 @@ function floyd(source: WordSource, length: number, amount: number): number[] {
 
 /** A partial Fisher–Yates shuffle of 0..length (rand's `sample_inplace`). */
 function inplace(source: WordSource, length: number, amount: number): number[] {
-  const indices = Uint32Array.from({ length }, (_, i) => i);
+  const indices = new Uint32Array(length);
+  for (let i = 0; i < length; i++) indices[i] = i;
   for (let i = 0; i < amount; i++) {
     const j = rangeInclusive(source, i, length - 1);
     const t = indices[i];
