@@ -197,9 +197,15 @@ fn law(m: &Mechanism, x: u32) -> Law {
             h.one_minus_two_eta() / 2.0,
         ),
         Mechanism::Cohort(c) => signed(c.cohorts(), &|j| c.sign(j, x), c.one_minus_two_eta() / 2.0),
-        Mechanism::Subset(m) if subset_cells(m.domain().into(), m.k().into()) => Law::Cells(
-            subset_law(m.domain(), m.k(), x, m.keep_probability(), m.miss_probability()),
-        ),
+        Mechanism::Subset(m) if subset_cells(m.domain().into(), m.k().into()) => {
+            Law::Cells(subset_law(
+                m.domain(),
+                m.k(),
+                x,
+                m.keep_probability(),
+                m.miss_probability(),
+            ))
+        }
         Mechanism::Subset(m) => Law::Items {
             x,
             k: m.k(),
