@@ -511,6 +511,10 @@ fn js_client_samples_pass_the_audit() {
             "--mechanism matrix --matrix 0.6,0.3;0.4,0.7",
         ),
         (
+            r#"{"kind":"subset","epsilon":1,"domain":4,"k":2}"#,
+            "--mechanism subset --epsilon 1 --domain 4 --k 2",
+        ),
+        (
             r#"{"kind":"laplace","epsilon":1,"domain":3}"#,
             "--mechanism laplace --epsilon 1 --domain 3",
         ),

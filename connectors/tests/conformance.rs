@@ -70,6 +70,8 @@ enum Report {
     Indexed(u32, i8),
     /// gauss, laplace: e_x + grid noise.
     Noise(Vec<f64>),
+    /// subset: the k categories, sorted.
+    Items(Vec<u32>),
 }
 
 struct Case {
@@ -120,6 +122,16 @@ fn cases() -> Vec<Case> {
         case("laplace-d4", "{ kind = \"laplace\", epsilon = 1.0, domain = 4 }", 2, 19),
         case("laplace-eps700", "{ kind = \"laplace\", epsilon = 700.0, domain = 2 }", 0, 20),
         case("laplace-eps-min", "{ kind = \"laplace\", epsilon = 1e-5, domain = 2 }", 1, 21),
+        // rand's index::sample picks its algorithm by (d − 1, k): Floyd's below, a partial
+        // shuffle for k > 11 with d − 1 < (10 + 1.6k)k, rejection for k ≥ 163 with
+        // d − 1 ≥ 270k. The clients port all three.
+        case("subset-d5-k2", "{ kind = \"subset\", epsilon = 1.0, domain = 5, k = 2 }", 3, 22),
+        case("subset-default-k", "{ kind = \"subset\", epsilon = 2.0, domain = 16 }", 0, 23),
+        case("subset-floyd-k12", "{ kind = \"subset\", epsilon = 0.5, domain = 1000, k = 12 }", 999, 24),
+        case("subset-shuffle", "{ kind = \"subset\", epsilon = 0.5, domain = 40, k = 15 }", 20, 25),
+        case("subset-d1024-default", "{ kind = \"subset\", epsilon = 2.0, domain = 1024 }", 512, 26),
+        case("subset-rejection", "{ kind = \"subset\", epsilon = 1.0, domain = 50000, k = 170 }", 7, 27),
+        case("subset-eps700", "{ kind = \"subset\", epsilon = 700.0, domain = 3 }", 2, 28),
     ];
     for c in &mut out {
         match c.name {
@@ -132,6 +144,10 @@ fn cases() -> Vec<Case> {
                 c.groups = vec![("g", "")];
             }
             "cohort-d6" => c.ts = Some(1),
+            "subset-default-k" => {
+                c.ts = Some(1_767_225_600_000);
+                c.groups = vec![("country", "fr")];
+            }
             "gauss-rho-max" => {
                 c.ts = Some(1_767_225_600_000);
                 c.groups = vec![("country", "fr")];
@@ -225,6 +241,14 @@ fn edge_cases() -> Vec<Case> {
             0,
             vec![0xffff_ffff, 0xffff_ffff],
         ),
+        // U = 1 − 2^-64 is not below keep: x is left out, and Floyd's draws 0 twice (d − 1 = 3
+        // others, k = 2): the repeat is replaced by j = 2, i.e. categories {0, 3}.
+        fixed(
+            "subset-floyd-repeat",
+            "{ kind = \"subset\", epsilon = 1.0, domain = 4, k = 2 }",
+            1,
+            vec![0xffff_ffff, 0xffff_ffff, 0, 0],
+        ),
     ]
 }
 
@@ -254,6 +278,7 @@ fn randomize<R: RngCore>(m: &Mechanism, x: u32, rng: &mut R) -> Report {
             Report::Indexed(j, s)
         }
         Mechanism::Noise(n) => Report::Noise(n.randomize_with(x, rng).unwrap()),
+        Mechanism::Subset(m) => Report::Items(m.randomize_with(x, rng).unwrap()),
         other => panic!("no client randomizer for {}", other.kind()),
     }
 }
@@ -323,6 +348,8 @@ fn probability(m: &Mechanism) -> Option<f64> {
         // 2·sign_lie(ε), and halving a double is exact.
         Mechanism::Hadamard(h) => Some(h.one_minus_two_eta() / 2.0),
         Mechanism::Cohort(c) => Some(c.one_minus_two_eta() / 2.0),
+        // subset: P(x in the set), the one Bernoulli.
+        Mechanism::Subset(m) => Some(m.keep_probability()),
         _ => None,
     }
 }
@@ -349,6 +376,10 @@ fn json_message(m: &Mechanism, r: &Report, ts: Option<i64>, groups: &[(&str, &st
         Report::Noise(v) => {
             let coords: Vec<String> = v.iter().map(|&c| js_number(c)).collect();
             fields.push(format!("\"report\":[{}]", coords.join(",")));
+        }
+        Report::Items(items) => {
+            let items: Vec<String> = items.iter().map(u32::to_string).collect();
+            fields.push(format!("\"report\":[{}]", items.join(",")));
         }
     }
     if let Some(ts) = ts {
@@ -377,6 +408,12 @@ fn binary_message(r: &Report, ts: Option<i64>, groups: &[(&str, &str)]) -> Vec<u
                 out.extend_from_slice(&(c as f32).to_le_bytes());
             }
         }
+        Report::Items(items) => {
+            out.extend_from_slice(&(items.len() as u16).to_le_bytes());
+            for item in items {
+                out.extend_from_slice(&item.to_le_bytes());
+            }
+        }
     }
     for (_, v) in groups {
         out.extend_from_slice(&(v.len() as u16).to_le_bytes());
@@ -391,6 +428,7 @@ fn report_json(r: &Report) -> Value {
         Report::Bits(b) => json!({ "report": hex(b) }),
         Report::Indexed(j, s) => json!({ "index": j, "report": s }),
         Report::Noise(v) => json!({ "report": v }),
+        Report::Items(items) => json!({ "report": items }),
     }
 }
 
@@ -458,9 +496,15 @@ fn golden(c: &Case) -> Value {
             );
         }
     }
+    let mut mechanism = mechanism_json(&m);
+    if matches!(m, Mechanism::Subset(_)) && !c.toml.contains("k =") {
+        // k left to its default: every client must resolve it as the server does (the
+        // fingerprint pins the resolved k).
+        mechanism.as_object_mut().unwrap().remove("k");
+    }
     json!({
         "name": c.name,
-        "mechanism": mechanism_json(&m),
+        "mechanism": mechanism,
         "probability_bits": probability(&m).map(|p| format!("{:016x}", p.to_bits())),
         "grid": grid(&m),
         "fingerprint": m.fingerprint().map(|f| format!("{f:08x}")),
@@ -503,6 +547,9 @@ fn mechanism_json(m: &Mechanism) -> Value {
                 json!({"kind": "laplace", "epsilon": epsilon, "domain": n.domain()})
             }
         },
+        Mechanism::Subset(m) => json!({
+            "kind": "subset", "epsilon": m.epsilon(), "domain": m.domain(), "k": m.k(),
+        }),
         other => panic!("no client randomizer for {}", other.kind()),
     }
 }
@@ -552,6 +599,7 @@ fn edge_cases_hit_their_branches() {
     );
     assert_eq!(by_name("matrix-rounding-fallback"), Report::Category(2));
     assert_eq!(by_name("oue-eps700-set"), Report::Bits(vec![0b11]));
+    assert_eq!(by_name("subset-floyd-repeat"), Report::Items(vec![0, 3]));
 }
 
 /// `js_number` is what V8 prints (node -e 'console.log(String(v))' for each of these).

@@ -3,7 +3,9 @@
 //! `crypto.getRandomValues`, the Python package's `Mechanism.randomize` without a seed)
 //! must follow the law the server debiases with, by a χ² test at α = 1e-6 per
 //! (implementation, mechanism, true value), so that a correct client fails about once in a
-//! million runs. Configurations include ε ≥ 10 and d ≥ 1024.
+//! million runs. Configurations include ε ≥ 10 and d ≥ 1024. Subset reports are tested
+//! whole (colex-numbered cells) where C(d, k) is small, else on their item counts
+//! (`items_chi2`).
 //!
 //! Ignored by plain `cargo test`: it needs the built JS client and the Python package in
 //! .venv-py (scripts/python_env.sh; `LDPSTREAM_PYTHON` names another interpreter).
@@ -24,6 +26,10 @@ struct Case {
     value: u32,
     n: u64,
 }
+
+/// Subset reports are tested whole (each k-subset a cell, by its colex index, the numbering
+/// the audit uses) while C(d, k) is at most this; beyond it on their item counts.
+const SUBSET_CELLS: u64 = 10_000;
 
 fn cases() -> Vec<Case> {
     let case = |mechanism, value, n| Case {
@@ -86,6 +92,31 @@ fn cases() -> Vec<Case> {
             1,
             1_000_000,
         ),
+        // subset, C(d, k) cells: 10 subsets; and at ε = 10 the one subset without x
+        // (P ≈ e^-10/5, ~9 reports in 10^6).
+        case(
+            r#"{"kind":"subset","epsilon":1.0,"domain":5,"k":2}"#,
+            0,
+            1_000_000,
+        ),
+        case(
+            r#"{"kind":"subset","epsilon":10.0,"domain":6,"k":5}"#,
+            2,
+            1_000_000,
+        ),
+        // subset, item counts: d = 1024 with Floyd's draw (k = 8) at ε = 10, and with the
+        // partial shuffle (default k = 123) at ε = 2, whose 123 draws per report in JS
+        // take 10^5 reports to a second and a half.
+        case(
+            r#"{"kind":"subset","epsilon":10.0,"domain":1024,"k":8}"#,
+            0,
+            1_000_000,
+        ),
+        case(
+            r#"{"kind":"subset","epsilon":2.0,"domain":1024}"#,
+            512,
+            100_000,
+        ),
     ]
 }
 
@@ -95,6 +126,49 @@ enum Law {
     Cells(Vec<f64>),
     /// P(bit j = 1), the bits independent (bitflip).
     Bits(Vec<f64>),
+    /// subset item counts: the true value x, the subset size k, P(x ∈ S) and the number of
+    /// categories d.
+    Items { x: u32, k: u32, keep: f64, d: u32 },
+}
+
+/// `C(n, k)` in f64 (exact for the small cells tested here).
+fn choose(n: u64, k: u64) -> f64 {
+    if k > n {
+        return 0.0;
+    }
+    (1..=k).fold(1.0, |c, i| c * (n - k + i) as f64 / i as f64)
+}
+
+fn subset_cells(d: u64, k: u64) -> bool {
+    choose(d, k) <= SUBSET_CELLS as f64
+}
+
+/// P(S | x) per colex index Σ_i C(s_i, i+1) of S: p/C(d−1, k−1) when x ∈ S, else
+/// (1 − p)/C(d−1, k), every k-subset enumerated.
+fn subset_law(d: u32, k: u32, x: u32, keep: f64, miss: f64) -> Vec<f64> {
+    let (d64, k64) = (u64::from(d), u64::from(k));
+    let mut law = vec![0.0; choose(d64, k64).round() as usize];
+    let mut s: Vec<u32> = (0..k).collect();
+    loop {
+        let index: f64 = s
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| choose(u64::from(v), i as u64 + 1))
+            .sum();
+        law[index.round() as usize] = if s.contains(&x) {
+            keep / choose(d64 - 1, k64 - 1)
+        } else {
+            miss / choose(d64 - 1, k64)
+        };
+        // The next k-subset in lexicographic order, or stop.
+        let Some(i) = (0..k as usize).rev().find(|&i| s[i] < d - k + i as u32) else {
+            return law;
+        };
+        s[i] += 1;
+        for j in i + 1..k as usize {
+            s[j] = s[j - 1] + 1;
+        }
+    }
 }
 
 fn law(m: &Mechanism, x: u32) -> Law {
@@ -132,6 +206,21 @@ fn law(m: &Mechanism, x: u32) -> Law {
             h.one_minus_two_eta() / 2.0,
         ),
         Mechanism::Cohort(c) => signed(c.cohorts(), &|j| c.sign(j, x), c.one_minus_two_eta() / 2.0),
+        Mechanism::Subset(m) if subset_cells(m.domain().into(), m.k().into()) => {
+            Law::Cells(subset_law(
+                m.domain(),
+                m.k(),
+                x,
+                m.keep_probability(),
+                m.miss_probability(),
+            ))
+        }
+        Mechanism::Subset(m) => Law::Items {
+            x,
+            k: m.k(),
+            keep: m.keep_probability(),
+            d: m.domain(),
+        },
         other => panic!("no client randomizer for {}", other.kind()),
     }
 }
@@ -169,12 +258,44 @@ fn chi2(law: &Law, counts: &[u64], n: u64) -> (f64, u32) {
                 .sum();
             (stat, p.len() as u32)
         }
+        Law::Items { x, k, keep, d } => items_chi2(*x, *k, *keep, *d, counts, n),
     }
+}
+
+/// Item counts c_j of n subset reports. c_x ~ Binomial(n, p): one z². Given which reports
+/// hold x (c_x of them), each report's other members are a uniform m-subset of the N = d − 1
+/// other categories (m = k − 1 or k), whose indicators have covariance
+/// v_m·N/(N−1)·(I − J/N), v_m = (m/N)(1 − m/N). So the deviations of the other counts from
+/// their mean, scaled by V = c_x·v_{k−1} + (n − c_x)·v_k, give Σ (c_j − c̄)²·(N−1)/(N·V),
+/// asymptotically χ² with N − 1 degrees, independent of the z². Together: χ²(N).
+fn items_chi2(x: u32, k: u32, keep: f64, d: u32, counts: &[u64], n: u64) -> (f64, u32) {
+    let nf = n as f64;
+    let cx = counts[x as usize] as f64;
+    let z2 = (cx - nf * keep).powi(2) / (nf * keep * (1.0 - keep));
+    let big_n = f64::from(d - 1);
+    let v = |m: f64| (m / big_n) * (1.0 - m / big_n);
+    let var = cx * v(f64::from(k) - 1.0) + (nf - cx) * v(f64::from(k));
+    let others: Vec<f64> = (0..d)
+        .filter(|&j| j != x)
+        .map(|j| counts.get(j as usize).copied().unwrap_or(0) as f64)
+        .collect();
+    let mean = others.iter().sum::<f64>() / big_n;
+    let spread: f64 = others.iter().map(|c| (c - mean).powi(2)).sum();
+    (z2 + spread * (big_n - 1.0) / (big_n * var), d - 1)
 }
 
 /// The engine's own randomizer, `rand::rng()`: counts in the layout of `law`.
 fn engine_counts(m: &Mechanism, x: u32, n: u64) -> Vec<u64> {
     match m {
+        Mechanism::Subset(s) if !subset_cells(s.domain().into(), s.k().into()) => {
+            let mut items = vec![0u64; s.domain() as usize];
+            for _ in 0..n {
+                for j in s.randomize(x).unwrap() {
+                    items[j as usize] += 1;
+                }
+            }
+            items
+        }
         Mechanism::BitFlip(b) => {
             let mut ones = vec![0u64; b.domain() as usize];
             for _ in 0..n {
@@ -204,7 +325,17 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
+/// Subset reports over too many subsets to be cells are sampled as per-item counts.
+fn items_mode(case: &Case) -> bool {
+    let config: MechanismConfig = serde_json::from_str(case.mechanism).unwrap();
+    match Mechanism::from_config(&config).unwrap() {
+        Mechanism::Subset(s) => !subset_cells(s.domain().into(), s.k().into()),
+        _ => false,
+    }
+}
+
 fn js_sampler(case: &Case) -> Child {
+    let items = items_mode(case);
     let root = root();
     assert!(
         root.join("clients/js/dist/src/index.js").exists(),
@@ -215,6 +346,7 @@ fn js_sampler(case: &Case) -> Child {
         .arg(case.mechanism)
         .arg(case.value.to_string())
         .arg(case.n.to_string())
+        .args(items.then_some("--items"))
         .stdout(Stdio::piped())
         .spawn()
         .expect("node (v18 or later) on PATH")
@@ -235,6 +367,7 @@ fn python_sampler(case: &Case) -> Child {
         .arg(case.mechanism)
         .arg(case.value.to_string())
         .arg(case.n.to_string())
+        .args(items_mode(case).then_some("--items"))
         .stdout(Stdio::piped())
         .spawn()
         .expect("the Python interpreter starts")
@@ -299,4 +432,30 @@ fn every_implementation_samples_the_law_the_server_debiases_with() {
         failures.is_empty(),
         "rejected at alpha = {ALPHA}: {failures:#?}"
     );
+}
+
+/// The item-count χ² can fail: engine reports at ε = 2 pass against their own law and are
+/// rejected against ε = 1.8's, and so are the same counts with 1% of the reports moving
+/// one member from category 1 to category 2 (the spread term alone sees that).
+#[test]
+fn subset_item_chi2_rejects_a_wrong_law() {
+    let (d, k, x, n) = (64u32, 8u32, 3u32, 200_000u64);
+    let m = ldpstream_engine::mechanism::Subset::new(2.0, d, Some(k)).unwrap();
+    let mut counts = vec![0u64; d as usize];
+    for _ in 0..n {
+        for j in m.randomize(x).unwrap() {
+            counts[j as usize] += 1;
+        }
+    }
+    let p_value = |keep: f64, counts: &[u64]| {
+        let (stat, df) = items_chi2(x, k, keep, d, counts, n);
+        chi2_sf(df, stat)
+    };
+    assert!(p_value(m.keep_probability(), &counts) > ALPHA);
+    let wrong = ldpstream_engine::mechanism::Subset::new(1.8, d, Some(k)).unwrap();
+    assert!(p_value(wrong.keep_probability(), &counts) < ALPHA);
+    let mut moved = counts.clone();
+    moved[1] -= n / 100;
+    moved[2] += n / 100;
+    assert!(p_value(m.keep_probability(), &moved) < ALPHA);
 }

@@ -22,8 +22,8 @@ use crate::messages::{check_envelope, encode, Envelope, Format};
 
 /// A local randomizer, as a stream's `mechanism` table configures it.
 ///
-/// Build one with a constructor per kind (`grr`, `bitflip`, `gauss`, `laplace`,
-/// `hadamard`, `cohort`, `matrix`, `raw`); `randomize` privatizes true values on the
+/// Build one with a constructor per kind (`grr`, `bitflip`, `oue`, `subset`, `gauss`,
+/// `laplace`, `hadamard`, `cohort`, `matrix`, `raw`); `randomize` privatizes true values on the
 /// client, drawing from the OS-seeded CSPRNG.
 ///
 /// Example:
@@ -78,6 +78,21 @@ impl Mechanism {
     #[pyo3(signature = (*, epsilon, domain))]
     fn oue(_cls: &Bound<'_, PyType>, epsilon: f64, domain: u32) -> PyResult<Self> {
         build(json!({"kind": "oue", "epsilon": finite("epsilon", epsilon)?, "domain": domain}))
+    }
+
+    /// k-subset selection, Wang et al. 2016 / Ye & Barg 2018: a report is k distinct
+    /// categories holding x with probability k e^epsilon/(k e^epsilon + d - k), the rest
+    /// uniform. `k=None` takes the default ceil(d/(e^epsilon + 1)), as the config does; the
+    /// reports are List(UInt32), each sorted.
+    #[classmethod]
+    #[pyo3(signature = (*, epsilon, domain, k=None))]
+    fn subset(
+        _cls: &Bound<'_, PyType>,
+        epsilon: f64,
+        domain: u32,
+        k: Option<u32>,
+    ) -> PyResult<Self> {
+        build(json!({"kind": "subset", "epsilon": epsilon, "domain": domain, "k": k}))
     }
 
     /// One-hot plus Gaussian noise, rho-zCDP (reports: FixedSizeList(Float64, d)).
@@ -167,8 +182,8 @@ impl Mechanism {
         let text = self.table.to_string();
         let value = py.import("json")?.call_method1("loads", (text,))?;
         let dict = value.cast_into::<PyDict>()?;
-        // null max_abs means "the default": TOML has no null, so leave the key out.
-        for key in ["max_abs"] {
+        // null max_abs or k means "the default": TOML has no null, so leave the key out.
+        for key in ["max_abs", "k"] {
             if dict.get_item(key)?.is_some_and(|v| v.is_none()) {
                 dict.del_item(key)?;
             }

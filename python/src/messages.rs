@@ -5,7 +5,7 @@
 
 use arrow::array::{
     Array, ArrayRef, FixedSizeBinaryArray, FixedSizeListArray, Float64Array, Int8Array,
-    StructArray, UInt32Array,
+    ListArray, StructArray, UInt32Array,
 };
 use serde_json::Value;
 
@@ -45,7 +45,12 @@ enum Row<'a> {
     /// Hadamard's row or the cohort, and the ±1.
     Indexed(&'a str, u32, i8),
     Noise(Vec<f64>),
+    /// subset: the k categories, sorted.
+    Items(Vec<u32>),
 }
+
+/// A binary subset report's item count is a u16 (README "Kafka messages").
+const MAX_BINARY_ITEMS: usize = u16::MAX as usize;
 
 /// The messages of every report in `reports` (an array in the layout `randomize` returns).
 pub fn encode(
@@ -56,6 +61,14 @@ pub fn encode(
     (0..reports.len())
         .map(|i| {
             let row = row(reports, i)?;
+            if let (Row::Items(items), Format::Binary) = (&row, format) {
+                if items.len() > MAX_BINARY_ITEMS {
+                    return Err(format!(
+                        "k: {} items, more than a binary message's {MAX_BINARY_ITEMS} (use format=\"json\")",
+                        items.len()
+                    ));
+                }
+            }
             Ok(match format {
                 Format::Json => json(&row, envelope).into_bytes(),
                 Format::Binary => binary(&row, envelope),
@@ -78,6 +91,10 @@ fn row(reports: &ArrayRef, i: usize) -> Result<Row<'_>, String> {
     }
     if let Some(a) = any.downcast_ref::<FixedSizeBinaryArray>() {
         return Ok(Row::Bits(a.value(i)));
+    }
+    if let Some(a) = any.downcast_ref::<ListArray>() {
+        let values = a.value(i);
+        return Ok(Row::Items(downcast::<UInt32Array>(values.as_ref())?.values().to_vec()));
     }
     if let Some(a) = any.downcast_ref::<FixedSizeListArray>() {
         let values = a.value(i);
@@ -111,6 +128,10 @@ fn json(row: &Row, envelope: &Envelope) -> String {
             let coordinates: Vec<String> =
                 v.iter().map(|&c| buffer.format(c).to_string()).collect();
             fields.push(format!("\"report\":[{}]", coordinates.join(",")));
+        }
+        Row::Items(items) => {
+            let items: Vec<String> = items.iter().map(u32::to_string).collect();
+            fields.push(format!("\"report\":[{}]", items.join(",")));
         }
     }
     if let Some(ts) = envelope.ts {
@@ -152,6 +173,13 @@ fn binary(row: &Row, envelope: &Envelope) -> Vec<u8> {
         Row::Noise(v) => v
             .iter()
             .for_each(|&c| out.extend_from_slice(&(c as f32).to_le_bytes())),
+        // The count fits: `encode` refuses more than MAX_BINARY_ITEMS.
+        Row::Items(items) => {
+            out.extend_from_slice(&(items.len() as u16).to_le_bytes());
+            items
+                .iter()
+                .for_each(|item| out.extend_from_slice(&item.to_le_bytes()));
+        }
     }
     for (_, value) in envelope.groups {
         // Lengths are checked below u16::MAX by `check_groups`.

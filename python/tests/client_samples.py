@@ -3,9 +3,11 @@ for the distribution and privacy halves of the conformance suite (conformance/RE
 as clients/js/scripts/sample.mjs lays out the JS client's:
 
     python client_samples.py '<mechanism JSON>' <value> <n>   -> JSON counts
+    python client_samples.py '<subset JSON>' <value> <n> --items  -> per-item counts
 
 Counts: grr, matrix: per category; hadamard, cohort: per 2·index + (report < 0); bitflip,
-oue: per bit position, the number of reports with that bit set.
+oue: per bit position, the number of reports with that bit set; subset: per colex index
+Σ_i C(s_i, i+1) of the sorted items, or with --items per category the reports holding it.
 engine/tests/client_distribution.rs runs it and tests the counts against the channel the
 server debiases with; test_conformance.py audits `audit_index` with `ldpstream audit
 --reports`."""
@@ -13,6 +15,7 @@ server debiases with; test_conformance.py audits `audit_index` with `ldpstream a
 from __future__ import annotations
 
 import json
+import math
 import sys
 from typing import Any, Dict
 
@@ -51,10 +54,23 @@ def _bits(m: ldpstream.Mechanism, reports: pa.Array) -> np.ndarray:
     return np.unpackbits(packed.reshape(len(reports), width), axis=1, bitorder="little")[:, : m.domain]
 
 
-def counts(m: ldpstream.Mechanism, x: int, n: int):
+def _colex(m: ldpstream.Mechanism, reports: pa.Array) -> np.ndarray:
+    """Each subset report's colex index (engine/src/mechanism/subset_index.rs)."""
+    k = len(reports[0]) if len(reports) else 0
+    items = reports.flatten().to_numpy().astype(np.int64).reshape(len(reports), k)
+    return sum((np.array([math.comb(int(s), i + 1) for s in range(m.domain)])[items[:, i]]
+                for i in range(k)), np.zeros(len(reports), dtype=np.int64))
+
+
+def counts(m: ldpstream.Mechanism, x: int, n: int, items: bool = False):
     """The histogram the distribution test reads: a dict of output index to count, or the
-    per-bit counts of a unary encoding."""
+    per-bit counts of a unary encoding, or a subset's per-item counts."""
     reports = draw(m, x, n)
+    if items:
+        held = reports.flatten().to_numpy()
+        return [int(c) for c in np.bincount(held, minlength=m.domain)]
+    if m.kind == "subset":
+        return {str(k): int(c) for k, c in enumerate(np.bincount(_colex(m, reports))) if c}
     if m.kind in ("bitflip", "oue"):
         return [int(c) for c in _bits(m, reports).sum(axis=0)]
     index = _signed_index(m, reports) if m.kind in ("hadamard", "cohort") else reports.to_numpy()
@@ -67,6 +83,8 @@ def audit_index(m: ldpstream.Mechanism, reports: pa.Array) -> np.ndarray:
         return _signed_index(m, reports)
     if m.kind in ("bitflip", "oue"):
         return _bits(m, reports).astype(np.int64) @ (1 << np.arange(m.domain, dtype=np.int64))
+    if m.kind == "subset":
+        return _colex(m, reports)
     if m.kind in ("gauss", "laplace"):
         first = reports.flatten().to_numpy()[:: m.domain]
         return np.searchsorted(NOISE_BIN_EDGES, first, side="right")
@@ -75,4 +93,5 @@ def audit_index(m: ldpstream.Mechanism, reports: pa.Array) -> np.ndarray:
 
 if __name__ == "__main__":
     table, value, n = sys.argv[1:4]
-    print(json.dumps(counts(mechanism(json.loads(table)), int(value), int(n))))
+    items = sys.argv[4:5] == ["--items"]
+    print(json.dumps(counts(mechanism(json.loads(table)), int(value), int(n), items)))

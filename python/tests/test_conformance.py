@@ -49,7 +49,7 @@ def stamped(case):
 
 def test_the_golden_file_has_every_client_mechanism():
     kinds = {c["mechanism"]["kind"] for c in GOLDEN["cases"]}
-    assert {"grr", "bitflip", "hadamard", "cohort", "matrix", "gauss", "laplace"} <= kinds
+    assert {"grr", "bitflip", "hadamard", "cohort", "matrix", "gauss", "laplace", "subset"} <= kinds
 
 
 @needs_replay
@@ -123,6 +123,7 @@ AUDITED = [
     ({"kind": "matrix", "matrix": [[0.6, 0.3], [0.4, 0.7]]}, "--mechanism matrix --matrix 0.6,0.3;0.4,0.7"),
     ({"kind": "laplace", "epsilon": 1.0, "domain": 3}, "--mechanism laplace --epsilon 1 --domain 3"),
     ({"kind": "gauss", "rho": 0.5, "domain": 3}, "--mechanism gauss --rho 0.5 --domain 3"),
+    ({"kind": "subset", "epsilon": 1.0, "domain": 4, "k": 2}, "--mechanism subset --epsilon 1 --domain 4 --k 2"),
 ]
 
 

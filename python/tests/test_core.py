@@ -238,6 +238,28 @@ def test_oue_reports_estimate_the_truth():
         assert abs(est["estimate"][j] - p) < 4 * est["std_error"][j], (j, est)
 
 
+def test_subset_reports_are_sorted_k_subsets_that_estimate_the_truth():
+    # k omitted: ceil(1000/(e^2 + 1)) = 120, the engine's default; each report a sorted
+    # list of k distinct categories below d (List(UInt32), the Parquet report format).
+    m = ldpstream.Mechanism.subset(epsilon=2.0, domain=1000)
+    assert m.kind == "subset" and "k" not in m.config
+    rows = m.randomize([0, 999, 500], insecure_seed=1)
+    assert pa.types.is_list(rows.type) and rows.type.value_type == pa.uint32()
+    for row in rows.to_pylist():
+        assert len(row) == 120 and row == sorted(set(row)) and row[-1] < 1000
+    # With k = 2 of d = 4 the debiased item counts of 20,000 reports land within 4 s.e.
+    m = ldpstream.Mechanism.subset(epsilon=1.0, domain=4, k=2)
+    assert m.config["k"] == 2
+    truth = [0.4, 0.3, 0.2, 0.1]
+    values = [j for j, p in enumerate(truth) for _ in range(int(p * 20_000))]
+    est = ldpstream.estimate(m.randomize(values, insecure_seed=5), m)
+    for j, p in enumerate(truth):
+        assert abs(est["estimate"][j] - p) < 4 * est["std_error"][j], (j, est)
+    for bad in [0, 4]:
+        with pytest.raises(ValueError, match="k"):
+            ldpstream.Mechanism.subset(epsilon=1.0, domain=4, k=bad)
+
+
 def test_mechanism_parameters_are_checked_as_the_config_checks_them():
     with pytest.raises(ValueError, match="epsilon"):
         ldpstream.Mechanism.grr(epsilon=-1.0, domain=4)

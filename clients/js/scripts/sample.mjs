@@ -5,9 +5,12 @@
 //   node scripts/sample.mjs '<mechanism JSON>' <value> <n>            -> JSON counts
 //   node scripts/sample.mjs '<mechanism JSON>' all <n> --pairs        -> CSV pairs
 //   node scripts/sample.mjs '<gauss or laplace JSON>' <value> <n>     -> n·d f64 LE
+//   node scripts/sample.mjs '<subset JSON>' <value> <n> --items        -> per-item counts
 //
 // Counts: grr, matrix: per category; hadamard, cohort: per 2·index + (report < 0);
-// bitflip, oue: per bit position, the number of reports with that bit set. With --pairs,
+// bitflip, oue: per bit position, the number of reports with that bit set; subset: per colex
+// index Σ_i C(s_i, i+1) of the sorted items (engine/src/mechanism/subset_index.rs), or with
+// --items per category, the number of reports holding it. With --pairs,
 // gauss and laplace give the audit's bin of the first coordinate.
 import { Randomizer } from "../dist/src/index.js";
 
@@ -20,8 +23,18 @@ const n = Number(nArg);
 // The audit's bins for a noise report's first coordinate (engine/src/audit.rs NOISE_BIN_EDGES).
 const NOISE_BIN_EDGES = [-3.0, -2.0, -1.0, -0.25, 0.5, 1.25, 2.0, 3.0, 4.0];
 
+/** C(n, k), exact while it stays below 2^53 (the audit's subsets are far smaller). */
+function choose(n, k) {
+  if (k > n) return 0;
+  let c = 1;
+  for (let i = 1; i <= k; i++) c = (c * (n - k + i)) / i;
+  return c;
+}
+
 function index(rep) {
   switch (rep.kind) {
+    case "subset":
+      return rep.report.reduce((acc, s, i) => acc + choose(s, i + 1), 0);
     case "gauss":
     case "laplace":
       return NOISE_BIN_EDGES.filter((e) => rep.report[0] >= e).length;
@@ -54,10 +67,12 @@ if ((config.kind === "gauss" || config.kind === "laplace") && mode !== "--pairs"
 } else {
   const x = Number(valueArg);
   const counts = new Map();
-  const bits = config.kind === "bitflip" || config.kind === "oue" ? new Array(r.domain).fill(0) : null;
+  const bits = config.kind === "bitflip" || config.kind === "oue" || mode === "--items" ? new Array(r.domain).fill(0) : null;
   for (let i = 0; i < n; i++) {
     const rep = r.randomize(x);
-    if (bits) {
+    if (mode === "--items") {
+      for (const j of rep.report) bits[j] += 1;
+    } else if (bits) {
       for (let j = 0; j < r.domain; j++) bits[j] += (rep.report[j >> 3] >> (j & 7)) & 1;
     } else {
       const k = index(rep);

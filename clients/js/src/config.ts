@@ -23,7 +23,8 @@ export type MechanismConfig =
   | { kind: "cohort"; epsilon: number; domain: number; cohorts: number; seed?: bigint | number }
   | { kind: "matrix"; matrix: number[][] }
   | { kind: "gauss"; rho: number; domain: number }
-  | { kind: "laplace"; epsilon: number; domain: number };
+  | { kind: "laplace"; epsilon: number; domain: number }
+  | { kind: "subset"; epsilon: number; domain: number; k?: number };
 
 export function checkEpsilon(epsilon: unknown): number {
   if (typeof epsilon !== "number" || !(epsilon >= MIN_EPSILON && epsilon <= MAX_EPSILON)) {
@@ -114,6 +115,14 @@ export function checkMatrix(matrix: unknown): number[][] {
     }
   }
   return rows;
+}
+
+/** A subset size, given or the default: an integer with 1 ≤ k < domain, as the server checks. */
+export function checkK(k: unknown, domain: number): number {
+  if (!Number.isInteger(k) || (k as number) < 1 || (k as number) >= domain) {
+    throw new LdpClientError("k", k, `an integer with 1 <= k < domain (${domain}), the subset size`);
+  }
+  return k as number;
 }
 
 export function checkInput(x: unknown, domain: number): number {

@@ -72,6 +72,9 @@ export function encodeJson(report: Report, options: MessageOptions = {}): string
       // to exactly the grid value (an f32's shortest decimal would not be).
       field(columns.report ?? "report", `[${Array.from(report.report, String).join(",")}]`);
       break;
+    case "subset":
+      field(columns.report ?? "report", `[${report.report.join(",")}]`);
+      break;
   }
   if (options.ts !== undefined) field(columns.ts ?? "ts", String(options.ts));
   for (const [name, , value] of groupList(options)) field(name, JSON.stringify(value));
@@ -104,13 +107,21 @@ function bodyBytes(report: Report): number {
     case "gauss":
     case "laplace":
       return 4 * report.report.length;
+    case "subset":
+      return 2 + 4 * report.report.length;
     default:
       return 4;
   }
 }
 
+/** The binary subset report's u16 item count caps k (the server refuses such streams). */
+const MAX_BINARY_ITEMS = 0xffff;
+
 function encodeUnstamped(report: Report, options: MessageOptions): Uint8Array {
   checkTs(options.ts);
+  if (report.kind === "subset" && report.report.length > MAX_BINARY_ITEMS) {
+    throw new LdpClientError("k", report.report.length, `at most ${MAX_BINARY_ITEMS} items in a binary message (use format = "json")`);
+  }
   const groups = groupList(options);
   const body = bodyBytes(report);
   const size = 9 + body + groups.reduce((n, [, bytes]) => n + 2 + bytes.length, 0);
@@ -140,6 +151,10 @@ function encodeUnstamped(report: Report, options: MessageOptions): Uint8Array {
     case "laplace":
       // Exact: every coordinate is on the noise's grid, which f32 holds (STATISTICS.md §1.3.1).
       report.report.forEach((v, j) => view.setFloat32(9 + 4 * j, v, true));
+      break;
+    case "subset":
+      view.setUint16(9, report.report.length, true);
+      report.report.forEach((item, j) => view.setUint32(11 + 4 * j, item, true));
       break;
   }
   let at = 9 + body;

@@ -1,4 +1,5 @@
 import { MechanismConfig } from "./config.js";
+import { defaultK } from "./mechanisms.js";
 
 // The mechanism fingerprint stamped on every message (README "Clients"): FNV-1a (32 bits)
 // over the kind, a 0 byte and the parameters little-endian, exactly as the server computes
@@ -39,6 +40,12 @@ export function fingerprint(config: MechanismConfig): number {
     case "gauss":
       f64(config.rho);
       u32(config.domain);
+      break;
+    case "subset":
+      // k resolved to its default, as the server resolves the config's.
+      f64(config.epsilon);
+      u32(config.domain);
+      u32(config.k ?? defaultK(config.epsilon, config.domain));
       break;
     default:
       f64(config.epsilon);

@@ -3,6 +3,7 @@ import {
   checkDomain,
   checkEpsilon,
   checkInput,
+  checkK,
   checkMatrix,
   checkSeed,
   MechanismConfig,
@@ -12,6 +13,7 @@ import { expNeg } from "./exp.js";
 import { drawNoise, NoiseGrid, noiseGrid } from "./noise.js";
 import { bernoulliExact, uniformBelow, unitDouble } from "./sampling.js";
 import { WordSource } from "./source.js";
+import { sampleIndices } from "./subset_sampling.js";
 
 /** One privatized report, in the shape of the stream's report columns. */
 export type Report =
@@ -20,7 +22,8 @@ export type Report =
   | { kind: "bitflip" | "oue"; report: Uint8Array }
   | { kind: "hadamard"; row: number; report: 1 | -1 }
   | { kind: "cohort"; cohort: number; report: 1 | -1 }
-  | { kind: "gauss" | "laplace"; report: Float64Array };
+  | { kind: "gauss" | "laplace"; report: Float64Array }
+  | { kind: "subset"; report: Uint32Array };
 
 /** A validated mechanism with its probabilities computed once, exactly as the engine does. */
 export type Prepared =
@@ -30,12 +33,28 @@ export type Prepared =
   | { kind: "hadamard"; domain: number; rows: number; lie: number }
   | { kind: "cohort"; domain: number; cohorts: number; seed: bigint; lie: number }
   | { kind: "matrix"; domain: number; matrix: number[][]; cumulative: number[][] }
+  | { kind: "subset"; domain: number; k: number; keep: number }
   | NoiseGrid;
 
 /** `1/(1+e^ε)` as `e^{−ε}/(1+e^{−ε})`, which neither overflows nor rounds to 0 (sign_lie). */
 function signLie(epsilon: number): number {
   const decay = expNeg(epsilon);
   return decay / (1 + decay);
+}
+
+/**
+ * The default subset size `⌈d/(e^ε+1)⌉`, clamped into 1..d−1, in the engine's operations
+ * (`subset::default_k`), so that the client's k and fingerprint are the server's.
+ */
+export function defaultK(epsilon: number, domain: number): number {
+  const k = Math.ceil(domain * signLie(epsilon));
+  return Math.min(Math.max(k, 1), Math.max(domain - 1, 1));
+}
+
+/** `P(x ∈ S) = k e^ε/(k e^ε + d − k)` as `1/(1 + t)`, t = (d − k)/k·e^{−ε}: no overflow. */
+function subsetKeep(epsilon: number, domain: number, k: number): number {
+  const t = ((domain - k) / k) * expNeg(epsilon);
+  return 1 / (1 + t);
 }
 
 function nextPowerOfTwo(d: number): number {
@@ -81,6 +100,12 @@ export function prepare(config: MechanismConfig): Prepared {
       const matrix = checkMatrix(config.matrix);
       return { kind: "matrix", domain: matrix[0].length, matrix, cumulative: cumulativeColumns(matrix) };
     }
+    case "subset": {
+      const epsilon = checkEpsilon(config.epsilon);
+      const domain = checkDomain(config.domain);
+      const k = checkK(config.k ?? defaultK(epsilon, domain), domain);
+      return { kind: "subset", domain, k, keep: subsetKeep(epsilon, domain, k) };
+    }
     case "gauss":
       return noiseGrid("gauss", config.rho, config.domain);
     case "laplace":
@@ -89,7 +114,7 @@ export function prepare(config: MechanismConfig): Prepared {
       throw new LdpClientError(
         "kind",
         (config as { kind?: unknown }).kind,
-        "one of grr, bitflip, oue, hadamard, cohort, matrix, gauss, laplace",
+        "one of grr, bitflip, oue, hadamard, cohort, matrix, gauss, laplace, subset",
       );
   }
 }
@@ -169,7 +194,22 @@ export function draw(m: Prepared, x: number, source: WordSource): Report {
     case "gauss":
     case "laplace":
       return { kind: m.kind, report: drawNoise(m, x, source) };
+    case "subset":
+      return { kind: "subset", report: drawSubset(m, x, source) };
   }
+}
+
+/**
+ * The engine's `Subset::randomize_into`: one exact Bernoulli for "x is in the set", then a
+ * uniform subset of the d − 1 other categories (index i ≥ x stands for i + 1), sorted.
+ */
+function drawSubset(m: Extract<Prepared, { kind: "subset" }>, x: number, source: WordSource): Uint32Array {
+  const holdsX = bernoulliExact(source, m.keep);
+  const drawn = sampleIndices(source, m.domain - 1, holdsX ? m.k - 1 : m.k);
+  const out = new Uint32Array(m.k);
+  drawn.forEach((i, at) => (out[at] = i >= x ? i + 1 : i));
+  if (holdsX) out[m.k - 1] = x;
+  return out.sort();
 }
 
 function matrixSignal(m: Extract<Prepared, { kind: "matrix" }>, x: number, u: number): number {

@@ -7,7 +7,7 @@ const TWO32 = 2 ** 32;
 const MASK64 = (1n << 64n) - 1n;
 
 /** The 64-bit product w·n of two 32-bit integers as [high, low] 32-bit halves, exactly. */
-function wideMul(w: number, n: number): [number, number] {
+export function wideMul(w: number, n: number): [number, number] {
   const a = Math.floor(w / 65536) * n; // < 2^48
   const b = (w % 65536) * n; // < 2^48
   const low = (a % 65536) * 65536 + b; // < 2^49: exact

@@ -56,6 +56,7 @@ function flat(r: Report): { index?: number; report: number | string | number[] }
   switch (r.kind) {
     case "gauss":
     case "laplace":
+    case "subset":
       return { report: Array.from(r.report) };
     case "bitflip":
     case "oue":
@@ -71,7 +72,7 @@ function flat(r: Report): { index?: number; report: number | string | number[] }
 
 test("the golden file has every mechanism", () => {
   const kinds = new Set(golden.cases.map((c) => c.mechanism.kind));
-  assert.deepEqual([...kinds].sort(), ["bitflip", "cohort", "gauss", "grr", "hadamard", "laplace", "matrix", "oue"]);
+  assert.deepEqual([...kinds].sort(), ["bitflip", "cohort", "gauss", "grr", "hadamard", "laplace", "matrix", "oue", "subset"]);
 });
 
 for (const c of golden.cases) {
@@ -79,7 +80,7 @@ for (const c of golden.cases) {
     const m = prepare(config(c.mechanism));
     assert.equal(fingerprintHex(fingerprint(config(c.mechanism))), c.fingerprint, "fingerprint");
     if (c.probability_bits !== null) {
-      const p = m.kind === "bitflip" || m.kind === "oue" ? m.flip : (m as { lie: number }).lie;
+      const p = m.kind === "bitflip" || m.kind === "oue" ? m.flip : m.kind === "subset" ? m.keep : (m as { lie: number }).lie;
       assert.equal(bits(p), c.probability_bits, "the probability the words are compared with");
     }
     if (c.grid !== null) {

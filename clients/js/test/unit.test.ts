@@ -185,3 +185,51 @@ test("a stamped message carries the fingerprint: JSON field, binary kind 2", () 
   assert.ok(a.json(1).endsWith(`"fingerprint":"${a.fingerprint.toString(16).padStart(8, "0")}"}`));
   assert.equal(a.binary(1)[0], 2);
 });
+
+test("subset: parameters named, the default k, sorted distinct reports, both encodings", () => {
+  const refused = (config: object, parameter: string) =>
+    assert.throws(
+      () => new Randomizer(config as never),
+      (e: unknown) => e instanceof LdpClientError && e.parameter === parameter,
+      parameter,
+    );
+  refused({ kind: "subset", epsilon: 1, domain: 16, k: 0 }, "k");
+  refused({ kind: "subset", epsilon: 1, domain: 16, k: 16 }, "k");
+  refused({ kind: "subset", epsilon: 1, domain: 16, k: 2.5 }, "k");
+  refused({ kind: "subset", epsilon: 0, domain: 16 }, "epsilon");
+  refused({ kind: "subset", epsilon: 1, domain: 1 }, "domain");
+  const r = new Randomizer({ kind: "subset", epsilon: 2, domain: 1000 });
+  assert.throws(() => r.randomize(1000), (e: unknown) => e instanceof LdpClientError && e.parameter === "value");
+  // ⌈1000/(e²+1)⌉ = ⌈119.2⌉, the engine's default_k test vector; the same fingerprint as
+  // with k = 120 spelled out, another one with k = 121.
+  const report = r.randomize(999);
+  assert.equal(report.kind, "subset");
+  const items = Array.from(report.report as Uint32Array);
+  assert.equal(items.length, 120);
+  assert.ok(items.every((v, i) => v < 1000 && (i === 0 || items[i - 1] < v)), "sorted, distinct, below d");
+  assert.equal(new Randomizer({ kind: "subset", epsilon: 2, domain: 1000, k: 120 }).fingerprint, r.fingerprint);
+  assert.notEqual(new Randomizer({ kind: "subset", epsilon: 2, domain: 1000, k: 121 }).fingerprint, r.fingerprint);
+  const fixed = { kind: "subset" as const, report: Uint32Array.from([0, 7, 300]) };
+  assert.equal(encodeJson(fixed, { ts: 5 }), '{"report":[0,7,300],"ts":5}');
+  assert.deepEqual(
+    Array.from(encodeBinary(fixed).subarray(9)),
+    [3, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0x2c, 1, 0, 0],
+  );
+  // The binary count is a u16: a larger k must go as JSON (the server refuses the stream).
+  const huge = { kind: "subset" as const, report: new Uint32Array(65536) };
+  assert.throws(() => encodeBinary(huge), (e: unknown) => e instanceof LdpClientError && e.parameter === "k");
+});
+
+test("subset: item frequencies are P(x in S) at x and q elsewhere (crypto source)", () => {
+  // d = 7, k = 3, ε = 1: keep = 3e/(3e + 4), q = (3 − keep)/6; 5 s.e. over 60,000 reports.
+  const r = new Randomizer({ kind: "subset", epsilon: 1, domain: 7, k: 3 });
+  const n = 60000;
+  const hits = new Array(7).fill(0);
+  for (let i = 0; i < n; i++) for (const j of r.randomize(2).report as Uint32Array) hits[j]++;
+  const keep = (3 * Math.E) / (3 * Math.E + 4);
+  const q = (3 - keep) / 6;
+  hits.forEach((h, j) => {
+    const p = j === 2 ? keep : q;
+    assert.ok(Math.abs(h / n - p) < 5 * Math.sqrt((p * (1 - p)) / n), `item ${j}: ${h / n} vs ${p}`);
+  });
+});

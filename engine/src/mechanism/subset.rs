@@ -51,7 +51,9 @@ impl Subset {
         }
         let (d, kf) = (f64::from(domain), f64::from(k));
         // t = (d − k) e^{−ε} / k, so p = 1/(1 + t) and 1 − p = t/(1 + t) with no overflow.
-        let t = (d - kf) / kf * (-epsilon).exp();
+        // e^{−ε} correctly rounded: p is what the randomizer draws against, and every client
+        // must compute the same double (conformance/README.md).
+        let t = (d - kf) / kf * super::exp_neg(epsilon);
         let keep = 1.0 / (1.0 + t);
         let miss = t / (1.0 + t);
         // q = (k − p)/(d − 1) = (k − 1 + (1 − p))/(d − 1).
