@@ -4,8 +4,8 @@
 //! `Number.prototype.toString` prints them; the binary layout little-endian.
 
 use arrow::array::{
-    Array, ArrayRef, FixedSizeBinaryArray, FixedSizeListArray, Float64Array, Int8Array,
-    ListArray, StructArray, UInt32Array,
+    Array, ArrayRef, FixedSizeBinaryArray, FixedSizeListArray, Float64Array, Int8Array, ListArray,
+    StructArray, UInt32Array,
 };
 use serde_json::Value;
 
@@ -94,7 +94,9 @@ fn row(reports: &ArrayRef, i: usize) -> Result<Row<'_>, String> {
     }
     if let Some(a) = any.downcast_ref::<ListArray>() {
         let values = a.value(i);
-        return Ok(Row::Items(downcast::<UInt32Array>(values.as_ref())?.values().to_vec()));
+        return Ok(Row::Items(
+            downcast::<UInt32Array>(values.as_ref())?.values().to_vec(),
+        ));
     }
     if let Some(a) = any.downcast_ref::<FixedSizeListArray>() {
         let values = a.value(i);
