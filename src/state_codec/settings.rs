@@ -29,6 +29,15 @@ pub fn settings_of(stream: &StreamConfig) -> Settings {
             put("mechanism cohorts", cohorts.to_string());
             put("mechanism seed", seed.to_string());
         }
+        MechanismConfig::Olh {
+            epsilon, pool_seed, ..
+        } => {
+            put("mechanism epsilon", compact(*epsilon));
+            let (g, pool_size) = m.olh_shape().unwrap_or((0, 0));
+            put("mechanism g", g.to_string());
+            put("mechanism pool_size", pool_size.to_string());
+            put("mechanism pool_seed", pool_seed.to_string());
+        }
         MechanismConfig::Gauss { rho, .. } => put("mechanism rho", compact(*rho)),
         MechanismConfig::Matrix { matrix } => put("mechanism matrix", format!("{matrix:?}")),
         MechanismConfig::Raw { .. } => {}
@@ -39,6 +48,7 @@ pub fn settings_of(stream: &StreamConfig) -> Settings {
     match m {
         MechanismConfig::Hadamard { .. } => put("column row", format!("{:?}", c.row)),
         MechanismConfig::Cohort { .. } => put("column cohort", format!("{:?}", c.cohort)),
+        MechanismConfig::Olh { .. } => put("column seed", format!("{:?}", c.seed)),
         _ => {}
     }
     put("column ts", format!("{:?}", c.ts));

@@ -4,6 +4,7 @@
 mod bits;
 mod categories;
 mod dictionary;
+mod pool;
 pub mod popcount;
 mod report_check;
 mod signed;
@@ -12,6 +13,7 @@ mod sums;
 pub use bits::{fold_bits, fold_bits_scalar, fold_bits_with};
 pub use categories::{count_categories, fold_categories};
 pub use dictionary::fold_key_counts;
+pub use pool::fold_pool;
 pub use report_check::ReportCheck;
 pub use signed::{fold_signed, fold_signed_scalar};
 pub use sums::fold_sums;
@@ -30,6 +32,8 @@ pub enum IndexColumn {
     Row,
     /// The cohort (`columns.cohort`).
     Cohort,
+    /// OLH's hash-seed index (`columns.seed`).
+    Seed,
 }
 
 /// The Arrow columns a mechanism's reports arrive in.
@@ -93,6 +97,11 @@ pub fn report_schema(mechanism: &Mechanism) -> ReportSchema {
             accepts_report: is_i8,
             index: Some(IndexColumn::Cohort),
         },
+        Mechanism::Olh(_) => ReportSchema {
+            report_type: "UInt32".into(),
+            accepts_report: is_u32,
+            index: Some(IndexColumn::Seed),
+        },
     }
 }
 
@@ -146,6 +155,17 @@ pub fn fold_batch(
                 downcast::<Int8Array>(report, "Int8")?,
                 s,
                 reason,
+            );
+        }
+        (Mechanism::Olh(_), Sketch::Pool(s)) => {
+            let index = index.ok_or_else(|| EngineError::WrongArrayType {
+                expected: "a UInt32 seed column".into(),
+                found: "none".into(),
+            })?;
+            fold_pool(
+                downcast::<UInt32Array>(index, "UInt32")?,
+                downcast::<UInt32Array>(report, "UInt32")?,
+                s,
             );
         }
         (m, s) => return Err(m.sketch_mismatch(s)),
@@ -233,6 +253,14 @@ mod tests {
                 epsilon: 2.0,
                 domain: 10,
             },
+            // OLH: 4 seeds × 5 buckets (row.a up to 11 and row.b up to 5 cover both reasons).
+            MechanismConfig::Olh {
+                epsilon: 1.0,
+                domain: 10,
+                g: Some(5),
+                pool_size: Some(4),
+                pool_seed: 7,
+            },
         ]
         .iter()
         .map(|c| Mechanism::from_config(c).unwrap())
@@ -274,6 +302,14 @@ mod tests {
             Mechanism::Hadamard(_) | Mechanism::Cohort(_) => {
                 let b = Int8Array::from(rows.iter().map(|r| r.b).collect::<Vec<_>>());
                 (Arc::new(b), Some(Arc::new(a()) as ArrayRef))
+            }
+            Mechanism::Olh(_) => {
+                let y = UInt32Array::from(
+                    rows.iter()
+                        .map(|r| u32::from(r.b as u8) % 7)
+                        .collect::<Vec<_>>(),
+                );
+                (Arc::new(y), Some(Arc::new(a()) as ArrayRef))
             }
             _ => (Arc::new(a()), None),
         }
@@ -327,6 +363,7 @@ mod tests {
             Mechanism::BitFlip(_) => check.bits(&r.bytes),
             Mechanism::Noise(_) => check.vector(&r.noise),
             Mechanism::Hadamard(_) | Mechanism::Cohort(_) => check.indexed(r.a, r.b),
+            Mechanism::Olh(_) => check.pooled(r.a, u32::from(r.b as u8) % 7),
             _ => check.category(r.a),
         }
     }
@@ -385,6 +422,12 @@ mod tests {
             cohort.indexed(1 << 20, 1),
             Some(RejectReason::CohortOutOfRange)
         );
+        let olh = ReportCheck::new(&ms[7]);
+        assert_eq!(olh.pooled(3, 4), None);
+        assert_eq!(olh.pooled(4, 0), Some(RejectReason::SeedOutOfPool));
+        assert_eq!(olh.pooled(4, 5), Some(RejectReason::SeedOutOfPool));
+        assert_eq!(olh.pooled(0, 5), Some(RejectReason::BucketOutOfRange));
+        assert_eq!(olh.category(0), Some(RejectReason::BadSize));
         let sparse = ReportCheck::new(&ms[5]);
         assert_eq!(
             sparse.category(crate::sketch::SPARSE_FROM_DOMAIN as u32 + 8),

@@ -24,6 +24,8 @@ enum Rule {
     },
     /// `d` coordinates, each representable in fixed point and within ±`max_abs`.
     Vector { d: usize, max_abs: f64 },
+    /// An OLH (pool index, bucket) pair: index below `rows`, bucket below `g`.
+    Pooled { rows: u64, g: u64 },
 }
 
 impl ReportCheck {
@@ -52,6 +54,10 @@ impl ReportCheck {
             (_, Sketch::Sums(s)) => Rule::Vector {
                 d: s.sums().len(),
                 max_abs: f64::INFINITY,
+            },
+            (_, Sketch::Pool(s)) => Rule::Pooled {
+                rows: s.pool_size() as u64,
+                g: s.g() as u64,
             },
             (m, Sketch::Signed(s)) => Rule::Indexed {
                 rows: s.rows() as u64,
@@ -99,6 +105,23 @@ impl ReportCheck {
                     Some(out_of_range)
                 } else if sign != 1 && sign != -1 {
                     Some(RejectReason::NotPlusMinusOne)
+                } else {
+                    None
+                }
+            }
+            _ => Some(RejectReason::BadSize),
+        }
+    }
+
+    /// An OLH (pool index, bucket) report; a bad index wins over a bad bucket, as in the
+    /// fold.
+    pub fn pooled(&self, index: u32, bucket: u32) -> Option<RejectReason> {
+        match self.rule {
+            Rule::Pooled { rows, g } => {
+                if u64::from(index) >= rows {
+                    Some(RejectReason::SeedOutOfPool)
+                } else if u64::from(bucket) >= g {
+                    Some(RejectReason::BucketOutOfRange)
                 } else {
                     None
                 }

@@ -123,6 +123,13 @@ impl Mechanism {
             | Mechanism::Hadamard(_)
             | Mechanism::Cohort(_) => mle_omitted_reason(n, self.domain()),
             Mechanism::Raw { .. } | Mechanism::BitFlip(_) | Mechanism::Noise(_) => None,
+            // Every EM (IBU) step costs a pass of S·d hashes, up to thousands of steps per
+            // snapshot: records carry the Norm-Sub estimate instead.
+            Mechanism::Olh(_) => Some(
+                "olh: the MLE (EM, i.e. the iterative Bayesian update) costs S·d hashes per \
+                 iteration and is not computed; see estimate_norm_sub"
+                    .to_string(),
+            ),
         }
     }
 

@@ -16,6 +16,7 @@ mod grr;
 mod hadamard;
 mod likelihood;
 mod noise;
+mod olh;
 
 pub use batch::{privatize_batch, simulate_sketch};
 pub use bitflip::BitFlip;
@@ -25,6 +26,7 @@ pub use discrete_noise::{bernoulli_exp, discrete_gaussian, discrete_laplace};
 pub use grr::Grr;
 pub use hadamard::{fwht, Hadamard};
 pub use noise::{sample_laplace, Noise, NoiseKind};
+pub use olh::{olh_bucket, olh_pool, Olh};
 
 use rand::Rng;
 
@@ -32,7 +34,7 @@ use ldpstream_config::{Domain, Epsilon, MechanismConfig};
 use serde::{Deserialize, Serialize};
 
 use crate::error::EngineError;
-use crate::sketch::{BitSketch, CountSketch, SignedSketch, Sketch, SumSketch};
+use crate::sketch::{BitSketch, CountSketch, PoolSketch, SignedSketch, Sketch, SumSketch};
 
 /// A debiased frequency estimate with its per-category standard error.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -89,6 +91,8 @@ pub enum Mechanism {
     Hadamard(Hadamard),
     Cohort(Box<Cohort>),
     Channel(Box<Channel>),
+    /// Optimized local hashing with a fixed seed pool.
+    Olh(Box<Olh>),
     /// No local randomizer: the curator sees true categories.
     Raw {
         domain: u32,
@@ -134,6 +138,18 @@ impl Mechanism {
             MechanismConfig::Matrix { matrix } => {
                 Mechanism::Channel(Box::new(Channel::new(matrix)?))
             }
+            MechanismConfig::Olh {
+                epsilon,
+                domain,
+                pool_seed,
+                ..
+            } => {
+                // olh_shape fills the defaults the config documents.
+                let (g, pool_size) = config.olh_shape().unwrap_or((0, 0));
+                Mechanism::Olh(Box::new(Olh::new(
+                    *epsilon, *domain, g, pool_size, *pool_seed,
+                )?))
+            }
             MechanismConfig::Raw { domain } => {
                 check_domain(*domain)?;
                 Mechanism::Raw { domain: *domain }
@@ -152,6 +168,7 @@ impl Mechanism {
             Mechanism::Hadamard(_) => "hadamard",
             Mechanism::Cohort(_) => "cohort",
             Mechanism::Channel(_) => "matrix",
+            Mechanism::Olh(_) => "olh",
             Mechanism::Raw { .. } => "raw",
         }
     }
@@ -165,6 +182,7 @@ impl Mechanism {
             Mechanism::Hadamard(m) => m.domain(),
             Mechanism::Cohort(m) => m.domain(),
             Mechanism::Channel(m) => m.domain(),
+            Mechanism::Olh(m) => m.domain(),
             Mechanism::Raw { domain } => *domain,
         }) as usize
     }
@@ -179,6 +197,9 @@ impl Mechanism {
             Mechanism::Noise(m) => Sketch::Sums(SumSketch::new(m.domain() as usize)),
             Mechanism::Hadamard(m) => Sketch::Signed(SignedSketch::new(m.rows() as usize)),
             Mechanism::Cohort(m) => Sketch::Signed(SignedSketch::new(m.cohorts() as usize)),
+            Mechanism::Olh(m) => {
+                Sketch::Pool(PoolSketch::new(m.pool_size() as usize, m.g() as usize))
+            }
         }
     }
 
@@ -192,6 +213,7 @@ impl Mechanism {
             },
             Mechanism::Hadamard(m) => (Some(m.epsilon()), None),
             Mechanism::Cohort(m) => (Some(m.epsilon()), None),
+            Mechanism::Olh(m) => (Some(m.epsilon()), None),
             Mechanism::Channel(m) => (Some(m.epsilon()).filter(|e| e.is_finite()), None),
             Mechanism::Raw { .. } => (None, None),
         };
@@ -217,6 +239,7 @@ impl Mechanism {
             (Mechanism::Noise(m), Sketch::Sums(s)) => m.estimate(&s.sums_f64(), s.n()),
             (Mechanism::Hadamard(m), Sketch::Signed(s)) => m.estimate(&s.signed(), s.n()),
             (Mechanism::Cohort(m), Sketch::Signed(s)) => m.estimate(&s.signed(), s.n()),
+            (Mechanism::Olh(m), Sketch::Pool(s)) => m.estimate(s.table(), s.n()),
             _ => return Err(self.sketch_mismatch(sketch)),
         })
     }

@@ -25,10 +25,14 @@ pub enum RejectReason {
     CohortOutOfRange,
     /// A finite noise coordinate beyond the mechanism's `max_abs`.
     AboveMaxAbs,
+    /// An OLH report whose seed index is not below the pool size S.
+    SeedOutOfPool,
+    /// An OLH report whose bucket y is not below g.
+    BucketOutOfRange,
 }
 
 impl RejectReason {
-    pub const ALL: [RejectReason; 9] = [
+    pub const ALL: [RejectReason; 11] = [
         RejectReason::OutOfDomain,
         RejectReason::Null,
         RejectReason::BadSize,
@@ -38,6 +42,8 @@ impl RejectReason {
         RejectReason::NonFinite,
         RejectReason::CohortOutOfRange,
         RejectReason::AboveMaxAbs,
+        RejectReason::SeedOutOfPool,
+        RejectReason::BucketOutOfRange,
     ];
     pub const COUNT: usize = Self::ALL.len();
 
@@ -53,6 +59,8 @@ impl RejectReason {
             RejectReason::NonFinite => "non_finite",
             RejectReason::CohortOutOfRange => "cohort_out_of_range",
             RejectReason::AboveMaxAbs => "above_max_abs",
+            RejectReason::SeedOutOfPool => "seed_out_of_pool",
+            RejectReason::BucketOutOfRange => "bucket_out_of_range",
         }
     }
 }
