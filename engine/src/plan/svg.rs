@@ -100,6 +100,7 @@ fn legend_label(m: PlanMechanism, df: u32) -> String {
         PlanMechanism::Grr { epsilon }
         | PlanMechanism::BitFlip { epsilon }
         | PlanMechanism::Oue { epsilon }
+        | PlanMechanism::Olh { epsilon }
         | PlanMechanism::Hadamard { epsilon } => format!("eps = {epsilon}"),
     };
     format!("{} / {} ({privacy}, df {df})", m.name(), m.test_name())
