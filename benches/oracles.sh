@@ -5,8 +5,12 @@
 #     closed form (pooled over categories) and the mean's distance from the truth in
 #     standard errors (`engine/tests/oue.rs`, LDPSTREAM_ORACLE_RUNS);
 #   - the GOF size, power at the planner's n and sequential validity (the same test file);
-#   - fold speed: `oue` against `bitflip` (the same popcount fold), one core, the median of
-#     REPEATS folds of a batch of reports from each real randomizer (`oracle-fold`).
+#   - the same for `olh` (`engine/tests/olh.rs`, exact pool tables, S = 1024), plus its
+#     #[ignore]d full runs: size at the default pool, power at the planner's n, 500 looks,
+#     and the finite pool's bias against fresh seeds;
+#   - fold speed: `oue` against `bitflip` (the same popcount fold) and `olh` against `grr`,
+#     one core, the median of REPEATS folds of a batch of reports from each real randomizer
+#     (`oracle-fold`), and OLH's snapshot estimate at d = 65,536, S = 1,024.
 # SMOKE=1 runs each at a tiny size.
 #
 #   benches/oracles.sh
@@ -21,6 +25,14 @@ fi
 echo "# estimates: oracle | d | ε | datasets | var / closed form | max |mean − p|/s.e. | share beyond 3 s.e."
 LDPSTREAM_ORACLE_RUNS=$runs cargo test --quiet --workspace --test oue -- --nocapture --test-threads 1 2>&1 \
   | grep -E '^\| |^oue|test result|panicked'
+# OLH: in smoke mode the CI-sized tests only; in full mode also the #[ignore]d full runs.
+if [ "${SMOKE:-0}" = 1 ]; then
+  olh_args=(randomizer_estimates_match_the_pool_closed_form)
+else
+  olh_args=(--include-ignored --skip estimate_full_runs)
+fi
+LDPSTREAM_ORACLE_RUNS=$runs cargo test --quiet --workspace --test olh -- --nocapture --test-threads 1 "${olh_args[@]}" 2>&1 \
+  | grep -E '^\| |^olh|test result|panicked'
 echo "# fold speed ($rows reports, median of $repeats folds, test profile: opt-level 3)"
 # The test profile: the one scripts/test.sh has already built, so no second compile.
 # scripts/test.sh's `cargo test --workspace --all-targets` already built it (and passes its
