@@ -274,7 +274,7 @@ fn every_mechanism_estimates_within_four_standard_errors() {
 /// `simulate` and `batch`, each estimate lies within 4 standard errors of the pool's exact
 /// expectation `(f_v − 1/g)/(p − 1/g)`, `f_v = Σ_x p_x (c_xv p + (1 − c_xv) q)` (c_xv the
 /// share of pool entries where x and v collide; the finite pool's bias, STATISTICS.md
-/// §1.7), each standard error within 5% of `sqrt(f_v(1 − f_v)/n)/(p − 1/g)`, and the
+/// §1.8), each standard error within 5% of `sqrt(f_v(1 − f_v)/n)/(p − 1/g)`, and the
 /// exact OlhSupportGOF does not reject the true null.
 #[test]
 fn olh_estimates_match_the_pool_expectation() {

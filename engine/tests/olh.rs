@@ -218,7 +218,7 @@ fn randomizer_estimates_match_the_pool_closed_form() {
 /// mean squared error over categories, as bias² + variance, for pools of S ∈ {16, 256,
 /// 1024} and for a new pool of 65,536 seeds per dataset (≈ fresh seeds: pool entries
 /// repeat among 20,000 users only by chance, and averaging over pools removes the bias).
-/// The bias shrinks like 1/√(gS) (STATISTICS.md §1.7): at S = 1024 its share of the MSE is
+/// The bias shrinks like 1/√(gS) (STATISTICS.md §1.8): at S = 1024 its share of the MSE is
 /// small, at S = 16 it dominates.
 #[test]
 #[ignore = "benches/oracles.sh: the pool-size bias measurement"]

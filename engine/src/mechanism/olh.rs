@@ -10,7 +10,7 @@ use crate::error::EngineError;
 const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
 
 /// Optimized local hashing (Wang, Blocki, Li & Jha, USENIX Security 2017, §4.4) with a
-/// fixed public pool of S hash functions (docs/STATISTICS.md §1.7).
+/// fixed public pool of S hash functions (docs/STATISTICS.md §1.8).
 ///
 /// A user draws a pool index i uniformly from [S], hashes x to `b = h_i(x) ∈ [g]` and
 /// reports (i, y) with y generalized randomized response over the g buckets: `y = b` with
@@ -183,7 +183,7 @@ impl Olh {
 
     /// The unbiased estimate `π̂_v = (C_v/n − 1/g)/(p − 1/g)` and its plug-in standard
     /// error `sqrt(f(1−f)/n)/(p − 1/g)`, `f = C_v/n`. Unbiased for fresh per-user hashes;
-    /// a fixed pool adds the collision bias of STATISTICS.md §1.7.
+    /// a fixed pool adds the collision bias of STATISTICS.md §1.8.
     pub fn estimate(&self, table: &[u64], n: u64) -> Estimate {
         let inv_g = 1.0 / f64::from(self.g());
         let scale = self.p_minus_one_over_g();
