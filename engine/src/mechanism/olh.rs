@@ -19,9 +19,10 @@ const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
 /// Bernoulli and its unbiased rejection-sampled uniform.
 ///
 /// The hash family is multiply-add-shift from 32-bit keys (strongly universal onto 32
-/// bits), mapped onto [g] by a multiply-high: `h_i(v) = ((((a_i·v + b_i) mod 2⁶⁴) >> 32)·g)
-/// >> 32`, with `a_i = next() | 1`, `b_i = next()` from a SplitMix64 stream started at the
-/// pool seed, in the order i = 0, 1, … (pinned by golden values in the tests).
+/// bits), mapped onto [g] by a multiply-high:
+/// `h_i(v) = ((((a_i·v + b_i) mod 2⁶⁴) >> 32)·g) >> 32`, with `a_i = next() | 1`,
+/// `b_i = next()` from a SplitMix64 stream started at the pool seed, in the order
+/// i = 0, 1, … (pinned by golden values in the tests).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Olh {
     grr: Grr,
