@@ -528,6 +528,17 @@ mod tests {
 
     fn all_mechanisms() -> Vec<(MechanismConfig, Option<f64>)> {
         vec![
+            // OLH: outputs (pool index, bucket), 4 × 3 of them.
+            (
+                MechanismConfig::Olh {
+                    epsilon: 1.5,
+                    domain: 5,
+                    g: Some(3),
+                    pool_size: Some(4),
+                    pool_seed: 2,
+                },
+                Some(1.5),
+            ),
             (
                 MechanismConfig::Grr {
                     epsilon: 1.0,
