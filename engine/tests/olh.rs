@@ -304,20 +304,25 @@ fn gof_size_at_the_default_pool() {
     assert!((0.035..=0.065).contains(&rate), "size {rate}");
 }
 
-/// Power over `datasets` at the planner's n for 0.8 (uniform null over 16, paninski:0.2).
-fn power_at_planner_n(epsilon: f64, pool: u32, datasets: u64) -> (u64, f64, f64) {
+/// Power over `datasets` at the planner's n for 0.8 (uniform null over 16, paninski:0.2),
+/// for one fixed pool (seed 4) or, with `fresh`, a new pool per dataset (what the
+/// planner's fresh-hash formula predicts).
+fn power_at_planner_n(epsilon: f64, pool: u32, datasets: u64, fresh: bool) -> (u64, f64, f64) {
     let h = Alternative::Paninski { distance: 0.2 }
         .against(&[1.0 / 16.0; 16])
         .unwrap();
     let plan = PlanMechanism::Olh { epsilon };
     let n = required_n(plan, &h, ALPHA, 0.8).unwrap();
     let predicted = power(plan, &h, ALPHA, n).unwrap();
-    let m = olh(epsilon, 16, pool, 4);
-    let law = cell_law(inner(&m), epsilon, h.p1());
-    let g = inner(&m).g() as usize;
     let mut rng = StdRng::seed_from_u64(77);
     let mut rejections = 0u32;
+    let mut m = olh(epsilon, 16, pool, 4);
     for run in 0..datasets {
+        if fresh {
+            m = olh(epsilon, 16, pool, 1000 + run);
+        }
+        let law = cell_law(inner(&m), epsilon, h.p1());
+        let g = inner(&m).g() as usize;
         let sketch = exact_sketch(&mut rng, g, &law, n);
         rejections += u32::from(
             run_gof(&m, &sketch, &gof_params(h.p0(), run))
@@ -328,21 +333,28 @@ fn power_at_planner_n(epsilon: f64, pool: u32, datasets: u64) -> (u64, f64, f64)
     (n, predicted, f64::from(rejections) / datasets as f64)
 }
 
-/// Power at the planner's n within ±0.04 of 0.8 over 2,000 datasets (ε ∈ {1, 3}, S = 1024).
+/// Power at the planner's n within ±0.04 of 0.8 over 2,000 datasets (ε ∈ {1, 3},
+/// S = 1024, a new pool per dataset: the planner assumes fresh hashes). One fixed pool's
+/// power is printed beside it: the pool's collision terms move its noncentrality by a
+/// few tens of percent either way (STATISTICS.md §3.3).
 #[test]
 #[ignore = "benches/oracles.sh: power at the planner's n"]
 fn gof_power_at_the_planner_n() {
     for epsilon in [1.0, 3.0] {
-        let (n, predicted, rate) = power_at_planner_n(epsilon, 1024, 2000);
-        eprintln!("olh ε={epsilon}: n = {n}, predicted {predicted:.3}, empirical {rate}");
+        let (n, predicted, rate) = power_at_planner_n(epsilon, 1024, 2000, true);
+        let (_, _, fixed) = power_at_planner_n(epsilon, 1024, 500, false);
+        eprintln!(
+            "olh ε={epsilon}: n = {n}, predicted {predicted:.3}, empirical {rate} (fresh \
+             pools, 2,000), {fixed} (pool seed 4, 500)"
+        );
         assert!((rate - 0.8).abs() <= 0.04, "ε={epsilon}: {rate} at n = {n}");
     }
 }
 
-/// A CI-sized check of the same: 300 datasets at ε = 1, S = 256, within ±0.08 of 0.8.
+/// A CI-sized check of the same: 300 datasets at ε = 1, S = 256 (new pools), within ±0.08.
 #[test]
 fn gof_power_near_the_planner_prediction() {
-    let (n, predicted, rate) = power_at_planner_n(1.0, 256, 300);
+    let (n, predicted, rate) = power_at_planner_n(1.0, 256, 300, true);
     eprintln!("olh ε=1 S=256: n = {n}, predicted {predicted:.3}, empirical {rate}");
     assert!((rate - 0.8).abs() <= 0.08, "{rate} at n = {n}");
 }
