@@ -13,7 +13,7 @@ mod sums;
 pub use bits::{fold_bits, fold_bits_scalar, fold_bits_with};
 pub use categories::{count_categories, fold_categories};
 pub use dictionary::fold_key_counts;
-pub use pool::fold_pool;
+pub use pool::{fold_pool, fold_pool_direct};
 pub use report_check::ReportCheck;
 pub use signed::{fold_signed, fold_signed_scalar};
 pub use sums::fold_sums;

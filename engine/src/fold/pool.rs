@@ -35,6 +35,12 @@ pub fn fold_pool(seed: &UInt32Array, report: &UInt32Array, sketch: &mut PoolSket
     let len = seed.len().min(report.len());
     let (g, rows) = (sketch.g(), sketch.pool_size());
     let cells = rows * g;
+    // A batch (or a group's share of one) smaller than the table would spend more on
+    // zeroing and adding back the 32-bit copy than on its reports.
+    if len < cells {
+        fold_pool_direct(seed, report, sketch);
+        return;
+    }
     let valid = NullBuffer::union(seed.nulls(), report.nulls());
     let (idx, ys) = (&seed.values()[..len], &report.values()[..len]);
     // Two extra slots after the table count the bad indices and the bad buckets, so that
@@ -104,6 +110,34 @@ pub fn fold_pool(seed: &UInt32Array, report: &UInt32Array, sketch: &mut PoolSket
     rejected.add(RejectReason::BucketOutOfRange, bad_bucket);
 }
 
+/// The same fold straight into the u64 table, for batches smaller than it.
+pub fn fold_pool_direct(seed: &UInt32Array, report: &UInt32Array, sketch: &mut PoolSketch) {
+    let len = seed.len().min(report.len());
+    let (g, rows) = (sketch.g() as u32, sketch.pool_size() as u32);
+    let cells = (rows * g) as usize;
+    let any_nulls = seed.null_count() > 0 || report.null_count() > 0;
+    let (idx, ys) = (seed.values(), report.values());
+    let (mut nulls, mut bad_seed, mut bad_bucket) = (0u64, 0u64, 0u64);
+    let (table, n) = sketch.parts_mut();
+    for k in 0..len {
+        if any_nulls && (seed.is_null(k) || report.is_null(k)) {
+            nulls += 1;
+            continue;
+        }
+        let s = block_slot(idx[k], ys[k], rows, g) as usize;
+        match table.get_mut(s) {
+            Some(c) => *c += 1,
+            None if s == cells => bad_seed += 1,
+            None => bad_bucket += 1,
+        }
+    }
+    *n += len as u64 - nulls - bad_seed - bad_bucket;
+    let rejected = sketch.rejected_mut();
+    rejected.add(RejectReason::Null, nulls);
+    rejected.add(RejectReason::SeedOutOfPool, bad_seed);
+    rejected.add(RejectReason::BucketOutOfRange, bad_bucket);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -152,13 +186,17 @@ mod tests {
                 1,
             ),
         ] {
-            let mut s = PoolSketch::new(rows, g);
-            fold_pool(&seeds, &ys, &mut s);
-            assert_eq!(s.table(), &expected[..]);
-            assert_eq!(s.rejected().get(RejectReason::SeedOutOfPool), bad_seed);
-            assert_eq!(s.rejected().get(RejectReason::BucketOutOfRange), bad_bucket);
-            assert_eq!(s.rejected().get(RejectReason::Null), nulls);
-            assert_eq!(s.n(), expected.iter().sum::<u64>());
+            // 1000 reports over 35 cells take the 32-bit copy; the direct kernel is the
+            // one for batches smaller than the table.
+            for kernel in [fold_pool, fold_pool_direct] {
+                let mut s = PoolSketch::new(rows, g);
+                kernel(&seeds, &ys, &mut s);
+                assert_eq!(s.table(), &expected[..]);
+                assert_eq!(s.rejected().get(RejectReason::SeedOutOfPool), bad_seed);
+                assert_eq!(s.rejected().get(RejectReason::BucketOutOfRange), bad_bucket);
+                assert_eq!(s.rejected().get(RejectReason::Null), nulls);
+                assert_eq!(s.n(), expected.iter().sum::<u64>());
+            }
         }
     }
 }
