@@ -30,6 +30,15 @@ enum Rule {
 
 impl ReportCheck {
     pub fn new(mechanism: &Mechanism) -> Self {
+        // OLH's table can hold 2^24 cells: its dimensions are the mechanism's own.
+        if let Mechanism::Olh(m) = mechanism {
+            return ReportCheck {
+                rule: Rule::Pooled {
+                    rows: u64::from(m.pool_size()),
+                    g: u64::from(m.g()),
+                },
+            };
+        }
         // The sketch's own dimensions, so that the rules cannot drift from what the fold
         // compares against (a large-domain table starts sparse, so this stays cheap).
         let rule = match (mechanism, mechanism.new_sketch()) {

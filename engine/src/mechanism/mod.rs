@@ -247,6 +247,14 @@ impl Mechanism {
     /// Refuses a sketch this mechanism does not produce: another kind, or another number of
     /// cells (a d = 3 sketch read into a d = 10 stream gave a 3-entry estimate).
     pub fn check_sketch(&self, sketch: &Sketch) -> Result<(), EngineError> {
+        // OLH's empty table can be 128 MiB: compare its shape without building one.
+        if let (Mechanism::Olh(m), Sketch::Pool(s)) = (self, sketch) {
+            return if s.pool_size() == m.pool_size() as usize && s.g() == m.g() as usize {
+                Ok(())
+            } else {
+                Err(self.sketch_mismatch(sketch))
+            };
+        }
         let own = self.new_sketch();
         if std::mem::discriminant(&own) == std::mem::discriminant(sketch)
             && own.cells() == sketch.cells()

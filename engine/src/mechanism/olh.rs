@@ -283,6 +283,22 @@ mod tests {
         assert!(i < 4 && y < 4);
     }
 
+    /// A sketch of another pool shape is refused, even one with as many cells (S and g
+    /// swapped), and the stream's own is accepted.
+    #[test]
+    fn check_sketch_compares_pool_and_g() {
+        use crate::mechanism::Mechanism;
+        use crate::sketch::{PoolSketch, Sketch};
+        let m = Mechanism::Olh(Box::new(Olh::new(1.0, 10, 4, 6, 0).unwrap()));
+        assert!(m.check_sketch(&Sketch::Pool(PoolSketch::new(6, 4))).is_ok());
+        assert!(m
+            .check_sketch(&Sketch::Pool(PoolSketch::new(4, 6)))
+            .is_err());
+        assert!(m
+            .check_sketch(&Sketch::Pool(PoolSketch::new(6, 5)))
+            .is_err());
+    }
+
     /// Given the pool index, the reported bucket follows GenRR over g around h_i(x).
     #[test]
     fn reports_follow_the_row_law() {
