@@ -1,10 +1,12 @@
 //! Fold speed of the frequency oracles against the kernels they are measured by, for
 //! `benches/oracles.sh`: `bitflip` against `oue` (the same positional-popcount fold over
-//! reports from each randomizer), and `subset` (the list fold, k items a report) against
-//! both and `grr`. One core, the whole-batch `fold_batch` a stream calls.
+//! reports from each randomizer), `subset` (the list fold, k items a report) against both
+//! and `grr`, and `grr` against `olh` (the category count against the (seed, bucket) pool
+//! table). One core, the whole-batch `fold_batch` a stream calls.
 //! Usage: oracle-fold ROWS REPEATS; prints one Markdown row per (mechanism, d): the median
-//! time of REPEATS folds of ROWS reports and the reports per second. Subset batches hold
-//! at most 2^24 items (64 MiB), so at large k they have fewer rows.
+//! time of REPEATS folds of ROWS reports and the reports per second; then the median time
+//! of OLH's snapshot estimate (support counts, O(S·d)) at d = 65,536 and S = 1,024. Subset
+//! batches hold at most 2^24 items (64 MiB), so at large k they have fewer rows.
 
 use std::time::Instant;
 
@@ -19,12 +21,17 @@ fn median_seconds(mechanism: &Mechanism, rows: usize, repeats: usize) -> Result<
     let d = mechanism.domain() as u32;
     let xs: Vec<u32> = (0..rows).map(|_| rng.random_range(0..d)).collect();
     let columns = privatize_batch(mechanism, &xs, &mut rng).map_err(|e| e.to_string())?;
-    let report = columns.first().ok_or("no report column")?;
+    // Index-carrying reports (olh) come as [index, report].
+    let (report, index) = match columns.as_slice() {
+        [index, report] => (report, Some(index.as_ref())),
+        [report] => (report, None),
+        _ => return Err("no report column".into()),
+    };
     let mut times = Vec::with_capacity(repeats);
     for _ in 0..repeats {
         let mut sketch = mechanism.new_sketch();
         let start = Instant::now();
-        fold_batch(mechanism, &mut sketch, report.as_ref(), None).map_err(|e| e.to_string())?;
+        fold_batch(mechanism, &mut sketch, report.as_ref(), index).map_err(|e| e.to_string())?;
         times.push(start.elapsed().as_secs_f64());
         if sketch.n() != rows as u64 {
             return Err(format!("folded {} of {rows} reports", sketch.n()));
@@ -61,6 +68,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 domain,
                 k: None,
             },
+            MechanismConfig::Olh {
+                epsilon: 2.0,
+                domain,
+                g: None,
+                pool_size: None,
+                pool_seed: 0,
+            },
         ] {
             let m = Mechanism::from_config(&config)?;
             let (k, rows) = match &m {
@@ -76,5 +90,42 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             );
         }
     }
+    olh_snapshot(repeats.max(1))
+}
+
+/// The median time of OLH's estimate (support counts plus debiasing) from a full pool
+/// table at d = 65,536, S = 1,024, g = 8 (ε = 2).
+fn olh_snapshot(repeats: usize) -> Result<(), Box<dyn std::error::Error>> {
+    let m = Mechanism::from_config(&MechanismConfig::Olh {
+        epsilon: 2.0,
+        domain: 65_536,
+        g: None,
+        pool_size: None,
+        pool_seed: 0,
+    })?;
+    let mut sketch = m.new_sketch();
+    let mut rng = StdRng::seed_from_u64(3);
+    let xs: Vec<u32> = (0..1 << 20).map(|_| rng.random_range(0..65_536)).collect();
+    let columns = privatize_batch(&m, &xs, &mut rng)?;
+    fold_batch(
+        &m,
+        &mut sketch,
+        columns[1].as_ref(),
+        Some(columns[0].as_ref()),
+    )?;
+    let mut times = Vec::with_capacity(repeats);
+    for _ in 0..repeats {
+        let start = Instant::now();
+        let e = m.estimate(&sketch)?;
+        times.push(start.elapsed().as_secs_f64());
+        if e.estimate.len() != 65_536 {
+            return Err("short estimate".into());
+        }
+    }
+    times.sort_by(f64::total_cmp);
+    println!(
+        "olh snapshot estimate, d = 65536, S = 1024, g = 8: median {:.1} ms of {repeats}",
+        times[times.len() / 2] * 1e3
+    );
     Ok(())
 }

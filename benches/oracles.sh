@@ -9,9 +9,13 @@
 #     randomizer at n = 2,000, GOF size over 2,000 null datasets, power at the planner's n
 #     and Monte Carlo size, sequential validity over 600 looks through the stream's
 #     e-process dispatch (`engine/tests/subset.rs`);
+#   - the same for `olh` (`engine/tests/olh.rs`, exact pool tables, S = 1024), plus its
+#     #[ignore]d full runs: size at the default pool, power at the planner's n, 500 looks,
+#     and the finite pool's bias against fresh seeds;
 #   - fold speed: `oue` against `bitflip` (the same popcount fold), `subset` (the list
-#     fold) against them and `grr`, one core, the median of REPEATS folds of a batch of
-#     reports from each real randomizer (`oracle-fold`).
+#     fold) against them and `grr`, and `olh` against `grr`, one core, the median of
+#     REPEATS folds of a batch of reports from each real randomizer (`oracle-fold`), and
+#     OLH's snapshot estimate at d = 65,536, S = 1,024.
 # SMOKE=1 runs each at a tiny size.
 #
 #   benches/oracles.sh
@@ -27,8 +31,16 @@ echo "# estimates: oracle | d | ε | datasets | var / closed form | max |mean �
 LDPSTREAM_ORACLE_RUNS=$runs cargo test --quiet --workspace --test oue -- --nocapture --test-threads 1 2>&1 \
   | grep -E '^\| |^oue|test result|panicked'
 echo "# subset estimates: oracle | d | k | ε | datasets | var / closed form | max |mean − p|/s.e. | share beyond 3 s.e."
-LDPSTREAM_ORACLE_RUNS=$runs cargo test --quiet -p ldpstream-engine --test subset -- --nocapture --test-threads 1 2>&1 \
+LDPSTREAM_ORACLE_RUNS=$runs cargo test --quiet --workspace --test subset -- --nocapture --test-threads 1 2>&1 \
   | grep -oE '^\| .*|subset (gof|sequential|power|Monte).*|test result.*|panicked.*'
+# OLH: in smoke mode the CI-sized tests only; in full mode also the #[ignore]d full runs.
+if [ "${SMOKE:-0}" = 1 ]; then
+  olh_args=(randomizer_estimates_match_the_pool_closed_form)
+else
+  olh_args=(--include-ignored --skip estimate_full_runs)
+fi
+LDPSTREAM_ORACLE_RUNS=$runs cargo test --quiet --workspace --test olh -- --nocapture --test-threads 1 "${olh_args[@]}" 2>&1 \
+  | grep -E '^\| |^olh|test result|panicked'
 echo "# fold speed ($rows reports, median of $repeats folds, test profile: opt-level 3)"
 # The test profile: the one scripts/test.sh has already built, so no second compile.
 # scripts/test.sh's `cargo test --workspace --all-targets` already built it (and passes its

@@ -300,6 +300,86 @@ fn every_mechanism_estimates_within_four_standard_errors() {
     assert!(r["privacy"].get("epsilon").is_none());
 }
 
+/// Issue 30, OLH (fixed pool of 1024 seeds, g = round(e)+1 = 4 at ε = 1): through
+/// `simulate` and `batch`, each estimate lies within 4 standard errors of the pool's exact
+/// expectation `(f_v − 1/g)/(p − 1/g)`, `f_v = Σ_x p_x (c_xv p + (1 − c_xv) q)` (c_xv the
+/// share of pool entries where x and v collide; the finite pool's bias, STATISTICS.md
+/// §1.8), each standard error within 5% of `sqrt(f_v(1 − f_v)/n)/(p − 1/g)`, and the
+/// exact OlhSupportGOF does not reject the true null.
+#[test]
+fn olh_estimates_match_the_pool_expectation() {
+    let dir = tempfile::tempdir().unwrap();
+    let toml = "{ kind = \"olh\", epsilon = 1.0, domain = 4, pool_seed = 5 }";
+    let r = run(
+        dir.path(),
+        "olh",
+        &[
+            "--mechanism",
+            "olh",
+            "--epsilon",
+            "1",
+            "--domain",
+            "4",
+            "--pool-seed",
+            "5",
+        ],
+        toml,
+    );
+    let config = MechanismConfig::Olh {
+        epsilon: 1.0,
+        domain: 4,
+        g: None,
+        pool_size: None,
+        pool_seed: 5,
+    };
+    let Mechanism::Olh(m) = Mechanism::from_config(&config).unwrap() else {
+        unreachable!()
+    };
+    assert_eq!((m.g(), m.pool_size()), (4, 1024));
+    let e = 1f64.exp();
+    let (p, q) = (e / (e + 3.0), 1.0 / (e + 3.0));
+    let a = p - 0.25;
+    let collide = |x: usize, v: usize| {
+        (0..1024u32)
+            .filter(|&i| m.bucket(i, x as u32) == m.bucket(i, v as u32))
+            .count() as f64
+            / 1024.0
+    };
+    assert_eq!(r["n"], N);
+    assert_eq!(r["method"], "OlhSupportGOF");
+    assert_eq!(r["calibration"], "monte_carlo");
+    assert_eq!(r["privacy"]["kind"], "olh");
+    assert!(r["mle_omitted"].as_str().unwrap().contains("olh"), "{r}");
+    let norm_sub: f64 = r["estimate_norm_sub"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .sum();
+    assert!((norm_sub - 1.0).abs() < 1e-12, "{r}");
+    for v in 0..4 {
+        let f: f64 = (0..4)
+            .map(|x| P[x] * (collide(x, v) * p + (1.0 - collide(x, v)) * q))
+            .sum();
+        let expected = (f - 0.25) / a;
+        let formula = (f * (1.0 - f) / nf()).sqrt() / a;
+        let (est, se) = (
+            r["estimate"][v].as_f64().unwrap(),
+            r["std_error"][v].as_f64().unwrap(),
+        );
+        assert!(
+            (est - expected).abs() < 4.0 * se,
+            "[{v}]: {est} vs {expected} ± {se}"
+        );
+        assert!(
+            (se / formula - 1.0).abs() < 0.05,
+            "[{v}]: se {se} vs {formula}"
+        );
+    }
+    let pv = r["p_value"].as_f64().unwrap();
+    assert!(pv > 1e-3, "p-value {pv} under the null");
+}
+
 #[test]
 fn audit_command_reports_a_bound_below_the_claim() {
     for mechanism in ["bitflip", "oue", "subset"] {

@@ -345,32 +345,42 @@ fn a_file_under_two_spellings_is_counted_once_and_a_file_without_inputs_is_refus
 /// records carry the consistent estimate.
 #[test]
 fn oue_shares_merge_to_the_records_of_one_batch() {
-    shares_merge_to_the_records_of_one_batch([
-        "oue",
-        r#"{ kind = "oue", epsilon = 2.0, domain = 12 }"#,
-    ]);
+    shares_merge_to_one_batch("oue", &[], "{ kind = \"oue\", epsilon = 2.0, domain = 12 }");
 }
 
 /// Issue 30: a `subset` stream (item-count sketches from list reports) merges exactly
 /// too, fixed-n and sequential SubsetGOF alike.
 #[test]
 fn subset_shares_merge_to_the_records_of_one_batch() {
-    shares_merge_to_the_records_of_one_batch([
+    shares_merge_to_one_batch(
         "subset",
-        r#"{ kind = "subset", epsilon = 2.0, domain = 12 }"#,
-    ]);
+        &[],
+        "{ kind = \"subset\", epsilon = 2.0, domain = 12 }",
+    );
 }
 
-fn shares_merge_to_the_records_of_one_batch(mechanism: [&str; 2]) {
+/// Issue 30: an `olh` stream (S × g pool tables, pool of 64 seeds) merges exactly too,
+/// the Monte Carlo OlhSupportGOF and its sequential Dirichlet mixture alike.
+#[test]
+fn olh_shares_merge_to_the_records_of_one_batch() {
+    shares_merge_to_one_batch(
+        "olh",
+        &["--pool-size", "64", "--pool-seed", "3"],
+        "{ kind = \"olh\", epsilon = 2.0, domain = 12, pool_size = 64, pool_seed = 3 }",
+    );
+}
+
+fn shares_merge_to_one_batch(kind: &str, flags: &[&str], mechanism: &str) {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     std::fs::create_dir(&data).unwrap();
     for (i, groups) in ["a=20000,b=5000", "a=7000,b=9000"].iter().enumerate() {
         let file = data.join(format!("part-{i}.parquet"));
-        let o = ldpstream(&[
+        let seed = i.to_string();
+        let mut args = vec![
             "simulate",
             "--mechanism",
-            mechanism[0],
+            kind,
             "--epsilon",
             "2",
             "--domain",
@@ -378,13 +388,15 @@ fn shares_merge_to_the_records_of_one_batch(mechanism: [&str; 2]) {
             "--groups",
             groups,
             "--seed",
-            &i.to_string(),
+            &seed,
             "--out",
             file.to_str().unwrap(),
-        ]);
+        ];
+        args.extend_from_slice(flags);
+        let o = ldpstream(&args);
         assert!(o.status.success(), "{}", stderr(&o));
     }
-    let cfg = dir.path().join(format!("{}.toml", mechanism[0]));
+    let cfg = dir.path().join(format!("{kind}.toml"));
     std::fs::write(
         &cfg,
         format!(
@@ -392,7 +404,7 @@ fn shares_merge_to_the_records_of_one_batch(mechanism: [&str; 2]) {
 [[stream]]
 name = "s"
 source = {{ kind = "parquet", paths = ["{}/data/*.parquet"] }}
-mechanism = {}
+mechanism = {mechanism}
 columns = {{ group_by = ["group"] }}
 [[stream.test]]
 name = "gof"
@@ -405,7 +417,6 @@ null = "uniform"
 sequential = true
 "#,
             dir.path().display(),
-            mechanism[1]
         ),
     )
     .unwrap();
@@ -415,7 +426,7 @@ sequential = true
     let one = records(&String::from_utf8_lossy(&one.stdout));
     assert_eq!(one.len(), 4, "{one:?}");
     for r in &one {
-        assert_eq!(r["mechanism"], mechanism[0]);
+        assert_eq!(r["mechanism"], kind);
         let total: f64 = r["estimate_norm_sub"]
             .as_array()
             .unwrap()

@@ -109,6 +109,39 @@ fn check_prints_every_term_and_refuses_what_does_not_fit() {
     assert!(text(&o).contains("max_state_memory = 0 B"), "{}", text(&o));
 }
 
+/// Issue 30: an `olh` stream holds a pool_size × g table per sketch whatever d, so a large
+/// pool over many groups is refused by `check`, `batch` and `serve` (pane store of 10,001
+/// groups × 65,536 × 8 cells × 8 B), and the default pool of a few groups fits.
+#[test]
+fn olh_pool_tables_count_against_max_state_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("olh.toml");
+    let config = |pool: u32, groups: u32| {
+        format!(
+            "max_state_memory = \"1 GiB\"\n[[stream]]\nname = \"pool\"\n\
+             source = {{ kind = \"parquet\", paths = [\"{}/none.parquet\"] }}\n\
+             mechanism = {{ kind = \"olh\", epsilon = 2.0, domain = 100, pool_size = {pool} }}\n\
+             columns = {{ group_by = [\"group\"] }}\nmax_groups = {groups}\n\
+             [[stream.test]]\nname = \"gof\"\nkind = \"gof\"\nnull = \"uniform\"\n",
+            dir.path().display()
+        )
+    };
+    std::fs::write(&cfg, config(65_536, 10_000)).unwrap();
+    for cmd in ["check", "batch", "serve"] {
+        let o = ldpstream(&[cmd, "--config", cfg.to_str().unwrap()]);
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{cmd}: {t}");
+        assert!(
+            t.contains("max_state_memory") && t.contains("stream \"pool\""),
+            "{cmd}: {t}"
+        );
+    }
+    std::fs::write(&cfg, config(1024, 4)).unwrap();
+    let o = ldpstream(&["check", "--config", cfg.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("olh null"), "{}", text(&o));
+}
+
 #[test]
 fn groups_beyond_max_groups_are_tested_as_other_and_no_report_is_lost() {
     let dir = tempfile::tempdir().unwrap();

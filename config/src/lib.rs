@@ -22,8 +22,9 @@ mod window;
 pub use duration::DurationMs;
 pub use error::ConfigError;
 pub use model::{
-    ColumnsConfig, Config, EventTime, HttpTlsConfig, KafkaConfig, MechanismConfig, MessageFormat,
-    ScaleOutConfig, ServeConfig, SimulatorConfig, SinkConfig, SourceConfig, StreamConfig,
+    olh_default_g, ColumnsConfig, Config, EventTime, HttpTlsConfig, KafkaConfig, MechanismConfig,
+    MessageFormat, ScaleOutConfig, ServeConfig, SimulatorConfig, SinkConfig, SourceConfig,
+    StreamConfig, OLH_DEFAULT_POOL_SIZE, OLH_MAX_G, OLH_MAX_POOL_SIZE,
 };
 pub use null::NullSpec;
 pub use number_text::compact;
@@ -33,6 +34,8 @@ pub use test_spec::{
     Calibration, CuratorSpec, InnerTester, KindKeyError, TestKind, TestMethod, TestSpec,
 };
 pub use topic_names::scale_out_state_topics;
-pub use validate::{MAX_RHO, MIN_LAPLACE_EPSILON, MIN_RHO};
+pub use validate::{
+    MAX_OLH_SUPPORT_WORK, MAX_OLH_TABLE_CELLS, MAX_RHO, MIN_LAPLACE_EPSILON, MIN_RHO,
+};
 pub use values::{Alpha, Domain, Epsilon, MAX_DOMAIN, MAX_EPSILON, MIN_EPSILON};
 pub use window::WindowConfig;

@@ -360,6 +360,20 @@ pub enum MechanismConfig {
         #[serde(default)]
         seed: u64,
     },
+    /// Optimized local hashing (Wang et al. 2017) with a fixed public pool of `pool_size`
+    /// hash seeds drawn from `pool_seed`: a report is (seed index, y ∈ [g]), y the user's
+    /// hashed bucket kept with probability e^ε/(e^ε+g−1), else another bucket uniformly.
+    /// `g` defaults to round(e^ε)+1 ([`olh_default_g`]), `pool_size` to 1024.
+    Olh {
+        epsilon: f64,
+        domain: u32,
+        #[serde(default)]
+        g: Option<u32>,
+        #[serde(default)]
+        pool_size: Option<u32>,
+        #[serde(default)]
+        pool_seed: u64,
+    },
     /// Any column-stochastic channel: `matrix[s][x] = P(signal s | type x)`.
     Matrix { matrix: Vec<Vec<f64>> },
     /// No local randomizer: a trusted curator sees the true category.
@@ -377,6 +391,7 @@ impl MechanismConfig {
             MechanismConfig::Laplace { .. } => "laplace",
             MechanismConfig::Hadamard { .. } => "hadamard",
             MechanismConfig::Cohort { .. } => "cohort",
+            MechanismConfig::Olh { .. } => "olh",
             MechanismConfig::Matrix { .. } => "matrix",
             MechanismConfig::Raw { .. } => "raw",
         }
@@ -393,9 +408,44 @@ impl MechanismConfig {
             | MechanismConfig::Laplace { domain, .. }
             | MechanismConfig::Hadamard { domain, .. }
             | MechanismConfig::Cohort { domain, .. }
+            | MechanismConfig::Olh { domain, .. }
             | MechanismConfig::Raw { domain } => *domain,
             MechanismConfig::Matrix { matrix } => matrix.first().map_or(0, |row| row.len() as u32),
         }
+    }
+
+    /// OLH's (g, pool size) with the defaults filled in; None for other kinds.
+    pub fn olh_shape(&self) -> Option<(u32, u32)> {
+        match self {
+            MechanismConfig::Olh {
+                epsilon,
+                g,
+                pool_size,
+                ..
+            } => Some((
+                g.unwrap_or_else(|| olh_default_g(*epsilon)),
+                pool_size.unwrap_or(OLH_DEFAULT_POOL_SIZE),
+            )),
+            _ => None,
+        }
+    }
+}
+
+/// OLH's default pool size S.
+pub const OLH_DEFAULT_POOL_SIZE: u32 = 1024;
+/// OLH's largest bucket count g and pool size S.
+pub const OLH_MAX_G: u32 = 1 << 16;
+pub const OLH_MAX_POOL_SIZE: u32 = 1 << 16;
+
+/// OLH's default g = round(e^ε) + 1 (Wang et al. 2017 §4.4: the g minimizing the
+/// variance), capped at [`OLH_MAX_G`] (from ε ≈ 11.09 on). Every client computes it this
+/// way; e^ε is never within rounding error of a half-integer in this range that matters.
+pub fn olh_default_g(epsilon: f64) -> u32 {
+    let g = epsilon.exp().round() + 1.0;
+    if g.is_finite() && g < f64::from(OLH_MAX_G) {
+        (g as u32).max(2)
+    } else {
+        OLH_MAX_G
     }
 }
 
@@ -412,6 +462,9 @@ pub struct ColumnsConfig {
     /// The cohort index of a cohort report.
     #[serde(default = "default_cohort_column")]
     pub cohort: String,
+    /// The hash-seed index of an OLH report.
+    #[serde(default = "default_seed_column")]
+    pub seed: String,
     /// Utf8 columns whose values split the stream into independently tested groups.
     #[serde(default)]
     pub group_by: Vec<String>,
@@ -426,6 +479,7 @@ impl Default for ColumnsConfig {
             report: default_report_column(),
             row: default_row_column(),
             cohort: default_cohort_column(),
+            seed: default_seed_column(),
             group_by: Vec::new(),
             ts: default_ts_column(),
         }
@@ -448,6 +502,10 @@ fn default_cohort_column() -> String {
     "cohort".to_string()
 }
 
+fn default_seed_column() -> String {
+    "seed".to_string()
+}
+
 // Which tests a mechanism offers is a fact about mechanisms, so it lives beside them.
 impl TestMethod {
     /// The methods that apply to a test kind on a mechanism; the first is the default.
@@ -466,6 +524,7 @@ impl TestMethod {
             }
             (TestKind::Gof, MechanismConfig::Subset { .. }) => &[SubsetGOF],
             (TestKind::Gof, MechanismConfig::Matrix { .. }) => &[ChannelGOF],
+            (TestKind::Gof, MechanismConfig::Olh { .. }) => &[OlhSupportGOF],
             (TestKind::Gof, MechanismConfig::Raw { .. }) => &[PearsonGOF],
             (TestKind::Independence, MechanismConfig::Grr { .. }) => &[LocalExpIND],
             (TestKind::Independence, MechanismConfig::Bitflip { .. }) => &[LocalBitFlipIND],

@@ -95,6 +95,10 @@ pub enum TestMethod {
     /// Pearson's chi-square on the signal counts of a channel, against `G p0`
     /// (Sheffet Thm 3 / Cor. 5, the test LocalExpGOF is a special case of).
     ChannelGOF,
+    /// OLH with a fixed seed pool: a quadratic form in the support counts, weighted by
+    /// their exact conditional null variances, calibrated by simulating the pool's rows
+    /// under H0 (docs/STATISTICS.md §3.3).
+    OlhSupportGOF,
     /// Pearson's classical chi-square on raw counts (curator model; not private by itself).
     PearsonGOF,
     /// Gaboardi–Rogers' independence test on GenRR counts (seed 002, eqs. 11–12).
@@ -130,6 +134,7 @@ impl TestMethod {
             TestMethod::SheffetTV => "SheffetTV",
             TestMethod::ChannelGOF => "ChannelGOF",
             TestMethod::PearsonGOF => "PearsonGOF",
+            TestMethod::OlhSupportGOF => "OlhSupportGOF",
             TestMethod::LocalExpIND => "LocalExpIND",
             TestMethod::LocalBitFlipIND => "LocalBitFlipIND",
             TestMethod::LocalNoiseIND => "LocalNoiseIND",

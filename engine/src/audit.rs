@@ -109,6 +109,9 @@ pub fn audit_outputs(config: &MechanismConfig) -> u64 {
         }
         MechanismConfig::Hadamard { domain, .. } => 2 * u64::from(domain.next_power_of_two()),
         MechanismConfig::Cohort { cohorts, .. } => 2 * u64::from(*cohorts),
+        MechanismConfig::Olh { .. } => config
+            .olh_shape()
+            .map_or(0, |(g, s)| u64::from(g) * u64::from(s)),
         MechanismConfig::Matrix { matrix } => matrix.len() as u64,
         MechanismConfig::Subset { epsilon, domain, k } => choose(
             u64::from(*domain),
@@ -248,6 +251,18 @@ fn row_of(mechanism: &Mechanism, s: usize, edges: &[f64]) -> Result<Row, EngineE
                     .collect(),
             )
         }
+        Mechanism::Olh(m) => {
+            // Output s = i·g + y: pool index i (probability 1/S), then GenRR over buckets.
+            let g = m.g() as usize;
+            let (i, y) = ((s / g) as u32, (s % g) as u32);
+            let (q, keep) = (m.q(), m.q() + m.p_minus_q());
+            let share = 1.0 / f64::from(m.pool_size());
+            Row::Law(
+                (0..d)
+                    .map(|x| share * if m.bucket(i, x as u32) == y { keep } else { q })
+                    .collect(),
+            )
+        }
         Mechanism::Noise(m) => Row::LogLaw(
             (0..d)
                 .map(|x| {
@@ -267,6 +282,7 @@ fn output_count(mechanism: &Mechanism) -> usize {
         Mechanism::BitFlip(_) => 1usize << d,
         Mechanism::Hadamard(m) => 2 * m.rows() as usize,
         Mechanism::Cohort(m) => 2 * m.cohorts() as usize,
+        Mechanism::Olh(m) => (m.pool_size() * m.g()) as usize,
         Mechanism::Noise(_) => NOISE_BIN_EDGES.len() + 1,
         Mechanism::Subset(m) => choose(d as u64, u64::from(m.k())) as usize,
     }
@@ -363,6 +379,10 @@ pub fn sample_output<R: Rng + ?Sized>(
         Mechanism::Cohort(m) => {
             let (c, y) = m.randomize_with(x, rng)?;
             2 * c as usize + usize::from(y < 0)
+        }
+        Mechanism::Olh(m) => {
+            let (i, y) = m.randomize_with(x, rng)?;
+            (i * m.g() + y) as usize
         }
         Mechanism::Noise(m) => bin_of(m.randomize_with(x, rng)?[0]),
         Mechanism::Subset(m) => rank(&m.randomize_with(x, rng)?) as usize,
@@ -535,6 +555,17 @@ mod tests {
 
     fn all_mechanisms() -> Vec<(MechanismConfig, Option<f64>)> {
         vec![
+            // OLH: outputs (pool index, bucket), 4 × 3 of them.
+            (
+                MechanismConfig::Olh {
+                    epsilon: 1.5,
+                    domain: 5,
+                    g: Some(3),
+                    pool_size: Some(4),
+                    pool_seed: 2,
+                },
+                Some(1.5),
+            ),
             (
                 MechanismConfig::Grr {
                     epsilon: 1.0,

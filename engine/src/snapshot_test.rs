@@ -114,6 +114,7 @@ impl Outcome {
 fn uses_monte_carlo(test: &TestConfig, method: TestMethod, mechanism: &Mechanism) -> bool {
     test.calibration == Calibration::MonteCarlo
         || method == TestMethod::SheffetQ
+        || method == TestMethod::OlhSupportGOF
         || matches!(mechanism, Mechanism::Noise(m) if matches!(m.kind(), NoiseKind::Laplace { .. }))
 }
 

@@ -36,6 +36,8 @@ pub enum MechanismKind {
     Hadamard,
     /// Seeded random ±1 cohorts (--cohorts, --cohort-seed).
     Cohort,
+    /// Optimized local hashing with a fixed seed pool (--olh-g, --pool-size, --pool-seed).
+    Olh,
     /// A column-stochastic channel (--matrix).
     Matrix,
     /// No randomization (curator model).
@@ -65,6 +67,15 @@ pub struct MechanismArgs {
     /// Subset size of the subset mechanism (1 <= k < domain; default ⌈d/(e^ε+1)⌉).
     #[arg(long)]
     k: Option<u32>,
+    /// OLH's bucket count g (default round(e^ε) + 1).
+    #[arg(long)]
+    olh_g: Option<u32>,
+    /// OLH's number of hash seeds in the pool (default 1024).
+    #[arg(long)]
+    pool_size: Option<u32>,
+    /// OLH's public pool seed.
+    #[arg(long, default_value_t = 0)]
+    pool_seed: u64,
     /// The channel of the matrix mechanism: rows (signals) separated by ';', entries
     /// (one per type) by ','. Every column sums to 1.
     #[arg(long)]
@@ -120,6 +131,13 @@ impl MechanismArgs {
                 domain: domain()?,
                 cohorts: self.cohorts,
                 seed: self.cohort_seed,
+            },
+            MechanismKind::Olh => MechanismConfig::Olh {
+                epsilon: epsilon()?,
+                domain: domain()?,
+                g: self.olh_g,
+                pool_size: self.pool_size,
+                pool_seed: self.pool_seed,
             },
             MechanismKind::Raw => MechanismConfig::Raw { domain: domain()? },
             MechanismKind::Matrix => {

@@ -37,6 +37,15 @@ pub fn settings_of(stream: &StreamConfig) -> Settings {
             let k = k.unwrap_or_else(|| subset_default_k(*epsilon, *domain));
             put("mechanism k", k.to_string());
         }
+        MechanismConfig::Olh {
+            epsilon, pool_seed, ..
+        } => {
+            put("mechanism epsilon", compact(*epsilon));
+            let (g, pool_size) = m.olh_shape().unwrap_or((0, 0));
+            put("mechanism g", g.to_string());
+            put("mechanism pool_size", pool_size.to_string());
+            put("mechanism pool_seed", pool_seed.to_string());
+        }
         MechanismConfig::Gauss { rho, .. } => put("mechanism rho", compact(*rho)),
         MechanismConfig::Matrix { matrix } => put("mechanism matrix", format!("{matrix:?}")),
         MechanismConfig::Raw { .. } => {}
@@ -47,6 +56,7 @@ pub fn settings_of(stream: &StreamConfig) -> Settings {
     match m {
         MechanismConfig::Hadamard { .. } => put("column row", format!("{:?}", c.row)),
         MechanismConfig::Cohort { .. } => put("column cohort", format!("{:?}", c.cohort)),
+        MechanismConfig::Olh { .. } => put("column seed", format!("{:?}", c.seed)),
         _ => {}
     }
     put("column ts", format!("{:?}", c.ts));

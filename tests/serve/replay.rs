@@ -9,24 +9,39 @@ use crate::common::{bin, Serve};
 
 #[test]
 fn serve_replays_parquet_like_batch() {
-    replay_matches_batch("grr", "{ kind = \"grr\", epsilon = 1.0, domain = 6 }");
+    replay_matches_batch("grr", &[], "{ kind = \"grr\", epsilon = 1.0, domain = 6 }");
 }
 
 /// Issue 30: an `oue` stream (bit-count sketches, the bit-flip fold) replayed by `serve`
 /// ends with the records `batch` gives.
 #[test]
 fn serve_replays_oue_parquet_like_batch() {
-    replay_matches_batch("oue", "{ kind = \"oue\", epsilon = 1.0, domain = 6 }");
+    replay_matches_batch("oue", &[], "{ kind = \"oue\", epsilon = 1.0, domain = 6 }");
 }
 
 /// Issue 30: a `subset` stream (List(UInt32) reports, the list fold) replayed by `serve`
 /// ends with the records `batch` gives.
 #[test]
 fn serve_replays_subset_parquet_like_batch() {
-    replay_matches_batch("subset", "{ kind = \"subset\", epsilon = 1.0, domain = 6 }");
+    replay_matches_batch(
+        "subset",
+        &[],
+        "{ kind = \"subset\", epsilon = 1.0, domain = 6 }",
+    );
 }
 
-fn replay_matches_batch(kind: &str, mechanism: &str) {
+/// Issue 30: an `olh` stream (pool tables, seed and report columns) replayed by `serve`
+/// ends with the records `batch` gives.
+#[test]
+fn serve_replays_olh_parquet_like_batch() {
+    replay_matches_batch(
+        "olh",
+        &["--pool-size", "128"],
+        "{ kind = \"olh\", epsilon = 1.0, domain = 6, pool_size = 128 }",
+    );
+}
+
+fn replay_matches_batch(kind: &str, flags: &[&str], mechanism: &str) {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("r.parquet");
     let o = Command::new(bin())
@@ -48,6 +63,7 @@ fn replay_matches_batch(kind: &str, mechanism: &str) {
         ])
         .arg(&data)
         .args(["--ts-start", "2026-01-01T00:00:00Z", "--rate", "5000"])
+        .args(flags)
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

@@ -1,7 +1,7 @@
 //! The `mechanism` table: the local randomizer's privacy parameter and shape.
 
 use crate::error::ConfigError;
-use crate::model::MechanismConfig;
+use crate::model::{MechanismConfig, OLH_MAX_G, OLH_MAX_POOL_SIZE};
 use crate::number_text::compact;
 use crate::values::{Domain, Epsilon, MAX_DOMAIN, MAX_EPSILON, MIN_EPSILON};
 
@@ -9,6 +9,11 @@ use crate::values::{Domain, Epsilon, MAX_DOMAIN, MAX_EPSILON, MIN_EPSILON};
 pub const MAX_COHORTS: u32 = 1 << 20;
 /// Largest cohorts × domain² of a cohort mechanism (the engine's `MAX_GRAM_WORK`).
 pub const MAX_COHORT_GRAM_WORK: f64 = 4.0e9;
+/// Largest OLH table, pool size × g cells (8 bytes each: 128 MiB per sketch).
+pub const MAX_OLH_TABLE_CELLS: u64 = 1 << 24;
+/// Largest pool size × domain: a snapshot evaluates that many hashes for the support
+/// counts, and each Monte Carlo sample as many again (about 1 ns each).
+pub const MAX_OLH_SUPPORT_WORK: u64 = 1 << 32;
 /// How far a channel column's sum may be from 1.
 pub const CHANNEL_SUM_TOLERANCE: f64 = 1e-9;
 /// Smallest ε of Laplace noise. The noise is drawn on a grid of powers of two that f32
@@ -125,6 +130,16 @@ fn validate_mechanism_at(m: &str, mechanism: &MechanismConfig) -> Result<(), Con
         | MechanismConfig::Cohort { epsilon, .. } => {
             local_epsilon(format!("{m}.epsilon"), *epsilon, false)?;
         }
+        MechanismConfig::Olh {
+            epsilon,
+            g,
+            pool_size,
+            domain,
+            ..
+        } => {
+            local_epsilon(format!("{m}.epsilon"), *epsilon, false)?;
+            validate_olh(&m, *g, *pool_size, *domain, mechanism)?;
+        }
         MechanismConfig::Gauss { rho, max_abs, .. } => {
             local_rho(format!("{m}.rho"), *rho)?;
             if let Some(v) = max_abs {
@@ -182,6 +197,56 @@ fn validate_mechanism_at(m: &str, mechanism: &MechanismConfig) -> Result<(), Con
                 format!("an integer from 2 to {MAX_DOMAIN}"),
             ));
         }
+    }
+    Ok(())
+}
+
+/// OLH's g and pool size, alone and as the table and the snapshot work they make.
+fn validate_olh(
+    m: &str,
+    g: Option<u32>,
+    pool_size: Option<u32>,
+    domain: u32,
+    mechanism: &MechanismConfig,
+) -> Result<(), ConfigError> {
+    if let Some(g) = g.filter(|g| !(2..=OLH_MAX_G).contains(g)) {
+        return Err(ConfigError::invalid(
+            format!("{m}.g"),
+            g,
+            format!("an integer from 2 to {OLH_MAX_G} (default round(e^ε) + 1)"),
+        ));
+    }
+    if let Some(s) = pool_size.filter(|s| !(1..=OLH_MAX_POOL_SIZE).contains(s)) {
+        return Err(ConfigError::invalid(
+            format!("{m}.pool_size"),
+            s,
+            format!("an integer from 1 to {OLH_MAX_POOL_SIZE} (default 1024)"),
+        ));
+    }
+    let Some((g, s)) = mechanism.olh_shape() else {
+        return Ok(());
+    };
+    let cells = u64::from(g) * u64::from(s);
+    if cells > MAX_OLH_TABLE_CELLS {
+        return Err(ConfigError::invalid(
+            format!("{m}.pool_size"),
+            s,
+            format!(
+                "pool_size × g at most {MAX_OLH_TABLE_CELLS} (here {s} × {g} = {cells}): the \
+                 sketch is a pool_size × g table of 8-byte counts"
+            ),
+        ));
+    }
+    let work = u64::from(s) * u64::from(domain);
+    if work > MAX_OLH_SUPPORT_WORK {
+        return Err(ConfigError::invalid(
+            format!("{m}.pool_size"),
+            s,
+            format!(
+                "pool_size × domain at most {MAX_OLH_SUPPORT_WORK} (here {work}): every \
+                 snapshot evaluates that many hashes"
+            ),
+        ));
     }
     Ok(())
 }
@@ -309,6 +374,8 @@ mod tests {
             "{ kind = \"laplace\", epsilon = 1.0, domain = 3 }",
             "{ kind = \"hadamard\", epsilon = 1.0, domain = 3 }",
             "{ kind = \"cohort\", epsilon = 1.0, domain = 3, cohorts = 16, seed = 4 }",
+            "{ kind = \"olh\", epsilon = 1.0, domain = 3 }",
+            "{ kind = \"olh\", epsilon = 2.0, domain = 3, g = 5, pool_size = 8, pool_seed = 9 }",
             "{ kind = \"matrix\", matrix = [[0.5, 0.25, 0.25], [0.5, 0.75, 0.75]] }",
             "{ kind = \"raw\", domain = 3 }",
         ] {
@@ -371,6 +438,56 @@ mod tests {
             "{ kind = \"global\" }",
         )
         .unwrap();
+    }
+
+    /// Each OLH parameter is checked under its own key, with its range; the bounds pass.
+    #[test]
+    fn olh_parameters_are_named() {
+        let olh = |keys: &str| {
+            config(
+                PARQUET,
+                &format!("{{ kind = \"olh\", epsilon = 2.0, domain = 100{keys} }}"),
+                "{ kind = \"global\" }",
+            )
+        };
+        for (keys, want) in [
+            (", g = 1", "mechanism.g = 1: an integer from 2 to 65536"),
+            (", g = 65537", "mechanism.g = 65537"),
+            (
+                ", pool_size = 0",
+                "mechanism.pool_size = 0: an integer from 1 to 65536",
+            ),
+            (", pool_size = 65537", "mechanism.pool_size = 65537"),
+            (
+                ", g = 65536, pool_size = 512",
+                "pool_size × g at most 16777216",
+            ),
+        ] {
+            let e = olh(keys).unwrap_err();
+            assert!(e.contains(want), "{keys}: {e}");
+        }
+        let e = config(
+            PARQUET,
+            "{ kind = \"olh\", epsilon = 2.0, domain = 16777216, pool_size = 512 }",
+            "{ kind = \"global\" }",
+        )
+        .unwrap_err();
+        assert!(e.contains("pool_size × domain at most"), "{e}");
+        for ok in [", g = 2, pool_size = 1", ", g = 65536, pool_size = 256", ""] {
+            olh(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
+    }
+
+    #[test]
+    fn olh_default_g_is_round_e_to_the_epsilon_plus_one() {
+        use crate::model::olh_default_g;
+        assert_eq!(olh_default_g(2.0), 8); // e² = 7.389
+        assert_eq!(olh_default_g(1.0), 4); // e = 2.718
+        assert_eq!(olh_default_g(0.5), 3); // 1.649
+        assert_eq!(olh_default_g(1e-9), 2);
+        assert_eq!(olh_default_g(11.0), 59875); // e^11 = 59874.14
+        assert_eq!(olh_default_g(12.0), 65536);
+        assert_eq!(olh_default_g(700.0), 65536);
     }
 
     #[test]

@@ -13,7 +13,9 @@ mod stream;
 mod test_support;
 mod window;
 
-pub use mechanism::{MAX_RHO, MIN_LAPLACE_EPSILON, MIN_RHO};
+pub use mechanism::{
+    MAX_OLH_SUPPORT_WORK, MAX_OLH_TABLE_CELLS, MAX_RHO, MIN_LAPLACE_EPSILON, MIN_RHO,
+};
 
 use crate::error::ConfigError;
 use crate::model::Config;

@@ -3,15 +3,16 @@
 //! JSON: one object per message with the stream's column names, e.g.
 //! `{"report": 3, "ts": 1767225600000, "group": "a"}`; bit-flip reports are the hex of the
 //! packed bytes (`"report": "0a01"`), Hadamard and cohort reports carry `row`/`cohort`
-//! beside a ±1 `report`, noise reports are arrays of d numbers, subset reports arrays of k
-//! category numbers (`"report": [0, 7, 3]`); `ts` is milliseconds since the epoch
-//! (optional). `{"end": true}` is the end marker.
+//! beside a ±1 `report`, OLH reports carry `seed` (the pool index) beside the bucket
+//! `report` (`{"seed": 17, "report": 3}`), noise reports are arrays of d numbers, subset
+//! reports arrays of k category numbers (`"report": [0, 7, 3]`); `ts` is milliseconds since
+//! the epoch (optional). `{"end": true}` is the end marker.
 //!
 //! Binary (little-endian): byte 0 = 1 (a report) or 0xFF (the end marker); bytes 1..9 =
 //! event time, i64 milliseconds (i64::MIN for none); then the report: `u32` (grr, matrix,
-//! raw), ⌈d/8⌉ bytes (bitflip, oue), `u32` index + `i8` (hadamard, cohort), d × `f32` (gauss,
-//! laplace), a `u16` item count and that many `u32` (subset); then per `group_by` column a
-//! `u16` length and that many UTF-8 bytes.
+//! raw), ⌈d/8⌉ bytes (bitflip, oue), `u32` index + `i8` (hadamard, cohort), `u32` seed index
+//! + `u32` bucket (olh), d × `f32` (gauss, laplace), a `u16` item count and that many `u32`
+//! (subset); then per `group_by` column a `u16` length and that many UTF-8 bytes.
 //! A GenRR report is 13 bytes.
 
 use std::sync::Arc;
@@ -78,6 +79,8 @@ enum ReportBuilder {
     U32(UInt32Builder),
     Bits(FixedSizeBinaryBuilder, usize),
     Indexed(UInt32Builder, Int8Builder),
+    /// OLH: the seed index and the bucket, both u32.
+    Pooled(UInt32Builder, UInt32Builder),
     Vector(FixedSizeListBuilder<Float64Builder>, usize),
     /// Subset reports: any length is appended, the fold judges it (`subset_wrong_size`).
     List(ListBuilder<UInt32Builder>),
@@ -140,6 +143,10 @@ impl MessageDecoder {
                     ))),
                 ),
                 None,
+            ),
+            Mechanism::Olh(_) => (
+                ReportBuilder::Pooled(UInt32Builder::new(), UInt32Builder::new()),
+                Some(stream.columns.seed.clone()),
             ),
             Mechanism::Noise(_) => (
                 ReportBuilder::Vector(
@@ -283,6 +290,21 @@ impl MessageDecoder {
                 sign.append_value(s);
                 self.check.indexed(i, s)
             }
+            ReportBuilder::Pooled(idx, bucket) => {
+                let name = self.index_name.as_deref().unwrap_or("seed");
+                let i = m
+                    .integer(name)
+                    .ok()
+                    .flatten()
+                    .and_then(|x| u32::try_from(x).ok())
+                    .ok_or_else(|| bad(format!("JSON: {name:?} is not a u32")))?;
+                let y = report
+                    .parse::<u32>()
+                    .map_err(|_| bad("JSON: report is not a u32"))?;
+                idx.append_value(i);
+                bucket.append_value(y);
+                self.check.pooled(i, y)
+            }
             ReportBuilder::Vector(b, d) => {
                 let values = json_message::numbers(report)
                     .ok()
@@ -367,6 +389,7 @@ impl MessageDecoder {
             ReportBuilder::U32(_) => 4,
             ReportBuilder::Bits(_, w) => *w,
             ReportBuilder::Indexed(..) => 5,
+            ReportBuilder::Pooled(..) => 8,
             ReportBuilder::Vector(_, d) => 4 * d,
             ReportBuilder::List(_) => {
                 let len = body.get(..2).ok_or_else(short)?;
@@ -406,6 +429,13 @@ impl MessageDecoder {
                 idx.append_value(i);
                 sign.append_value(s);
                 self.check.indexed(i, s)
+            }
+            ReportBuilder::Pooled(idx, bucket) => {
+                let i = u32::from_le_bytes([report[0], report[1], report[2], report[3]]);
+                let y = u32::from_le_bytes([report[4], report[5], report[6], report[7]]);
+                idx.append_value(i);
+                bucket.append_value(y);
+                self.check.pooled(i, y)
             }
             ReportBuilder::Vector(b, _) => {
                 self.scratch.clear();
@@ -456,6 +486,15 @@ impl MessageDecoder {
                 ));
                 columns.push(a);
                 columns.push(Arc::new(sign.finish()));
+            }
+            ReportBuilder::Pooled(idx, bucket) => {
+                fields.push(Field::new(
+                    self.index_name.as_deref().unwrap_or("seed"),
+                    DataType::UInt32,
+                    false,
+                ));
+                columns.push(Arc::new(idx.finish()));
+                columns.push(Arc::new(bucket.finish()));
             }
             ReportBuilder::Vector(b, _) => columns.push(Arc::new(b.finish())),
             ReportBuilder::List(b) => columns.push(Arc::new(b.finish())),
@@ -718,6 +757,47 @@ mod tests {
         // All of them were appended, for the fold to count.
         assert_eq!(json.rows(), 2);
         assert_eq!(bin.rows(), 1);
+    }
+
+    /// OLH: `seed` beside a u32 bucket in JSON, u32 seed + u32 bucket in binary; both
+    /// decode to the same batch, and each bad report is flagged with its reason.
+    #[test]
+    fn olh_reports_decode_and_are_flagged() {
+        let (s, m) = stream(
+            "{ kind = \"olh\", epsilon = 1.0, domain = 100, g = 4, pool_size = 8 }",
+            "",
+        );
+        let mut json = MessageDecoder::new(&s, &m, MessageFormat::Json);
+        let mut bin = MessageDecoder::new(&s, &m, MessageFormat::Binary);
+        let message = |seed: u32, y: u32| {
+            [
+                &[1u8][..],
+                &i64::MIN.to_le_bytes(),
+                &seed.to_le_bytes(),
+                &y.to_le_bytes(),
+            ]
+            .concat()
+        };
+        for (seed, y, verdict) in [
+            (7, 3, Decoded::Report),
+            (8, 0, Decoded::Invalid(RejectReason::SeedOutOfPool)),
+            (0, 4, Decoded::Invalid(RejectReason::BucketOutOfRange)),
+        ] {
+            let text = format!(r#"{{"seed": {seed}, "report": {y}}}"#);
+            assert_eq!(json.push(text.as_bytes()), Ok(verdict.clone()), "{text}");
+            assert_eq!(bin.push(&message(seed, y)), Ok(verdict));
+        }
+        assert!(json.push(br#"{"report": 1}"#).is_err(), "no seed");
+        assert!(json.push(br#"{"seed": -1, "report": 1}"#).is_err());
+        assert!(bin.push(&message(1, 1)[..16]).is_err(), "short");
+        let (a, b) = (json.finish().unwrap(), bin.finish().unwrap());
+        assert_eq!(a, b);
+        let seeds = a.column_by_name("seed").unwrap();
+        let seeds = seeds.as_any().downcast_ref::<UInt32Array>().unwrap();
+        assert_eq!(seeds.values().to_vec(), vec![7, 8, 0]);
+        let r = a.column_by_name("report").unwrap();
+        let r = r.as_any().downcast_ref::<UInt32Array>().unwrap();
+        assert_eq!(r.values().to_vec(), vec![3, 0, 4]);
     }
 
     #[test]

@@ -80,6 +80,10 @@ impl SimulateSpec {
                 Field::new("cohort", DataType::UInt32, false),
                 Field::new("report", DataType::Int8, false),
             ],
+            Mechanism::Olh(_) => vec![
+                Field::new("seed", DataType::UInt32, false),
+                Field::new("report", DataType::UInt32, false),
+            ],
         };
         if self.groups.is_some() {
             fields.push(Field::new("group", DataType::Utf8, false));

@@ -27,6 +27,7 @@ fn schema(stream: &StreamConfig, columns: &[ArrayRef], grouped: bool) -> Arc<Sch
         2 => {
             let index = match stream.mechanism {
                 ldpstream_config::MechanismConfig::Hadamard { .. } => &stream.columns.row,
+                ldpstream_config::MechanismConfig::Olh { .. } => &stream.columns.seed,
                 _ => &stream.columns.cohort,
             };
             vec![index.as_str(), stream.columns.report.as_str()]

@@ -13,6 +13,7 @@
 //! |---|---|---|---|
 //! | gof | grr, matrix, raw | Dirichlet–multinomial mixture LR against `q0 = G·p0` on the signal counts ([`dirichlet`]) | exact, every n |
 //! | gof | hadamard, cohort | the same on the 2J (row, sign) outcomes, `q0(j, ±) = (½ ± η (F p0)_j)/J` | exact, every n |
+//! | gof | olh | the same on the S·g (pool index, bucket) outcomes, `q0(i, y) = P_i(y)/S` | exact, every n |
 //! | gof | bitflip, oue | Gaussian mixture on LocalBitFlipGOF's whitened statistic, ν = d−1 ([`gaussian`]) | asymptotic, from n = 1000 |
 //! | gof | subset | the same mixture on SubsetGOF's generalized-inverse statistic, ν = d−1 | asymptotic, from n = 1000 |
 //! | gof | gauss, laplace | Gaussian mixture on LocalNoiseGOF's statistic, ν = d−1 | asymptotic, from n = 1000 |
@@ -155,6 +156,11 @@ pub fn null_report_law(mechanism: &Mechanism, p0: &[f64]) -> Result<Option<Vec<f
                 .collect();
             Some(sign_law(&fp, m.eta()))
         }
+        // The (pool index, bucket) cells: index uniform, then row i's law.
+        Mechanism::Olh(m) => {
+            let share = 1.0 / f64::from(m.pool_size());
+            Some(m.row_laws(p0).iter().map(|&pr| pr * share).collect())
+        }
         Mechanism::BitFlip(_) | Mechanism::Noise(_) | Mechanism::Subset(_) => None,
     })
 }
@@ -203,6 +209,11 @@ pub fn gof_e_process(
                 &dirichlet::KAPPA_GRID,
             ))
         }
+        (_, Sketch::Pool(s), Some(q0)) => EProcess::exact(dirichlet::log_e_mixture(
+            s.table(),
+            &q0,
+            &dirichlet::KAPPA_GRID,
+        )),
         (Mechanism::BitFlip(m), Sketch::Bits(s), None) => {
             let d = local_bitflip_gof(m, s.bit_counts(), n, p0);
             EProcess::asymptotic(d.statistic, d.df.unwrap_or(0), n as f64)

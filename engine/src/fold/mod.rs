@@ -4,6 +4,7 @@
 mod bits;
 mod categories;
 mod dictionary;
+mod pool;
 pub mod popcount;
 mod report_check;
 mod signed;
@@ -13,6 +14,7 @@ mod sums;
 pub use bits::{fold_bits, fold_bits_scalar, fold_bits_with};
 pub use categories::{count_categories, fold_categories};
 pub use dictionary::fold_key_counts;
+pub use pool::{fold_pool, fold_pool_direct};
 pub use report_check::ReportCheck;
 pub use signed::{fold_signed, fold_signed_scalar};
 pub use subset::fold_subsets;
@@ -34,6 +36,8 @@ pub enum IndexColumn {
     Row,
     /// The cohort (`columns.cohort`).
     Cohort,
+    /// OLH's hash-seed index (`columns.seed`).
+    Seed,
 }
 
 /// The Arrow columns a mechanism's reports arrive in.
@@ -108,6 +112,11 @@ pub fn report_schema(mechanism: &Mechanism) -> ReportSchema {
             accepts_report: is_i8,
             index: Some(IndexColumn::Cohort),
         },
+        Mechanism::Olh(_) => ReportSchema {
+            report_type: "UInt32".into(),
+            accepts_report: is_u32,
+            index: Some(IndexColumn::Seed),
+        },
     }
 }
 
@@ -168,6 +177,17 @@ pub fn fold_batch(
                 downcast::<Int8Array>(report, "Int8")?,
                 s,
                 reason,
+            );
+        }
+        (Mechanism::Olh(_), Sketch::Pool(s)) => {
+            let index = index.ok_or_else(|| EngineError::WrongArrayType {
+                expected: "a UInt32 seed column".into(),
+                found: "none".into(),
+            })?;
+            fold_pool(
+                downcast::<UInt32Array>(index, "UInt32")?,
+                downcast::<UInt32Array>(report, "UInt32")?,
+                s,
             );
         }
         (m, s) => return Err(m.sketch_mismatch(s)),
@@ -266,6 +286,14 @@ mod tests {
                 domain: 10,
                 k: Some(3),
             },
+            // OLH: 4 seeds × 5 buckets (row.a up to 11 and row.b up to 5 cover both reasons).
+            MechanismConfig::Olh {
+                epsilon: 1.0,
+                domain: 10,
+                g: Some(5),
+                pool_size: Some(4),
+                pool_seed: 7,
+            },
         ]
         .iter()
         .map(|c| Mechanism::from_config(c).unwrap())
@@ -315,6 +343,14 @@ mod tests {
                     b.append(!r.null);
                 }
                 (Arc::new(b.finish()), None)
+            }
+            Mechanism::Olh(_) => {
+                let y = UInt32Array::from(
+                    rows.iter()
+                        .map(|r| u32::from(r.b as u8) % 7)
+                        .collect::<Vec<_>>(),
+                );
+                (Arc::new(y), Some(Arc::new(a()) as ArrayRef))
             }
             _ => (Arc::new(a()), None),
         }
@@ -369,6 +405,7 @@ mod tests {
             Mechanism::Noise(_) => check.vector(&r.noise),
             Mechanism::Hadamard(_) | Mechanism::Cohort(_) => check.indexed(r.a, r.b),
             Mechanism::Subset(_) => check.subset(&r.items),
+            Mechanism::Olh(_) => check.pooled(r.a, u32::from(r.b as u8) % 7),
             _ => check.category(r.a),
         }
     }
@@ -427,6 +464,12 @@ mod tests {
             cohort.indexed(1 << 20, 1),
             Some(RejectReason::CohortOutOfRange)
         );
+        let olh = ReportCheck::new(&ms[8]);
+        assert_eq!(olh.pooled(3, 4), None);
+        assert_eq!(olh.pooled(4, 0), Some(RejectReason::SeedOutOfPool));
+        assert_eq!(olh.pooled(4, 5), Some(RejectReason::SeedOutOfPool));
+        assert_eq!(olh.pooled(0, 5), Some(RejectReason::BucketOutOfRange));
+        assert_eq!(olh.category(0), Some(RejectReason::BadSize));
         let sparse = ReportCheck::new(&ms[5]);
         assert_eq!(
             sparse.category(crate::sketch::SPARSE_FROM_DOMAIN as u32 + 8),

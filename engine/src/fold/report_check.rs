@@ -26,10 +26,21 @@ enum Rule {
     Vector { d: usize, max_abs: f64 },
     /// `k` distinct categories below `d`.
     Subset { k: usize, d: u64 },
+    /// An OLH (pool index, bucket) pair: index below `rows`, bucket below `g`.
+    Pooled { rows: u64, g: u64 },
 }
 
 impl ReportCheck {
     pub fn new(mechanism: &Mechanism) -> Self {
+        // OLH's table can hold 2^24 cells: its dimensions are the mechanism's own.
+        if let Mechanism::Olh(m) = mechanism {
+            return ReportCheck {
+                rule: Rule::Pooled {
+                    rows: u64::from(m.pool_size()),
+                    g: u64::from(m.g()),
+                },
+            };
+        }
         // The sketch's own dimensions, so that the rules cannot drift from what the fold
         // compares against (a large-domain table starts sparse, so this stays cheap).
         let rule = match (mechanism, mechanism.new_sketch()) {
@@ -58,6 +69,10 @@ impl ReportCheck {
             (_, Sketch::Sums(s)) => Rule::Vector {
                 d: s.sums().len(),
                 max_abs: f64::INFINITY,
+            },
+            (_, Sketch::Pool(s)) => Rule::Pooled {
+                rows: s.pool_size() as u64,
+                g: s.g() as u64,
             },
             (m, Sketch::Signed(s)) => Rule::Indexed {
                 rows: s.rows() as u64,
@@ -132,6 +147,22 @@ impl ReportCheck {
                     .windows(2)
                     .any(|w| w[0] == w[1])
                     .then_some(RejectReason::SubsetDuplicate)
+            }
+            _ => Some(RejectReason::BadSize),
+        }
+    }
+    /// An OLH (pool index, bucket) report; a bad index wins over a bad bucket, as in the
+    /// fold.
+    pub fn pooled(&self, index: u32, bucket: u32) -> Option<RejectReason> {
+        match self.rule {
+            Rule::Pooled { rows, g } => {
+                if u64::from(index) >= rows {
+                    Some(RejectReason::SeedOutOfPool)
+                } else if u64::from(bucket) >= g {
+                    Some(RejectReason::BucketOutOfRange)
+                } else {
+                    None
+                }
             }
             _ => Some(RejectReason::BadSize),
         }

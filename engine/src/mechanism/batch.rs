@@ -13,8 +13,8 @@ use rand::Rng;
 use super::Mechanism;
 use crate::error::EngineError;
 
-/// The report columns (in the canonical schema's order: index column first for Hadamard
-/// and cohort) for true values `xs`, privatized by the real client-side randomizers. The
+/// The report columns (in the canonical schema's order: index column first for Hadamard,
+/// cohort and olh) for true values `xs`, privatized by the real client-side randomizers. The
 /// simulator and the tests use it; `rng` is seeded only there.
 pub fn privatize_batch<R: Rng + ?Sized>(
     mechanism: &Mechanism,
@@ -95,6 +95,18 @@ pub fn privatize_batch<R: Rng + ?Sized>(
             vec![
                 Arc::new(UInt32Array::from(rows)),
                 Arc::new(Int8Array::from(signs)),
+            ]
+        }
+        Mechanism::Olh(m) => {
+            let (seeds, ys): (Vec<u32>, Vec<u32>) = xs
+                .iter()
+                .map(|&x| m.randomize_with(x, rng))
+                .collect::<Result<Vec<_>, _>>()?
+                .into_iter()
+                .unzip();
+            vec![
+                Arc::new(UInt32Array::from(seeds)),
+                Arc::new(UInt32Array::from(ys)),
             ]
         }
         Mechanism::Cohort(m) => {

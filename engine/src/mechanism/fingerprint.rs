@@ -15,7 +15,7 @@ fn fnv1a(bytes: &[u8]) -> u32 {
 impl Mechanism {
     /// FNV-1a over the kind's UTF-8 bytes, a 0 byte, and the parameters little-endian: ε as
     /// f64 bits then d as u32 (grr, bitflip, hadamard), then cohorts as u32 and seed as u64
-    /// (cohort); for matrix the number of signals and of types as u32, then every entry
+    /// (cohort), then g and the pool size as u32 and the pool seed as u64 (olh); for matrix the number of signals and of types as u32, then every entry
     /// as f64 bits, row by row; for gauss ρ as f64 bits then d as u32, for laplace ε then d
     /// (`max_abs` is left out: it bounds what the server accepts, not how a client draws);
     /// for subset ε, d, then k as u32.
@@ -39,6 +39,12 @@ impl Mechanism {
                 eps_d(m.epsilon(), m.domain());
                 bytes.extend_from_slice(&m.cohorts().to_le_bytes());
                 bytes.extend_from_slice(&m.seed().to_le_bytes());
+            }
+            Mechanism::Olh(m) => {
+                eps_d(m.epsilon(), m.domain());
+                bytes.extend_from_slice(&m.g().to_le_bytes());
+                bytes.extend_from_slice(&m.pool_size().to_le_bytes());
+                bytes.extend_from_slice(&m.pool_seed().to_le_bytes());
             }
             Mechanism::Channel(m) => {
                 bytes.extend_from_slice(&(m.signals() as u32).to_le_bytes());
@@ -91,6 +97,16 @@ mod tests {
             subset(crate::mechanism::subset_default_k(1.0, 8)),
             Mechanism::Subset(crate::mechanism::Subset::new(1.0, 8, None).unwrap()).fingerprint()
         );
+        let olh = |g, s, seed| {
+            Mechanism::Olh(Box::new(
+                crate::mechanism::Olh::new(1.0, 4, g, s, seed).unwrap(),
+            ))
+            .fingerprint()
+        };
+        assert_ne!(olh(4, 8, 0), olh(5, 8, 0));
+        assert_ne!(olh(4, 8, 0), olh(4, 9, 0));
+        assert_ne!(olh(4, 8, 0), olh(4, 8, 1));
+        assert_eq!(olh(4, 8, 0), olh(4, 8, 0));
     }
 
     /// The noise mechanisms have one too (they had none, so stamped noise messages were

@@ -126,6 +126,13 @@ impl Mechanism {
             | Mechanism::BitFlip(_)
             | Mechanism::Subset(_)
             | Mechanism::Noise(_) => None,
+            // Every EM (IBU) step costs a pass of S·d hashes, up to thousands of steps per
+            // snapshot: records carry the Norm-Sub estimate instead.
+            Mechanism::Olh(_) => Some(
+                "olh: the MLE (EM, i.e. the iterative Bayesian update) costs S·d hashes per \
+                 iteration and is not computed; see estimate_norm_sub"
+                    .to_string(),
+            ),
         }
     }
 

@@ -16,6 +16,7 @@ mod grr;
 mod hadamard;
 mod likelihood;
 mod noise;
+mod olh;
 mod subset;
 pub(crate) mod subset_index;
 
@@ -27,6 +28,7 @@ pub use discrete_noise::{bernoulli_exp, discrete_gaussian, discrete_laplace};
 pub use grr::Grr;
 pub use hadamard::{fwht, Hadamard};
 pub use noise::{sample_laplace, Noise, NoiseKind};
+pub use olh::{olh_bucket, olh_pool, Olh};
 pub use subset::{default_k as subset_default_k, Subset};
 
 use rand::Rng;
@@ -35,7 +37,7 @@ use ldpstream_config::{Domain, Epsilon, MechanismConfig};
 use serde::{Deserialize, Serialize};
 
 use crate::error::EngineError;
-use crate::sketch::{BitSketch, CountSketch, SignedSketch, Sketch, SumSketch};
+use crate::sketch::{BitSketch, CountSketch, PoolSketch, SignedSketch, Sketch, SumSketch};
 
 /// A debiased frequency estimate with its per-category standard error.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -94,6 +96,8 @@ pub enum Mechanism {
     Channel(Box<Channel>),
     /// k-subset selection; its sketch is the d item counts plus n (a [`BitSketch`]).
     Subset(Subset),
+    /// Optimized local hashing with a fixed seed pool.
+    Olh(Box<Olh>),
     /// No local randomizer: the curator sees true categories.
     Raw {
         domain: u32,
@@ -142,6 +146,18 @@ impl Mechanism {
             MechanismConfig::Matrix { matrix } => {
                 Mechanism::Channel(Box::new(Channel::new(matrix)?))
             }
+            MechanismConfig::Olh {
+                epsilon,
+                domain,
+                pool_seed,
+                ..
+            } => {
+                // olh_shape fills the defaults the config documents.
+                let (g, pool_size) = config.olh_shape().unwrap_or((0, 0));
+                Mechanism::Olh(Box::new(Olh::new(
+                    *epsilon, *domain, g, pool_size, *pool_seed,
+                )?))
+            }
             MechanismConfig::Raw { domain } => {
                 check_domain(*domain)?;
                 Mechanism::Raw { domain: *domain }
@@ -161,6 +177,7 @@ impl Mechanism {
             Mechanism::Cohort(_) => "cohort",
             Mechanism::Channel(_) => "matrix",
             Mechanism::Subset(_) => "subset",
+            Mechanism::Olh(_) => "olh",
             Mechanism::Raw { .. } => "raw",
         }
     }
@@ -175,6 +192,7 @@ impl Mechanism {
             Mechanism::Cohort(m) => m.domain(),
             Mechanism::Channel(m) => m.domain(),
             Mechanism::Subset(m) => m.domain(),
+            Mechanism::Olh(m) => m.domain(),
             Mechanism::Raw { domain } => *domain,
         }) as usize
     }
@@ -190,6 +208,9 @@ impl Mechanism {
             Mechanism::Noise(m) => Sketch::Sums(SumSketch::new(m.domain() as usize)),
             Mechanism::Hadamard(m) => Sketch::Signed(SignedSketch::new(m.rows() as usize)),
             Mechanism::Cohort(m) => Sketch::Signed(SignedSketch::new(m.cohorts() as usize)),
+            Mechanism::Olh(m) => {
+                Sketch::Pool(PoolSketch::new(m.pool_size() as usize, m.g() as usize))
+            }
         }
     }
 
@@ -203,6 +224,7 @@ impl Mechanism {
             },
             Mechanism::Hadamard(m) => (Some(m.epsilon()), None),
             Mechanism::Cohort(m) => (Some(m.epsilon()), None),
+            Mechanism::Olh(m) => (Some(m.epsilon()), None),
             Mechanism::Channel(m) => (Some(m.epsilon()).filter(|e| e.is_finite()), None),
             Mechanism::Subset(m) => (Some(m.epsilon()), None),
             Mechanism::Raw { .. } => (None, None),
@@ -230,6 +252,7 @@ impl Mechanism {
             (Mechanism::Noise(m), Sketch::Sums(s)) => m.estimate(&s.sums_f64(), s.n()),
             (Mechanism::Hadamard(m), Sketch::Signed(s)) => m.estimate(&s.signed(), s.n()),
             (Mechanism::Cohort(m), Sketch::Signed(s)) => m.estimate(&s.signed(), s.n()),
+            (Mechanism::Olh(m), Sketch::Pool(s)) => m.estimate(s.table(), s.n()),
             _ => return Err(self.sketch_mismatch(sketch)),
         })
     }
@@ -237,6 +260,14 @@ impl Mechanism {
     /// Refuses a sketch this mechanism does not produce: another kind, or another number of
     /// cells (a d = 3 sketch read into a d = 10 stream gave a 3-entry estimate).
     pub fn check_sketch(&self, sketch: &Sketch) -> Result<(), EngineError> {
+        // OLH's empty table can be 128 MiB: compare its shape without building one.
+        if let (Mechanism::Olh(m), Sketch::Pool(s)) = (self, sketch) {
+            return if s.pool_size() == m.pool_size() as usize && s.g() == m.g() as usize {
+                Ok(())
+            } else {
+                Err(self.sketch_mismatch(sketch))
+            };
+        }
         let own = self.new_sketch();
         if std::mem::discriminant(&own) == std::mem::discriminant(sketch)
             && own.cells() == sketch.cells()

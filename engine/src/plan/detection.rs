@@ -57,10 +57,14 @@ impl Detection {
 }
 
 /// ν of the sequential statistic: the mechanism's χ² degrees of freedom, except Hadamard,
-/// whose sequential test is the Dirichlet mixture on its 2K (row, sign) cells.
+/// whose sequential test is the Dirichlet mixture on its 2K (row, sign) cells, and OLH,
+/// whose is the one on its S·g (pool index, bucket) cells (default S = 1024).
 fn sequential_df(mechanism: PlanMechanism, d: usize) -> u32 {
     match mechanism {
         PlanMechanism::Hadamard { .. } => 2 * (d.next_power_of_two() as u32) - 1,
+        PlanMechanism::Olh { epsilon } => ldpstream_config::OLH_DEFAULT_POOL_SIZE
+            .saturating_mul(ldpstream_config::olh_default_g(epsilon))
+            .saturating_sub(1),
         other => other.df(d),
     }
 }

@@ -28,12 +28,15 @@ pub enum PlanMechanism {
     /// k-subset selection at the default k = ⌈d/(e^ε+1)⌉, tested by SubsetGOF
     /// (docs/STATISTICS.md §3.2).
     Subset { epsilon: f64 },
+    /// Optimized local hashing at the default g = round(e^ε)+1, tested by OlhSupportGOF
+    /// (docs/STATISTICS.md §3.3), planned as with fresh per-user hashes.
+    Olh { epsilon: f64 },
 }
 
 impl PlanMechanism {
-    /// The six mechanisms at one ε. Gaussian noise gets `ρ = ε²/2`, the zCDP level that
+    /// The seven mechanisms at one ε. Gaussian noise gets `ρ = ε²/2`, the zCDP level that
     /// ε-DP implies: a weaker guarantee than ε-LDP, so its power flatters it.
-    pub fn all(epsilon: f64) -> [PlanMechanism; 6] {
+    pub fn all(epsilon: f64) -> [PlanMechanism; 7] {
         [
             PlanMechanism::Grr { epsilon },
             PlanMechanism::BitFlip { epsilon },
@@ -43,6 +46,7 @@ impl PlanMechanism {
             },
             PlanMechanism::Hadamard { epsilon },
             PlanMechanism::Subset { epsilon },
+            PlanMechanism::Olh { epsilon },
         ]
     }
 
@@ -54,6 +58,7 @@ impl PlanMechanism {
             PlanMechanism::Gauss { .. } => "Gaussian noise",
             PlanMechanism::Hadamard { .. } => "Hadamard",
             PlanMechanism::Subset { .. } => "k-subset",
+            PlanMechanism::Olh { .. } => "OLH",
         }
     }
 
@@ -64,15 +69,17 @@ impl PlanMechanism {
             PlanMechanism::Gauss { .. } => "LocalNoiseGOF",
             PlanMechanism::Hadamard { .. } => "Sheffet chi2",
             PlanMechanism::Subset { .. } => "SubsetGOF",
+            PlanMechanism::Olh { .. } => "OlhSupportGOF",
         }
     }
 
     /// Degrees of freedom ν of the test on a domain of `d` categories: `d − 1`, except
-    /// Sheffet's statistic, which does not project out the all-ones direction.
+    /// Sheffet's statistic and OLH's support statistic, which do not project out the
+    /// all-ones direction.
     pub fn df(&self, d: usize) -> u32 {
         let d = u32::try_from(d).unwrap_or(u32::MAX);
         match self {
-            PlanMechanism::Hadamard { .. } => d,
+            PlanMechanism::Hadamard { .. } | PlanMechanism::Olh { .. } => d,
             _ => d.saturating_sub(1),
         }
     }
@@ -84,6 +91,7 @@ impl PlanMechanism {
             | PlanMechanism::BitFlip { epsilon }
             | PlanMechanism::Oue { epsilon }
             | PlanMechanism::Subset { epsilon }
+            | PlanMechanism::Olh { epsilon }
             | PlanMechanism::Hadamard { epsilon } => ("epsilon", epsilon),
         };
         if value.is_finite() && value > 0.0 {
@@ -148,6 +156,21 @@ impl PlanMechanism {
                     })
                     .sum()
             }
+            PlanMechanism::Olh { epsilon } => {
+                // A report's indicator [y = h(v)] has mean f_v = 1/g + (p − 1/g) p_v with
+                // fresh hashes; p − 1/g = γ (g−1)/g, γ = (1−e^{−ε})/(1+(g−1)e^{−ε}).
+                let g = f64::from(ldpstream_config::olh_default_g(epsilon));
+                let t = (-epsilon).exp();
+                let a = -(-epsilon).exp_m1() / (1.0 + (g - 1.0) * t) * (g - 1.0) / g;
+                delta
+                    .iter()
+                    .zip(p0)
+                    .map(|(dj, &pj)| {
+                        let f = 1.0 / g + a * pj;
+                        a * a * dj * dj / (f * (1.0 - f))
+                    })
+                    .sum()
+            }
         };
         if !lambda.is_finite() {
             return Err(EngineError::invalid(
@@ -171,6 +194,9 @@ impl PlanMechanism {
 /// * Hadamard: `n Σ_x 4η² (p1 − p0)² / (1 − 4η² p0²)`, `η = (e^ε−1)/(2(e^ε+1))`, because
 ///   `E θ = 2η p1` and Sheffet's statistic weights `(θ − 2η p0)` by `1/(1 − 4η² p0²)`;
 /// * k-subset: `n α² Δᵀ Σ(p0)⁺ Δ`, Σ the item-count covariance of docs/STATISTICS.md §1.7.
+/// * OLH: `n a² Σ_v Δ_v² / (f_v(1 − f_v))`, `a = p − 1/g`, `f_v = 1/g + a p0_v`: the support
+///   counts' mean shift over their variance, as if the counts were independent (their
+///   correlations are O(p0/g); docs/STATISTICS.md §3.3), against χ²_d.
 ///
 /// Both matrix inverses are diagonal plus rank one and are applied in O(d).
 pub fn noncentrality(mechanism: PlanMechanism, h: &Hypotheses, n: u64) -> Result<f64, EngineError> {
@@ -266,7 +292,8 @@ mod tests {
 
     #[test]
     fn degrees_of_freedom() {
-        let [grr, bit, oue, gauss, had, subset] = PlanMechanism::all(1.0);
+        let [grr, bit, oue, gauss, had, subset, olh] = PlanMechanism::all(1.0);
+        assert_eq!(olh.df(7), 7);
         assert_eq!(
             (
                 grr.df(7),
@@ -287,6 +314,7 @@ mod tests {
             PlanMechanism::Grr { epsilon: 0.0 },
             PlanMechanism::BitFlip { epsilon: f64::NAN },
             PlanMechanism::Oue { epsilon: -1.0 },
+            PlanMechanism::Olh { epsilon: 0.0 },
             PlanMechanism::Gauss { rho: -1.0 },
             PlanMechanism::Hadamard {
                 epsilon: f64::INFINITY,
@@ -374,7 +402,8 @@ mod tests {
             .map(|(a, b)| (a - b) * (a - b) / b)
             .sum();
         for eps in [200.0, 1000.0, f64::MAX] {
-            let [grr, bit, oue, _, had, _] = PlanMechanism::all(eps);
+            let [grr, bit, oue, _, had, _, olh] = PlanMechanism::all(eps);
+            assert!(noncentrality(olh, &h, 1).unwrap().is_finite());
             assert_rel(
                 noncentrality(oue, &h, 1).unwrap(),
                 pearson / 2.0,

@@ -18,13 +18,14 @@ const CHART_HEIGHT: u32 = 560;
 const LEGEND_ROW: u32 = 26;
 const POINTS: usize = 120;
 /// Okabe–Ito colours: distinguishable with the common colour-vision deficiencies.
-const COLOURS: [RGBColor; 6] = [
+const COLOURS: [RGBColor; 7] = [
     RGBColor(0, 114, 178),
     RGBColor(213, 94, 0),
     RGBColor(0, 158, 115),
     RGBColor(204, 121, 167),
     RGBColor(230, 159, 0),
     RGBColor(86, 180, 233),
+    RGBColor(0, 0, 0),
 ];
 const GREY: RGBColor = RGBColor(110, 110, 110);
 
@@ -101,6 +102,7 @@ fn legend_label(m: PlanMechanism, df: u32) -> String {
         | PlanMechanism::BitFlip { epsilon }
         | PlanMechanism::Oue { epsilon }
         | PlanMechanism::Subset { epsilon }
+        | PlanMechanism::Olh { epsilon }
         | PlanMechanism::Hadamard { epsilon } => format!("eps = {epsilon}"),
     };
     format!("{} / {} ({privacy}, df {df})", m.name(), m.test_name())

@@ -26,6 +26,13 @@ pub fn estimator_variance(mechanism: PlanMechanism, d: usize) -> Result<f64, Eng
             let eta = Hadamard::new(epsilon, d)?.eta();
             1.0 / (4.0 * eta * eta)
         }
+        PlanMechanism::Olh { epsilon } => {
+            // q*(1−q*)/(p−q*)² with q* = 1/g (Wang et al. 2017 §4.4), at the default g.
+            let g = ldpstream_config::olh_default_g(epsilon);
+            let m = crate::mechanism::Olh::new(epsilon, d.max(2), g, 1, 0)?;
+            let (gf, a) = (f64::from(g), m.p_minus_one_over_g());
+            (1.0 / gf) * (1.0 - 1.0 / gf) / (a * a)
+        }
         PlanMechanism::Gauss { rho } => {
             if !(rho.is_finite() && rho > 0.0) {
                 return Err(EngineError::invalid("rho", rho, "a finite number > 0"));
@@ -120,6 +127,23 @@ mod tests {
 
     /// OUE's variance does not grow with d and GRR's does: at d = 1000, ε = 2 (the issue's
     /// example) GRR is over 30× noisier.
+    /// OLH against Wang et al. 2017 §4.4: `Var = (e^ε + g − 1)²/((g − 1)(e^ε − 1)²)` at the
+    /// integer default g exactly, and within 3% of the optimum `4e^ε/(e^ε − 1)²` (their
+    /// eq. at g = e^ε + 1) that rounding g departs from.
+    #[test]
+    fn olh_matches_wang_et_al() {
+        for eps in [0.1, 0.5, 1.0, 2.0, 5.0, 10.0] {
+            let e = f64::exp(eps);
+            let g = f64::from(ldpstream_config::olh_default_g(eps));
+            let v = estimator_variance(PlanMechanism::Olh { epsilon: eps }, 1000).unwrap();
+            let exact = (e + g - 1.0).powi(2) / ((g - 1.0) * (e - 1.0).powi(2));
+            assert!((v / exact - 1.0).abs() < 1e-9, "ε={eps}: {v} vs {exact}");
+            let optimum = 4.0 * e / (e - 1.0).powi(2);
+            assert!(v >= optimum * (1.0 - 1e-12), "ε={eps}");
+            assert!(v / optimum - 1.0 < 0.03, "ε={eps}: {v} vs {optimum}");
+        }
+    }
+
     #[test]
     fn oue_beats_grr_at_large_domains() {
         let grr = estimator_variance(PlanMechanism::Grr { epsilon: 2.0 }, 1000).unwrap();

@@ -5,11 +5,13 @@
 //! Every sketch serializes to a versioned little-endian form:
 //! `"LDPS"`, format version (u8), kind (u8), the kind's tables, then the rejection counts
 //! (u8 count, u64 each). Version 2 added the sparse count table (kind 5); version 1 files
-//! are still read.
+//! are still read. Kind 6 (OLH's pool table) came later within version 2: an older build
+//! refuses it as an unknown kind, naming it.
 
 mod bits;
 pub(crate) mod codec;
 pub(crate) mod counts;
+mod pool;
 mod rejections;
 mod signed;
 mod sums;
@@ -17,6 +19,7 @@ pub(crate) mod table;
 
 pub use bits::BitSketch;
 pub use counts::{nonzero_cells, CountSketch, SPARSE_CELL_BYTES, SPARSE_FROM_DOMAIN};
+pub use pool::PoolSketch;
 pub use rejections::{RejectReason, Rejections};
 pub use signed::SignedSketch;
 pub use sums::{SumSketch, FIXED_POINT_SCALE};
@@ -34,6 +37,7 @@ const KIND_BITS: u8 = 2;
 const KIND_SIGNED: u8 = 3;
 const KIND_SUMS: u8 = 4;
 const KIND_SPARSE_COUNTS: u8 = 5;
+const KIND_POOL: u8 = 6;
 
 /// The sketch of any mechanism. Each mechanism owns exactly one variant.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,6 +50,8 @@ pub enum Sketch {
     Signed(SignedSketch),
     /// Gaussian and Laplace noise: fixed-point coordinate sums.
     Sums(SumSketch),
+    /// OLH: an S × g table of (pool index, bucket) counts.
+    Pool(PoolSketch),
 }
 
 impl Sketch {
@@ -56,6 +62,7 @@ impl Sketch {
             Sketch::Bits(s) => s.n(),
             Sketch::Signed(s) => s.n(),
             Sketch::Sums(s) => s.n(),
+            Sketch::Pool(s) => s.n(),
         }
     }
 
@@ -65,6 +72,7 @@ impl Sketch {
             Sketch::Bits(s) => s.rejected(),
             Sketch::Signed(s) => s.rejected(),
             Sketch::Sums(s) => s.rejected(),
+            Sketch::Pool(s) => s.rejected(),
         }
     }
 
@@ -74,6 +82,7 @@ impl Sketch {
             Sketch::Bits(s) => s.rejected_mut(),
             Sketch::Signed(s) => s.rejected_mut(),
             Sketch::Sums(s) => s.rejected_mut(),
+            Sketch::Pool(s) => s.rejected_mut(),
         }
     }
 
@@ -84,6 +93,7 @@ impl Sketch {
             Sketch::Bits(s) => std::mem::size_of_val(s.bit_counts()),
             Sketch::Signed(s) => 2 * s.rows() * std::mem::size_of::<u64>(),
             Sketch::Sums(s) => std::mem::size_of_val(s.sums()),
+            Sketch::Pool(s) => std::mem::size_of_val(s.table()),
         };
         table + std::mem::size_of::<Sketch>()
     }
@@ -110,6 +120,7 @@ impl Sketch {
             Sketch::Bits(s) => s.bit_counts().len(),
             Sketch::Signed(s) => s.rows(),
             Sketch::Sums(s) => s.sums().len(),
+            Sketch::Pool(s) => s.table().len(),
         }
     }
 
@@ -120,6 +131,7 @@ impl Sketch {
             (Sketch::Bits(a), Sketch::Bits(b)) => a.merge(b),
             (Sketch::Signed(a), Sketch::Signed(b)) => a.merge(b),
             (Sketch::Sums(a), Sketch::Sums(b)) => a.merge(b),
+            (Sketch::Pool(a), Sketch::Pool(b)) => a.merge(b),
             (a, b) => Err(EngineError::Corrupt(format!(
                 "cannot merge a {} sketch into a {} sketch",
                 b.kind_name(),
@@ -134,6 +146,7 @@ impl Sketch {
             Sketch::Bits(_) => "bit",
             Sketch::Signed(_) => "signed",
             Sketch::Sums(_) => "sum",
+            Sketch::Pool(_) => "pool",
         }
     }
 
@@ -162,6 +175,10 @@ impl Sketch {
                 out.push(KIND_SUMS);
                 s.write_body(&mut out);
             }
+            Sketch::Pool(s) => {
+                out.push(KIND_POOL);
+                s.write_body(&mut out);
+            }
         }
         let reasons = self.rejected().as_slice();
         out.push(reasons.len() as u8);
@@ -188,6 +205,7 @@ impl Sketch {
             KIND_BITS => Sketch::Bits(BitSketch::read_body(&mut r)?),
             KIND_SIGNED => Sketch::Signed(SignedSketch::read_body(&mut r)?),
             KIND_SUMS => Sketch::Sums(SumSketch::read_body(&mut r)?),
+            KIND_POOL if version >= 2 => Sketch::Pool(PoolSketch::read_body(&mut r)?),
             KIND_SPARSE_COUNTS if version >= 2 => {
                 Sketch::Counts(CountSketch::read_sparse_body(&mut r)?)
             }
@@ -288,6 +306,29 @@ mod tests {
         let b = s.to_bytes();
         assert_eq!(&b[..6], b"LDPS\x02\x04");
         assert_eq!(Sketch::from_bytes(&b).unwrap(), s);
+    }
+
+    #[test]
+    fn golden_bytes_pool() {
+        let mut s = PoolSketch::from_table(2, vec![1, 0, 0, 3, 2, 0]).unwrap();
+        s.rejected_mut().add(RejectReason::SeedOutOfPool, 4);
+        let s = Sketch::Pool(s);
+        let b = s.to_bytes();
+        assert_eq!(&b[..6], b"LDPS\x02\x06");
+        assert_eq!(&b[6..10], &3u32.to_le_bytes());
+        assert_eq!(&b[10..14], &2u32.to_le_bytes());
+        assert_eq!(&b[14..22], &6u64.to_le_bytes());
+        assert_eq!(&b[22..30], &1u64.to_le_bytes());
+        assert_eq!(Sketch::from_bytes(&b).unwrap(), s);
+        // n that disagrees with the cells, a table too large, and a g mismatch are refused.
+        let mut bad_n = b.clone();
+        bad_n[14] = 7;
+        assert!(Sketch::from_bytes(&bad_n).is_err());
+        let mut huge = b.clone();
+        huge[6..10].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(Sketch::from_bytes(&huge).is_err());
+        let mut other = Sketch::Pool(PoolSketch::new(2, 3));
+        assert!(other.merge(&s).is_err());
     }
 
     #[test]

@@ -29,10 +29,14 @@ pub enum RejectReason {
     SubsetWrongSize,
     /// A k-subset report that names a category twice.
     SubsetDuplicate,
+    /// An OLH report whose seed index is not below the pool size S.
+    SeedOutOfPool,
+    /// An OLH report whose bucket y is not below g.
+    BucketOutOfRange,
 }
 
 impl RejectReason {
-    pub const ALL: [RejectReason; 11] = [
+    pub const ALL: [RejectReason; 13] = [
         RejectReason::OutOfDomain,
         RejectReason::Null,
         RejectReason::BadSize,
@@ -44,6 +48,8 @@ impl RejectReason {
         RejectReason::AboveMaxAbs,
         RejectReason::SubsetWrongSize,
         RejectReason::SubsetDuplicate,
+        RejectReason::SeedOutOfPool,
+        RejectReason::BucketOutOfRange,
     ];
     pub const COUNT: usize = Self::ALL.len();
 
@@ -61,6 +67,8 @@ impl RejectReason {
             RejectReason::AboveMaxAbs => "above_max_abs",
             RejectReason::SubsetWrongSize => "subset_wrong_size",
             RejectReason::SubsetDuplicate => "subset_duplicate",
+            RejectReason::SeedOutOfPool => "seed_out_of_pool",
+            RejectReason::BucketOutOfRange => "bucket_out_of_range",
         }
     }
 }

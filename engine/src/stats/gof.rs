@@ -181,6 +181,11 @@ pub fn gof_statistic(
                     })?;
             Decision::chi2(t, df, chi2_sf(df, t))
         }
+        (TestMethod::OlhSupportGOF, Mechanism::Olh(m), Sketch::Pool(s)) => Decision {
+            statistic: super::OlhNull::new(m, p0, s.row_totals()).statistic(m, s.table()),
+            df: None,
+            p_value: None,
+        },
         (
             TestMethod::SheffetTV,
             Mechanism::Hadamard(_) | Mechanism::Cohort(_),
@@ -203,6 +208,19 @@ pub fn run_gof(
     sketch: &Sketch,
     params: &GofParams,
 ) -> Result<GofResult, EngineError> {
+    // Always simulated, from the exact conditional null of the fixed pool.
+    if let (TestMethod::OlhSupportGOF, Mechanism::Olh(m), Sketch::Pool(s)) =
+        (params.method, mechanism, sketch)
+    {
+        return super::olh_gof(
+            m,
+            s,
+            params.p0,
+            params.mc_samples,
+            params.seed,
+            params.alpha,
+        );
+    }
     let asymptotic = gof_statistic(mechanism, params.method, sketch, params.p0)?;
     let statistic = asymptotic.statistic;
     let laplace =

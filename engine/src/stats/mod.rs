@@ -10,6 +10,7 @@ mod local_exp_gof;
 mod monte_carlo;
 mod multiple;
 mod noise_gof;
+mod olh_gof;
 mod pearson;
 mod rank_one;
 mod sheffet;
@@ -33,6 +34,7 @@ pub use monte_carlo::{
 };
 pub use multiple::bh_q_values;
 pub use noise_gof::noise_statistic;
+pub use olh_gof::{olh_gof, OlhNull, MAX_OLH_MONTE_CARLO_WORK};
 pub use pearson::{pearson_gof, pearson_gof_cells};
 pub use rank_one::{center, quad_form_inverse};
 pub use sheffet::{cohort_chi2_statistic, sheffet_chi2_statistic, tv_distance};

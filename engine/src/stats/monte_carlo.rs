@@ -6,7 +6,7 @@ use rand_distr::{Binomial, Distribution, Gamma, Normal, Poisson};
 
 use crate::error::EngineError;
 use crate::mechanism::{Mechanism, Noise, NoiseKind, Subset};
-use crate::sketch::{BitSketch, CountSketch, SignedSketch, Sketch, SumSketch};
+use crate::sketch::{BitSketch, CountSketch, PoolSketch, SignedSketch, Sketch, SumSketch};
 
 fn binomial<R: Rng + ?Sized>(rng: &mut R, n: u64, p: f64) -> Result<u64, EngineError> {
     if n == 0 || p <= 0.0 {
@@ -173,6 +173,14 @@ pub fn sample_null_sketch<R: Rng + ?Sized>(
                 minus.push(total - k);
             }
             Sketch::Signed(SignedSketch::from_tables(plus, minus)?)
+        }
+        (Mechanism::Olh(m), Sketch::Pool(s)) => {
+            // Rows drawn with the observed row totals (the pool index is ancillary).
+            let null = super::OlhNull::new(m, p0, s.row_totals());
+            Sketch::Pool(PoolSketch::from_table(
+                s.g(),
+                null.sample_table(s.g(), rng)?,
+            )?)
         }
         _ => return Err(mechanism.sketch_mismatch(observed)),
     })

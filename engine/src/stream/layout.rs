@@ -15,7 +15,7 @@ use crate::mechanism::Mechanism;
 pub struct ReportLayout {
     pub mechanism: Mechanism,
     pub report: String,
-    /// The row (Hadamard) or cohort column, for mechanisms that have one.
+    /// The row (Hadamard), cohort or seed (OLH) column, for mechanisms that have one.
     pub index: Option<String>,
     pub group_by: Vec<String>,
     /// The event-time column, read when a batch has it.
@@ -36,6 +36,7 @@ impl ReportLayout {
         let index = match stream.mechanism {
             MechanismConfig::Hadamard { .. } => Some(stream.columns.row.clone()),
             MechanismConfig::Cohort { .. } => Some(stream.columns.cohort.clone()),
+            MechanismConfig::Olh { .. } => Some(stream.columns.seed.clone()),
             _ => None,
         };
         ReportLayout {

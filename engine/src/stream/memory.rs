@@ -169,12 +169,23 @@ impl StateEstimate {
             bytes: mul(8 * vectors, d),
             how: format!("{vectors} × 8 B × d = {d} for the group under test"),
         });
+        if let Mechanism::Olh(m) = mechanism {
+            // OlhSupportGOF's null: the S × g row laws and one simulated table, and the
+            // supports with their null means and variances (d each).
+            let cells = u64::from(m.pool_size()) * u64::from(m.g());
+            terms.push(Term {
+                what: "olh null",
+                bytes: mul(16, cells).saturating_add(mul(24, d)),
+                how: format!("16 B × S·g = {cells} cells + 24 B × d = {d}"),
+            });
+        }
         let mc: u64 = stream
             .tests
             .iter()
             .filter(|t| {
                 t.calibration == Calibration::MonteCarlo
                     || t.method.method() == TestMethod::SheffetQ
+                    || t.method.method() == TestMethod::OlhSupportGOF
                     || t.spec.curator().is_some()
                     || matches!(&stream.mechanism, MechanismConfig::Laplace { .. })
             })
@@ -283,6 +294,27 @@ mod tests {
         assert_eq!(bytes(&oue), bytes(&bitflip));
         assert_eq!(bytes(&estimate(&stream("subset"))), bytes(&bitflip));
         assert!(oue.terms[0].bytes >= 8 * 100_000, "{:?}", oue.terms);
+    }
+
+    /// OLH holds an S × g table whatever d: the pane store term is S·g·8 bytes per sketch,
+    /// and a pool too large for max_state_memory is refused on that term.
+    #[test]
+    fn olh_is_estimated_as_its_pool_table() {
+        let stream = |pool: u32| {
+            format!(
+                "[[stream]]\nname = \"s\"\nsource = {{ kind = \"parquet\", paths = [\"x\"] }}\n\
+                 mechanism = {{ kind = \"olh\", epsilon = 2.0, domain = 100, g = 8, \
+                 pool_size = {pool} }}\n\
+                 [[stream.test]]\nname = \"t\"\nkind = \"gof\"\nnull = \"uniform\"\n"
+            )
+        };
+        let small = estimate(&stream(1024));
+        let large = estimate(&stream(65536));
+        let enum_bytes = std::mem::size_of::<crate::sketch::Sketch>() as u64;
+        assert_eq!(small.terms[0].bytes, 1024 * 8 * 8 + enum_bytes);
+        assert_eq!(large.terms[0].bytes, 65536 * 8 * 8 + enum_bytes);
+        assert!(small.terms.iter().any(|t| t.what == "olh null"));
+        assert!(small.terms.iter().any(|t| t.what == "Monte Carlo null"));
     }
 
     #[test]
