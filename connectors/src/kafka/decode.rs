@@ -10,9 +10,9 @@
 //!
 //! Binary (little-endian): byte 0 = 1 (a report) or 0xFF (the end marker); bytes 1..9 =
 //! event time, i64 milliseconds (i64::MIN for none); then the report: `u32` (grr, matrix,
-//! raw), ⌈d/8⌉ bytes (bitflip, oue), `u32` index + `i8` (hadamard, cohort), `u32` seed index
-//! + `u32` bucket (olh), d × `f32` (gauss, laplace), a `u16` item count and that many `u32`
-//! (subset); then per `group_by` column a `u16` length and that many UTF-8 bytes.
+//! raw), ⌈d/8⌉ bytes (bitflip, oue), `u32` index + `i8` (hadamard, cohort), `u32` seed
+//! index and `u32` bucket (olh), d × `f32` (gauss, laplace), a `u16` item count and that
+//! many `u32` (subset); then per `group_by` column a `u16` length and that many UTF-8 bytes.
 //! A GenRR report is 13 bytes.
 
 use std::sync::Arc;
