@@ -112,6 +112,15 @@ fn bad(what: impl Into<String>) -> BadMessage {
     BadMessage::from(what.into())
 }
 
+/// The u32 index field `name` of a JSON report (a Hadamard row, a cohort, an OLH seed).
+fn json_index(m: &JsonFields<'_>, name: &str) -> Result<u32, BadMessage> {
+    m.integer(name)
+        .ok()
+        .flatten()
+        .and_then(|x| u32::try_from(x).ok())
+        .ok_or_else(|| bad(format!("JSON: {name:?} is not a u32")))
+}
+
 impl MessageDecoder {
     pub fn new(stream: &StreamConfig, mechanism: &Mechanism, format: MessageFormat) -> Self {
         let d = mechanism.domain();
@@ -276,13 +285,7 @@ impl MessageDecoder {
                 self.check.bits(&bytes)
             }
             ReportBuilder::Indexed(idx, sign) => {
-                let name = self.index_name.as_deref().unwrap_or("row");
-                let i = m
-                    .integer(name)
-                    .ok()
-                    .flatten()
-                    .and_then(|x| u32::try_from(x).ok())
-                    .ok_or_else(|| bad(format!("JSON: {name:?} is not a u32")))?;
+                let i = json_index(&m, self.index_name.as_deref().unwrap_or("row"))?;
                 let s = report
                     .parse::<i8>()
                     .map_err(|_| bad("JSON: report is not an i8"))?;
@@ -291,13 +294,7 @@ impl MessageDecoder {
                 self.check.indexed(i, s)
             }
             ReportBuilder::Pooled(idx, bucket) => {
-                let name = self.index_name.as_deref().unwrap_or("seed");
-                let i = m
-                    .integer(name)
-                    .ok()
-                    .flatten()
-                    .and_then(|x| u32::try_from(x).ok())
-                    .ok_or_else(|| bad(format!("JSON: {name:?} is not a u32")))?;
+                let i = json_index(&m, self.index_name.as_deref().unwrap_or("seed"))?;
                 let y = report
                     .parse::<u32>()
                     .map_err(|_| bad("JSON: report is not a u32"))?;

@@ -169,41 +169,53 @@ impl StateEstimate {
             bytes: mul(8 * vectors, d),
             how: format!("{vectors} × 8 B × d = {d} for the group under test"),
         });
-        if let Mechanism::Olh(m) = mechanism {
-            // OlhSupportGOF's null: the S × g row laws and one simulated table, and the
-            // supports with their null means and variances (d each).
-            let cells = u64::from(m.pool_size()) * u64::from(m.g());
-            terms.push(Term {
-                what: "olh null",
-                bytes: mul(16, cells).saturating_add(mul(24, d)),
-                how: format!("16 B × S·g = {cells} cells + 24 B × d = {d}"),
-            });
-        }
-        let mc: u64 = stream
-            .tests
-            .iter()
-            .filter(|t| {
-                t.calibration == Calibration::MonteCarlo
-                    || t.method.method() == TestMethod::SheffetQ
-                    || t.method.method() == TestMethod::OlhSupportGOF
-                    || t.spec.curator().is_some()
-                    || matches!(&stream.mechanism, MechanismConfig::Laplace { .. })
-            })
-            .map(|t| u64::from(t.mc_samples))
-            .max()
-            .unwrap_or(0);
-        if mc > 0 {
-            terms.push(Term {
-                what: "Monte Carlo null",
-                bytes: mul(mc, 8).saturating_add(sketch),
-                how: format!("{mc} samples × 8 B + one simulated sketch"),
-            });
-        }
+        terms.extend(olh_null_term(mechanism));
+        terms.extend(monte_carlo_term(stream, sketch));
         StateEstimate {
             stream: stream.name.clone(),
             terms,
         }
     }
+}
+
+/// OlhSupportGOF's null: the S × g row laws and one simulated table, and the supports with
+/// their null means and variances (d each).
+fn olh_null_term(mechanism: &Mechanism) -> Option<Term> {
+    let Mechanism::Olh(m) = mechanism else {
+        return None;
+    };
+    let d = mechanism.domain() as u64;
+    let cells = u64::from(m.pool_size()) * u64::from(m.g());
+    Some(Term {
+        what: "olh null",
+        bytes: cells
+            .saturating_mul(16)
+            .saturating_add(d.saturating_mul(24)),
+        how: format!("16 B × S·g = {cells} cells + 24 B × d = {d}"),
+    })
+}
+
+/// The largest simulated null of the stream's tests that simulate one: `mc_samples`
+/// statistics and one simulated sketch of `sketch` bytes.
+fn monte_carlo_term(stream: &StreamConfig, sketch: u64) -> Option<Term> {
+    let mc: u64 = stream
+        .tests
+        .iter()
+        .filter(|t| {
+            t.calibration == Calibration::MonteCarlo
+                || t.method.method() == TestMethod::SheffetQ
+                || t.method.method() == TestMethod::OlhSupportGOF
+                || t.spec.curator().is_some()
+                || matches!(&stream.mechanism, MechanismConfig::Laplace { .. })
+        })
+        .map(|t| u64::from(t.mc_samples))
+        .max()
+        .unwrap_or(0);
+    (mc > 0).then(|| Term {
+        what: "Monte Carlo null",
+        bytes: mc.saturating_mul(8).saturating_add(sketch),
+        how: format!("{mc} samples × 8 B + one simulated sketch"),
+    })
 }
 
 /// Bytes a block-index value takes (`__block_N` columns hold decimal block numbers).
