@@ -32,10 +32,13 @@ if [ -f python/requirements-spark.txt ]; then
   "${pip[@]}" install -r python/requirements-spark.txt >&2
 fi
 started=$(date +%s)
+# --no-deps: the pinned requirements above already installed pyarrow, and
+# --force-reinstall (the package's version does not change between builds) would
+# otherwise reinstall it too on every run.
 if [ "${LDPSTREAM_PY_RELEASE:-0}" = 1 ]; then
-  "${pip[@]}" install --force-reinstall ./python >&2
+  "${pip[@]}" install --force-reinstall --no-deps ./python >&2
 else
-  MATURIN_PEP517_ARGS="--profile dev --features conformance-replay" "${pip[@]}" install --force-reinstall ./python >&2
+  MATURIN_PEP517_ARGS="--profile dev --features conformance-replay" "${pip[@]}" install --force-reinstall --no-deps ./python >&2
 fi
 echo "ldpstream package installed in $(( $(date +%s) - started )) s" >&2
 "$venv/bin/python" -c 'import ldpstream' >&2
