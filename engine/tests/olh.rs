@@ -9,6 +9,8 @@
 //! the paper. The CI runs are small; the `#[ignore]` ones (`benches/oracles.sh`, commands
 //! in benches/RESULTS.md) run the issue's full counts.
 
+mod common;
+
 use ldpstream_config::{olh_default_g, Calibration, MechanismConfig, TestMethod};
 use ldpstream_engine::eprocess::{gof_e_process, SequentialState};
 use ldpstream_engine::mechanism::{olh_bucket, simulate_sketch, Mechanism, Olh};
@@ -166,15 +168,13 @@ fn estimate_cases(runs16: usize, runs1024: usize) {
                  rms pool bias {:.2e} |",
                 bias2.sqrt()
             );
-            assert!((ratio - 1.0).abs() <= 0.05, "ε={epsilon} d={d}: {ratio}");
-            if d == 16 {
-                assert!(worst <= 3.0, "ε={epsilon} d={d}: worst |z| {worst}");
-            } else {
-                assert!(
-                    beyond <= 0.01 && worst <= 4.5,
-                    "ε={epsilon}: {beyond} {worst}"
-                );
-            }
+            common::assert_estimates_match(
+                &format!("olh ε={epsilon}"),
+                d as u64,
+                ratio,
+                worst,
+                beyond,
+            );
         }
     }
 }

@@ -6,6 +6,8 @@
 //! The probabilities are written out here from the papers, not read from the engine, so a
 //! wrong constant in the mechanism shows. Reports are drawn by the randomizer itself.
 
+mod common;
+
 use arrow::array::{ListArray, ListBuilder, UInt32Builder};
 use ldpstream_config::{Calibration, TestMethod};
 use ldpstream_engine::eprocess::gaussian::{log_e_mixture, PRECISION_GRID};
@@ -94,15 +96,13 @@ fn estimate_mean_and_variance_match_the_closed_form() {
             eprintln!(
                 "| subset | {d} | {k} | {eps} | {runs} | {ratio:.4} | {worst:.2} | {beyond:.4} |"
             );
-            assert!((ratio - 1.0).abs() <= 0.05, "ε={eps} d={d}: ratio {ratio}");
-            if d == 16 {
-                assert!(worst <= 3.0, "ε={eps} d={d}: worst |z| {worst}");
-            } else {
-                assert!(
-                    worst <= 4.5 && beyond <= 0.01,
-                    "ε={eps} d={d}: {worst} {beyond}"
-                );
-            }
+            common::assert_estimates_match(
+                &format!("subset ε={eps}"),
+                d.into(),
+                ratio,
+                worst,
+                beyond,
+            );
         }
     }
 }

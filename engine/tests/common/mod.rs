@@ -1,0 +1,17 @@
+//! What the frequency-oracle tests share (issue 30's "Numbers to reach" for estimates).
+
+/// The estimate check's acceptance, one rule for every oracle: the empirical variance
+/// within 5% of the closed form (`ratio`), and the means within 3 s.e. of the truth at
+/// d = 16; at large d, where d × datasets z-scores are looked at, the worst within 4.5 s.e.
+/// and at most 1% of categories (`beyond`) past 3 s.e.
+pub fn assert_estimates_match(label: &str, d: u64, ratio: f64, worst: f64, beyond: f64) {
+    assert!((ratio - 1.0).abs() <= 0.05, "{label} d={d}: ratio {ratio}");
+    if d == 16 {
+        assert!(worst <= 3.0, "{label} d={d}: worst |z| {worst}");
+    } else {
+        assert!(
+            worst <= 4.5 && beyond <= 0.01,
+            "{label} d={d}: worst |z| {worst}, share beyond 3 s.e. {beyond}"
+        );
+    }
+}
