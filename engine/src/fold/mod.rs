@@ -5,6 +5,7 @@ mod bits;
 mod categories;
 mod dictionary;
 mod pool;
+mod pool_slots;
 pub mod popcount;
 mod report_check;
 mod signed;

@@ -3,25 +3,12 @@ use arrow::buffer::NullBuffer;
 
 use crate::sketch::{PoolSketch, RejectReason};
 
+use super::pool_slots::{block_slots, Shape};
+
 /// Reports per pass over the 32-bit counters.
 const CHUNK: usize = u32::MAX as usize;
-/// Reports whose slots are computed together.
-const BLOCK: usize = 256;
-
-/// The slot of one report: `i·g + y`, or `S·g` for a bad index, `S·g + 1` for a bad bucket
-/// (a bad index wins, as in [`crate::fold::ReportCheck::pooled`]), without a data-dependent branch.
-#[inline(always)]
-fn block_slot(i: u32, y: u32, rows: u32, g: u32) -> u32 {
-    let cells = rows * g;
-    let good_i = i < rows;
-    let good = good_i & (y < g);
-    let bad = cells + u32::from(good_i);
-    if good {
-        i.wrapping_mul(g).wrapping_add(y)
-    } else {
-        bad
-    }
-}
+/// Reports whose slots are computed together: 4 KB of slots, in L1 beside the table.
+const BLOCK: usize = 1024;
 
 /// Folds OLH's (pool index, bucket) pairs into the S × g table: one counter increment per
 /// report into a 32-bit copy of the table (allocated once per batch, added into the sketch
@@ -30,27 +17,27 @@ fn block_slot(i: u32, y: u32, rows: u32, g: u32) -> u32 {
 /// [`crate::fold::ReportCheck::pooled`]).
 ///
 /// Reports spread over S·g counters (thousands), so runs on one counter are rare and the
-/// laned sub-tables of the GenRR and signed kernels would not pay for themselves.
+/// laned sub-tables of the GenRR and signed kernels would not pay for themselves. What
+/// costs is computing `i·g + y`: that is done a block at a time by a vector kernel
+/// ([`block_slots`]), then each slot is one increment.
 pub fn fold_pool(seed: &UInt32Array, report: &UInt32Array, sketch: &mut PoolSketch) {
     let len = seed.len().min(report.len());
-    let (g, rows) = (sketch.g(), sketch.pool_size());
-    let cells = rows * g;
+    let shape = Shape::new(sketch.pool_size(), sketch.g());
     // A batch (or a group's share of one) smaller than the table would spend more on
     // zeroing and adding back the 32-bit copy than on its reports.
-    if len < cells {
+    let Some(shape) = shape.filter(|s| len >= s.cells()) else {
         fold_pool_direct(seed, report, sketch);
         return;
-    }
+    };
+    let cells = shape.cells();
     let valid = NullBuffer::union(seed.nulls(), report.nulls());
     let (idx, ys) = (&seed.values()[..len], &report.values()[..len]);
     // Two extra slots after the table count the bad indices and the bad buckets, so that
     // every report is one increment at a computed slot, without a branch on the data.
     let (bad_seed_slot, bad_bucket_slot) = (cells, cells + 1);
     // 32-bit counters over the table take half the cache of the u64 sketch; a chunk of at
-    // most u32::MAX reports cannot overflow one.
+    // most u32::MAX reports cannot overflow one, so the increments wrap-free add.
     let mut counts = vec![0u32; cells + 2];
-    // S·g ≤ 2^24 (the config's and the codec's bound), so slots fit u32.
-    let (rows_u32, g_u32) = (rows as u32, g as u32);
     let mut nulls = 0u64;
     let (table, n) = sketch.parts_mut();
     let mut flush = |counts: &mut [u32]| {
@@ -69,29 +56,11 @@ pub fn fold_pool(seed: &UInt32Array, report: &UInt32Array, sketch: &mut PoolSket
     while start < len {
         let end = (start + CHUNK).min(len);
         match &valid {
-            None => {
-                // Slots for a block at a time in branch-free u32 arithmetic (which the
-                // compiler vectorizes), then one increment per slot.
-                let mut slots = [0u32; BLOCK];
-                for (is, yv) in idx[start..end]
-                    .chunks(BLOCK)
-                    .zip(ys[start..end].chunks(BLOCK))
-                {
-                    for ((s, &i), &y) in slots.iter_mut().zip(is).zip(yv) {
-                        *s = block_slot(i, y, rows_u32, g_u32);
-                    }
-                    for &s in &slots[..is.len()] {
-                        // Every slot is below S·g + 2; `get_mut` is the bounds check.
-                        if let Some(c) = counts.get_mut(s as usize) {
-                            *c += 1;
-                        }
-                    }
-                }
-            }
+            None => count_blocks(&idx[start..end], &ys[start..end], shape, &mut counts),
             Some(valid) => {
                 for k in start..end {
                     if valid.is_valid(k) {
-                        counts[block_slot(idx[k], ys[k], rows_u32, g_u32) as usize] += 1;
+                        counts[shape.slot(idx[k], ys[k]) as usize] += 1;
                     } else {
                         nulls += 1;
                     }
@@ -110,11 +79,26 @@ pub fn fold_pool(seed: &UInt32Array, report: &UInt32Array, sketch: &mut PoolSket
     rejected.add(RejectReason::BucketOutOfRange, bad_bucket);
 }
 
+/// One increment per report at its slot, the slots a block at a time. At most u32::MAX
+/// reports, so no counter can wrap.
+fn count_blocks(idx: &[u32], ys: &[u32], shape: Shape, counts: &mut [u32]) {
+    let mut slots = [0u32; BLOCK];
+    for (is, yv) in idx.chunks(BLOCK).zip(ys.chunks(BLOCK)) {
+        let block = &mut slots[..is.len()];
+        block_slots(block, is, yv, shape);
+        for &s in block.iter() {
+            // Every slot is below S·g + 2; `get_mut` is the bounds check.
+            if let Some(c) = counts.get_mut(s as usize) {
+                *c = c.wrapping_add(1);
+            }
+        }
+    }
+}
+
 /// The same fold straight into the u64 table, for batches smaller than it.
 pub fn fold_pool_direct(seed: &UInt32Array, report: &UInt32Array, sketch: &mut PoolSketch) {
     let len = seed.len().min(report.len());
-    let (g, rows) = (sketch.g() as u32, sketch.pool_size() as u32);
-    let cells = (rows * g) as usize;
+    let (g, rows) = (sketch.g(), sketch.pool_size());
     let any_nulls = seed.null_count() > 0 || report.null_count() > 0;
     let (idx, ys) = (seed.values(), report.values());
     let (mut nulls, mut bad_seed, mut bad_bucket) = (0u64, 0u64, 0u64);
@@ -124,11 +108,13 @@ pub fn fold_pool_direct(seed: &UInt32Array, report: &UInt32Array, sketch: &mut P
             nulls += 1;
             continue;
         }
-        let s = block_slot(idx[k], ys[k], rows, g) as usize;
-        match table.get_mut(s) {
-            Some(c) => *c += 1,
-            None if s == cells => bad_seed += 1,
-            None => bad_bucket += 1,
+        let (i, y) = (idx[k] as usize, ys[k] as usize);
+        if i >= rows {
+            bad_seed += 1;
+        } else if y >= g {
+            bad_bucket += 1;
+        } else if let Some(c) = table.get_mut(i * g + y) {
+            *c += 1;
         }
     }
     *n += len as u64 - nulls - bad_seed - bad_bucket;
