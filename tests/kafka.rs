@@ -619,3 +619,279 @@ window = {{ kind = "cumulative" }}
     assert!(a.terminate(Duration::from_secs(60)).success());
     assert!(b.terminate(Duration::from_secs(60)).success());
 }
+
+/// The columns of a `simulate` Parquet file: event times, OLH seeds if any, and each
+/// report as its list of u32 (one item for OLH's bucket, k for a subset).
+fn read_simulated(path: &Path) -> (Vec<i64>, Vec<u32>, Vec<Vec<u32>>) {
+    use arrow::array::{Array, AsArray};
+    use arrow::datatypes::{TimestampMillisecondType, UInt32Type};
+    let file = std::fs::File::open(path).unwrap();
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+        .unwrap()
+        .build()
+        .unwrap();
+    let (mut ts, mut seeds, mut reports) = (vec![], vec![], vec![]);
+    for batch in reader {
+        let batch = batch.unwrap();
+        let t = batch.column_by_name("ts").unwrap();
+        ts.extend(t.as_primitive::<TimestampMillisecondType>().values().iter());
+        if let Some(s) = batch.column_by_name("seed") {
+            seeds.extend(s.as_primitive::<UInt32Type>().values().iter());
+        }
+        let r = batch.column_by_name("report").unwrap();
+        match r.as_list_opt::<i32>() {
+            Some(list) => reports.extend((0..list.len()).map(|i| {
+                let items = list.value(i);
+                items.as_primitive::<UInt32Type>().values().to_vec()
+            })),
+            None => reports.extend(
+                r.as_primitive::<UInt32Type>()
+                    .values()
+                    .iter()
+                    .map(|&y| vec![y]),
+            ),
+        }
+    }
+    (ts, seeds, reports)
+}
+
+/// One message of a `simulate` row, in `format`: subset items or an OLH (seed, bucket).
+fn oracle_message(format: &str, ts: i64, seed: Option<u32>, items: &[u32]) -> Vec<u8> {
+    match (format, seed) {
+        ("json", Some(s)) => {
+            format!(r#"{{"seed":{s},"report":{},"ts":{ts}}}"#, items[0]).into_bytes()
+        }
+        ("json", None) => format!(r#"{{"report":{items:?},"ts":{ts}}}"#).into_bytes(),
+        (_, Some(s)) => {
+            let mut m = vec![1u8];
+            m.extend_from_slice(&ts.to_le_bytes());
+            m.extend_from_slice(&s.to_le_bytes());
+            m.extend_from_slice(&items[0].to_le_bytes());
+            m
+        }
+        (_, None) => {
+            ldpstream_connectors::kafka::decode::encode_binary_subset(Some(ts), items, &[]).unwrap()
+        }
+    }
+}
+
+/// Issue 30: `subset` and `olh` reports through a real broker, in both message formats,
+/// with the randomizers' own reports (from `simulate`): every final record equals
+/// `batch`'s over the same reports in Parquet, and the bad reports each oracle can carry
+/// (a subset of the wrong size or with an item twice; a seed index outside the pool, a
+/// bucket outside [g]) are rejected under their reason, dead-lettered, and never folded.
+#[test]
+fn kafka_subset_and_olh_serve_match_batch() {
+    let Some(brokers) = brokers() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (subset_file, olh_file) = (d.join("subset.parquet"), d.join("olh.parquet"));
+    let shared = [
+        "--epsilon",
+        "1",
+        "--domain",
+        "12",
+        "--n",
+        "20000",
+        "--p",
+        "0.2,0.15,0.1,0.1,0.1,0.05,0.05,0.05,0.05,0.05,0.05,0.05",
+    ];
+    let timing = ["--ts-start", "2026-01-01T00:00:00Z", "--rate", "200"];
+    for (kind, file, extra) in [
+        ("subset", &subset_file, vec![]),
+        (
+            "olh",
+            &olh_file,
+            vec!["--pool-size", "64", "--pool-seed", "5"],
+        ),
+    ] {
+        let mut args = vec!["--mechanism", kind, "--seed", "3"];
+        args.extend(shared);
+        args.extend(timing);
+        args.extend(extra);
+        common::simulate(&args, file);
+    }
+    let dead = unique("oracles-dead");
+    create_topic(&brokers, &dead);
+    // (stream, mechanism, format, file, bad messages with their reasons)
+    let t = T0 + 1;
+    let streams = [
+        (
+            "sj",
+            "{ kind = \"subset\", epsilon = 1.0, domain = 12 }",
+            "json",
+            &subset_file,
+        ),
+        (
+            "sb",
+            "{ kind = \"subset\", epsilon = 1.0, domain = 12 }",
+            "binary",
+            &subset_file,
+        ),
+        (
+            "oj",
+            "{ kind = \"olh\", epsilon = 1.0, domain = 12, pool_size = 64, pool_seed = 5 }",
+            "json",
+            &olh_file,
+        ),
+        (
+            "ob",
+            "{ kind = \"olh\", epsilon = 1.0, domain = 12, pool_size = 64, pool_seed = 5 }",
+            "binary",
+            &olh_file,
+        ),
+    ];
+    let mut serve_streams = String::new();
+    let mut batch_streams = String::new();
+    let mut expected_letters = vec![];
+    for (name, mechanism, format, file) in streams {
+        let topic = unique(name);
+        create_topic(&brokers, &topic);
+        let (ts, seeds, reports) = read_simulated(file);
+        let olh = !seeds.is_empty();
+        let mut messages: Vec<(i32, Vec<u8>)> = (0..ts.len())
+            .map(|i| {
+                let seed = olh.then(|| seeds[i]);
+                (
+                    (i % 4) as i32,
+                    oracle_message(format, ts[i], seed, &reports[i]),
+                )
+            })
+            .collect();
+        let k = reports[0].len();
+        let bad: Vec<(Vec<u8>, &str)> = if olh {
+            // g = round(e) + 1 = 4 at ε = 1.
+            vec![
+                (
+                    oracle_message(format, t, Some(64), &[0]),
+                    "seed_out_of_pool",
+                ),
+                (
+                    oracle_message(format, t, Some(3), &[4]),
+                    "bucket_out_of_range",
+                ),
+            ]
+        } else {
+            let mut twice = reports[0].clone();
+            twice[1] = twice[0];
+            vec![
+                (
+                    oracle_message(format, t, None, &reports[0][..k - 1]),
+                    "subset_wrong_size",
+                ),
+                (oracle_message(format, t, None, &twice), "subset_duplicate"),
+            ]
+        };
+        for (i, (m, reason)) in bad.into_iter().enumerate() {
+            messages.push((i as i32, m.clone()));
+            expected_letters.push((m, reason));
+        }
+        messages.extend((0..4).map(|p| {
+            (
+                p,
+                if format == "json" {
+                    br#"{"end":true}"#.to_vec()
+                } else {
+                    vec![0xFF]
+                },
+            )
+        }));
+        produce(&brokers, &topic, &messages);
+        let tests = "[[stream.test]]\nname = \"win\"\nkind = \"gof\"\nnull = \"uniform\"\nwindow = { kind = \"tumbling\", size = \"1m\" }\n[[stream.test]]\nname = \"all\"\nkind = \"gof\"\nnull = \"uniform\"\nwindow = { kind = \"cumulative\" }\n";
+        serve_streams += &format!(
+            "[[stream]]\nname = \"{name}\"\nsource = {{ kind = \"kafka\", brokers = \"{brokers}\", topics = [\"{topic}\"], group_id = \"{topic}\", format = \"{format}\", end_marker = true, dead_letter_topic = \"{dead}\" }}\nmechanism = {mechanism}\nallowed_lateness = \"1h\"\n{tests}"
+        );
+        batch_streams += &format!(
+            "[[stream]]\nname = \"{name}\"\nsource = {{ kind = \"parquet\", paths = [\"{}\"] }}\nmechanism = {mechanism}\nallowed_lateness = \"1h\"\n{tests}",
+            file.display()
+        );
+    }
+    let cfg = d.join("oracles.toml");
+    let out = d.join("oracles.jsonl");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[serve]\nsnapshot_interval = \"200ms\"\ncheckpoint_interval = \"250ms\"\ncheckpoint_dir = \"{}\"\nsink = [{{ kind = \"jsonl\", path = \"{}\" }}]\n{serve_streams}",
+            d.join("ck").display(),
+            out.display()
+        ),
+    )
+    .unwrap();
+    let batch_cfg = d.join("oracles-batch.toml");
+    std::fs::write(&batch_cfg, batch_streams).unwrap();
+    let mut serve = Serve::start(&cfg, &[]);
+    assert!(serve.wait(Duration::from_secs(120)).success());
+
+    let o = Command::new(bin())
+        .args([
+            "batch",
+            "--config",
+            batch_cfg.to_str().unwrap(),
+            "--output",
+            "-",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let key = |r: &Value| format!("{}|{}|{}", r["stream"], r["test"], r["window_start"]);
+    let finals = |records: Vec<Value>| -> std::collections::BTreeMap<String, Value> {
+        records
+            .into_iter()
+            .filter(|r| r["final"] == true)
+            .map(|mut r| {
+                // The bad reports reach serve only; everything else must be equal.
+                let rejected = r.as_object_mut().unwrap().remove("rejected_reports");
+                (key(&r), serde_json::json!([r, rejected]))
+            })
+            .collect()
+    };
+    let want = finals(
+        String::from_utf8(o.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect(),
+    );
+    let got = finals(jsonl(&out));
+    // 100 s of event time: two one-minute windows and the cumulative one, per stream.
+    assert_eq!(want.len(), 12);
+    assert_eq!(
+        got.keys().collect::<Vec<_>>(),
+        want.keys().collect::<Vec<_>>()
+    );
+    for (k, w) in &want {
+        assert_eq!(
+            got[k][0], w[0],
+            "{k}: serve's final record differs from batch's"
+        );
+    }
+    for (name, reasons) in [
+        ("sj", ["subset_wrong_size", "subset_duplicate"]),
+        ("sb", ["subset_wrong_size", "subset_duplicate"]),
+        ("oj", ["seed_out_of_pool", "bucket_out_of_range"]),
+        ("ob", ["seed_out_of_pool", "bucket_out_of_range"]),
+    ] {
+        let prefix = format!("\"{name}\"|\"all\"|");
+        let (_, all) = got.iter().find(|(k, _)| k.starts_with(&prefix)).unwrap();
+        for reason in reasons {
+            assert_eq!(all[1][reason], 1, "{name}: {reason} in {}", all[1]);
+        }
+    }
+    let letters = consume_all(
+        &brokers,
+        &dead,
+        expected_letters.len(),
+        Duration::from_secs(60),
+    );
+    let mut got_letters: Vec<(Vec<u8>, String)> = letters
+        .iter()
+        .map(|l| (l.payload.clone(), l.headers["ldpstream-reason"].clone()))
+        .collect();
+    got_letters.sort();
+    let mut want_letters: Vec<(Vec<u8>, String)> = expected_letters
+        .into_iter()
+        .map(|(m, r)| (m, r.to_string()))
+        .collect();
+    want_letters.sort();
+    assert_eq!(got_letters, want_letters);
+}
