@@ -30,6 +30,12 @@ pub const MIN_EXPECTED_PER_CATEGORY: f64 = 5.0;
 /// 2^24 cells take about a second.
 pub const MAX_AUTO_MONTE_CARLO_CELLS: u64 = 1 << 24;
 
+/// The most work a configured simulation (`calibration = "monte_carlo"`) may cost per
+/// snapshot, in the same units: a k-subset null is drawn report by report, so without a
+/// bound a large stream would hold its snapshot for hours (99 samples × 10⁸ reports ×
+/// k). 2^32 take a few seconds, as for OLH ([`super::MAX_OLH_MONTE_CARLO_WORK`]).
+pub const MAX_CONFIGURED_MONTE_CARLO_WORK: u64 = 1 << 32;
+
 /// The work of one simulated null sketch, in cells: d, except for k-subset, whose null is
 /// drawn report by report (n·k items; its item counts have no cheap joint law).
 fn null_sample_cost(mechanism: &Mechanism, n: u64, d: usize) -> u64 {
@@ -233,6 +239,20 @@ pub fn run_gof(
     };
     let mut calibration_reason = None;
     let mut inconclusive_reason = None;
+    let work = u64::from(params.mc_samples).saturating_mul(null_sample_cost(
+        mechanism,
+        sketch.n(),
+        params.p0.len(),
+    ));
+    if configured && work > MAX_CONFIGURED_MONTE_CARLO_WORK {
+        inconclusive_reason = Some(format!(
+            "simulating the null ({} samples × {} cells or reports each) exceeds the \
+             {MAX_CONFIGURED_MONTE_CARLO_WORK} steps one snapshot may cost: lower mc_samples, \
+             or use calibration = \"asymptotic\" at this n",
+            params.mc_samples,
+            null_sample_cost(mechanism, sketch.n(), params.p0.len())
+        ));
+    }
     if let Some(why) = small {
         let cells = u64::from(params.mc_samples).saturating_mul(null_sample_cost(
             mechanism,
@@ -256,7 +276,7 @@ pub fn run_gof(
             calibration_reason = Some(format!("{why}; the p-value is simulated"));
         }
     }
-    let simulate = configured || calibration_reason.is_some();
+    let simulate = (configured && inconclusive_reason.is_none()) || calibration_reason.is_some();
     let (mc_p_value, critical_value) = if simulate && params.method != TestMethod::SheffetTV {
         let mut rng = StdRng::seed_from_u64(params.seed);
         let mut simulated = Vec::with_capacity(params.mc_samples as usize);
@@ -363,6 +383,36 @@ mod tests {
         assert_eq!(r.mc_p_value, None);
         let why = r.inconclusive_reason.unwrap();
         assert!(why.contains("99 samples × 1000000 cells"), "{why}");
+    }
+
+    /// A configured simulation is bounded too: a subset stream of 10⁸ reports with
+    /// `calibration = "monte_carlo"` would draw 99 × 10⁸ × k items in one snapshot (hours);
+    /// the record is inconclusive and says what to change. Below the bound it simulates.
+    #[test]
+    fn a_configured_simulation_is_bounded() {
+        let mechanism = Mechanism::Subset(Subset::new(1.0, 8, None).unwrap());
+        let p0 = vec![1.0 / 8.0; 8];
+        let params = GofParams {
+            method: TestMethod::SubsetGOF,
+            p0: &p0,
+            alpha: 0.05,
+            calibration: Calibration::MonteCarlo,
+            mc_samples: 99,
+            seed: 1,
+            distance: None,
+        };
+        let big = 100_000_000u64;
+        let sketch =
+            Sketch::Bits(crate::sketch::BitSketch::from_counts(vec![big * 3 / 8; 8], big).unwrap());
+        let r = run_gof(&mechanism, &sketch, &params).unwrap();
+        assert_eq!(r.mc_p_value, None);
+        assert!(!r.reject);
+        let why = r.inconclusive_reason.unwrap();
+        assert!(why.contains("lower mc_samples"), "{why}");
+        let small =
+            Sketch::Bits(crate::sketch::BitSketch::from_counts(vec![375; 8], 1000).unwrap());
+        let r = run_gof(&mechanism, &small, &params).unwrap();
+        assert!(r.mc_p_value.is_some() && r.inconclusive_reason.is_none());
     }
 
     /// An empty null category does not send a subset test to simulation by itself: its
