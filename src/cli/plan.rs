@@ -41,6 +41,16 @@ pub struct PlanArgs {
     /// Also write power-versus-n curves of all mechanisms to this SVG file.
     #[arg(long)]
     plot: Option<std::path::PathBuf>,
+    /// Plan the OLH row for this fixed seed pool (the stream's `pool_size`) instead of
+    /// fresh hashes: one pool's collisions move the test's power by up to ±0.1.
+    #[arg(long)]
+    pool_size: Option<u32>,
+    /// The fixed pool's `pool_seed` (with --pool-size).
+    #[arg(long, default_value_t = 0, requires = "pool_size")]
+    pool_seed: u64,
+    /// The OLH stream's `g` (with --pool-size; default round(e^ε) + 1).
+    #[arg(long, requires = "pool_size")]
+    olh_g: Option<u32>,
 }
 
 /// Domains beyond this would make the planner allocate gigabytes for one probability vector.
@@ -132,10 +142,14 @@ pub fn run(args: PlanArgs) -> Result<()> {
         ))
     };
     let mechanisms = PlanMechanism::all(args.epsilon);
+    let pool = fixed_pool(&args, &h)?;
     let rows = mechanisms
         .iter()
         .map(|&m| -> Result<PlanRow> {
             let df = m.df(h.domain());
+            if let (PlanMechanism::Olh { .. }, Some(pool)) = (m, &pool) {
+                return Ok(pool_row(m, df, pool, &args));
+            }
             let row = match (args.n, args.power) {
                 (Some(n), _) => PlanRow {
                     mechanism: m,
@@ -168,6 +182,14 @@ pub fn run(args: PlanArgs) -> Result<()> {
         .collect::<Result<Vec<_>>>()?;
 
     print_plan(&args, &h, &rows);
+    if let Some(size) = args.pool_size {
+        println!(
+            "note: the OLH row is planned for the fixed pool pool_size = {size}, pool_seed = {} \
+             (its support counts' exact covariance, four-cumulant tail); --sequential and \
+             --plot still assume fresh hashes",
+            args.pool_seed
+        );
+    }
     let detections = if args.sequential {
         print_sequential(&args, &h, &mechanisms)?
     } else {
@@ -181,6 +203,44 @@ pub fn run(args: PlanArgs) -> Result<()> {
         eprintln!("wrote power curves to {}", path.display());
     }
     Ok(())
+}
+
+/// The OLH power of `--pool-size`'s fixed pool, when given.
+fn fixed_pool(args: &PlanArgs, h: &Hypotheses) -> Result<Option<plan::OlhPoolPower>> {
+    let Some(size) = args.pool_size else {
+        return Ok(None);
+    };
+    let g = args
+        .olh_g
+        .unwrap_or_else(|| ldpstream_config::olh_default_g(args.epsilon));
+    let olh =
+        ldpstream_engine::mechanism::Olh::new(args.epsilon, args.domain, g, size, args.pool_seed)
+            .map_err(|e| usage(format!("--pool-size {size} / --olh-g {g}: {e}")))?;
+    plan::OlhPoolPower::new(&olh, h, args.alpha)
+        .map(Some)
+        .map_err(|e| {
+            usage(format!(
+                "--pool-size {size} at --domain {}: {e}",
+                args.domain
+            ))
+        })
+}
+
+/// The OLH row from the fixed pool's power.
+fn pool_row(m: PlanMechanism, df: u32, pool: &plan::OlhPoolPower, args: &PlanArgs) -> PlanRow {
+    let required = args
+        .power
+        .map(|target| pool.required_n(target).map_err(|e| e.to_string()));
+    let n = args
+        .n
+        .or_else(|| required.as_ref().and_then(|r| r.as_ref().ok().copied()));
+    PlanRow {
+        mechanism: m,
+        df,
+        lambda: n.map(|n| pool.noncentrality(n)),
+        power: args.n.map(|n| pool.power(n)),
+        required,
+    }
 }
 
 /// Reports to detection of each mechanism's sequential test (a seeded simulation of the

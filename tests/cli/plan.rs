@@ -160,3 +160,49 @@ fn plan_bounds_epsilon_and_prints_it_compactly() {
     assert!(e.contains("--epsilon 1e308 must be at most 700"), "{e}");
     assert!(!e.contains("rho") && e.len() < 300, "{e}");
 }
+
+/// Issue 30: `--pool-size`/`--pool-seed` plan the OLH row for that fixed pool: pool seed 4
+/// at S = 1024 needs 35,269 reports where fresh hashes need 29,491 (its power at 29,491
+/// is 0.70; measured 0.687 over 2,000 datasets, and 0.798 at 35,269: engine/tests/olh.rs).
+/// Bad pool flags are refused by name.
+#[test]
+fn plan_olh_for_a_fixed_pool() {
+    let olh_n = |extra: &[&str]| {
+        let o = ldpstream(&[PLAN_POWER_0_8, extra].concat());
+        assert!(o.status.success(), "{}", stderr(&o));
+        let out = String::from_utf8(o.stdout).unwrap();
+        let row = out
+            .lines()
+            .find(|l| l.contains("OlhSupportGOF"))
+            .unwrap()
+            .to_string();
+        (row.split_whitespace().last().unwrap().to_string(), out)
+    };
+    assert_eq!(olh_n(&[]).0, "29491");
+    let (n, out) = olh_n(&["--pool-size", "1024", "--pool-seed", "4"]);
+    assert_eq!(n, "35269");
+    assert!(
+        out.contains("planned for the fixed pool pool_size = 1024, pool_seed = 4"),
+        "{out}"
+    );
+    for (flags, message) in [
+        (&["--pool-size", "0"][..], "pool_size"),
+        (&["--pool-size", "1024", "--olh-g", "1"], "--olh-g 1"),
+    ] {
+        let o = ldpstream(&[PLAN_POWER_0_8, flags].concat());
+        assert_eq!(o.status.code(), Some(2), "{flags:?}");
+        assert!(stderr(&o).contains(message), "{flags:?}: {}", stderr(&o));
+    }
+    // 1024 × 2048² steps: past the bound, refused rather than computed for minutes.
+    let mut big = PLAN_POWER_0_8.to_vec();
+    big[2] = "2048";
+    let o = ldpstream(&[&big[..], &["--pool-size", "1024"]].concat());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("pool_size × domain²"), "{}", stderr(&o));
+    let o = ldpstream(&[PLAN_POWER_0_8, &["--pool-seed", "4"]].concat());
+    assert!(
+        !o.status.success() && stderr(&o).contains("--pool-size"),
+        "{}",
+        stderr(&o)
+    );
+}
