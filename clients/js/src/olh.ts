@@ -58,15 +58,20 @@ function poolWords(pool: Array<[bigint, bigint]>): Uint32Array {
 }
 
 /**
- * `h(v) = ((((a·v + b) mod 2^64) >> 32)·g) >> 32`, in exact doubles: the high word of
- * a·v + b is aHi·v + hi(aLo·v) + bHi + the carry of lo(aLo·v) + bLo, mod 2^32.
+ * `((a_i·v + b_i) mod 2^64) >> 32` in exact doubles: aHi·v + hi(aLo·v) + bHi + the carry
+ * of lo(aLo·v) + bLo, mod 2^32. (The carry moves a bucket only with probability g/2^32, so
+ * the tests check this word itself.)
  */
-export function olhBucket(pool: Uint32Array, i: number, g: number, v: number): number {
+export function olhKeyHigh(pool: Uint32Array, i: number, v: number): number {
   const at = 4 * i;
   const [high, low] = wideMul(pool[at + 1], v);
   const carry = low + pool[at + 3] >= TWO32 ? 1 : 0;
-  const mixed = ((Math.imul(pool[at], v) >>> 0) + high + pool[at + 2] + carry) % TWO32;
-  return Math.floor((mixed * g) / TWO32);
+  return ((Math.imul(pool[at], v) >>> 0) + high + pool[at + 2] + carry) % TWO32;
+}
+
+/** `h(v) = ((((a·v + b) mod 2^64) >> 32)·g) >> 32`: the product is below 2^48, exact. */
+export function olhBucket(pool: Uint32Array, i: number, g: number, v: number): number {
+  return Math.floor((olhKeyHigh(pool, i, v) * g) / TWO32);
 }
 
 export function prepareOlh(config: OlhParameters): PreparedOlh {
