@@ -652,6 +652,13 @@ fn edge_cases_hit_their_branches() {
         by_name("olh-canon-carry-keep"),
         Report::Pooled(1, m.bucket(1, 9))
     );
+    // The tie e^ε = 2.5 (exact in f64) gives g = round(2.5) + 1 = 4.
+    let (_, m) = mechanism(
+        "{ kind = \"olh\", epsilon = 0.9162907318741551, domain = 8, pool_size = 4 }",
+        &[],
+    );
+    let Mechanism::Olh(m) = m else { panic!("olh") };
+    assert_eq!((0.916_290_731_874_155_1_f64.exp(), m.g()), (2.5, 4));
 }
 
 /// `js_number` is what V8 prints (node -e 'console.log(String(v))' for each of these).

@@ -7,7 +7,8 @@ use serde_json::{json, Value};
 
 use super::{case, Case};
 
-/// Reports: defaults resolved (g = round(e^ε)+1, 1024 seeds), a seed above 2^63 with
+/// Reports: defaults resolved (g = round(e^ε)+1, 1024 seeds; a tie e^ε = 2.5), a seed
+/// above 2^63 with
 /// the largest pool, the largest domain with g in the tens of thousands, and fixed words
 /// for a pool of one (its index still reads one word) with a lie at ε = 700, and Canon's
 /// carry on the pool index.
@@ -54,6 +55,14 @@ pub fn olh_cases() -> Vec<Case> {
                 0,
             )
         },
+        // e^ε = 2.5 exactly in f64: the default g rounds the tie away from zero, g = 4
+        // (Python's round() would give 3).
+        case(
+            "olh-default-g-tie",
+            "{ kind = \"olh\", epsilon = 0.9162907318741551, domain = 8, pool_size = 4 }",
+            7,
+            33,
+        ),
         // 0x55555555·3 = 2^32 − 1 twice: Canon's method reads a third word and carries, index
         // 1; then U ≈ 1 keeps the bucket.
         Case {
