@@ -595,6 +595,10 @@ fn js_client_samples_pass_the_audit() {
             "--mechanism subset --epsilon 1 --domain 4 --k 2",
         ),
         (
+            r#"{"kind":"olh","epsilon":1,"domain":3,"g":3,"pool_size":4,"pool_seed":5}"#,
+            "--mechanism olh --epsilon 1 --domain 3 --olh-g 3 --pool-size 4 --pool-seed 5",
+        ),
+        (
             r#"{"kind":"laplace","epsilon":1,"domain":3}"#,
             "--mechanism laplace --epsilon 1 --domain 3",
         ),

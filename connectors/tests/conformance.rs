@@ -8,6 +8,8 @@
 //! what the engine produces now.
 
 // Not tests/samplers.rs, which cargo would build as a test target of its own.
+#[path = "conformance/olh.rs"]
+mod olh;
 #[path = "conformance/samplers.rs"]
 mod samplers;
 
@@ -72,6 +74,8 @@ enum Report {
     Noise(Vec<f64>),
     /// subset: the k categories, sorted.
     Items(Vec<u32>),
+    /// olh: the pool index and the bucket.
+    Pooled(u32, u32),
 }
 
 struct Case {
@@ -159,6 +163,7 @@ fn cases() -> Vec<Case> {
     // Appended after the others, so that adding a mechanism leaves every earlier case's
     // bytes where they were.
     out.extend(oue_cases());
+    out.extend(olh::olh_cases());
     out
 }
 
@@ -279,6 +284,10 @@ fn randomize<R: RngCore>(m: &Mechanism, x: u32, rng: &mut R) -> Report {
         }
         Mechanism::Noise(n) => Report::Noise(n.randomize_with(x, rng).unwrap()),
         Mechanism::Subset(m) => Report::Items(m.randomize_with(x, rng).unwrap()),
+        Mechanism::Olh(m) => {
+            let (i, y) = m.randomize_with(x, rng).unwrap();
+            Report::Pooled(i, y)
+        }
         other => panic!("no client randomizer for {}", other.kind()),
     }
 }
@@ -350,6 +359,8 @@ fn probability(m: &Mechanism) -> Option<f64> {
         Mechanism::Cohort(c) => Some(c.one_minus_two_eta() / 2.0),
         // subset: P(x in the set), the one Bernoulli.
         Mechanism::Subset(m) => Some(m.keep_probability()),
+        // olh: GenRR's lie over the g buckets.
+        Mechanism::Olh(m) => Some(m.bucket_rr().lie_probability()),
         _ => None,
     }
 }
@@ -380,6 +391,10 @@ fn json_message(m: &Mechanism, r: &Report, ts: Option<i64>, groups: &[(&str, &st
         Report::Items(items) => {
             let items: Vec<String> = items.iter().map(u32::to_string).collect();
             fields.push(format!("\"report\":[{}]", items.join(",")));
+        }
+        Report::Pooled(i, y) => {
+            fields.push(format!("\"seed\":{i}"));
+            fields.push(format!("\"report\":{y}"));
         }
     }
     if let Some(ts) = ts {
@@ -414,6 +429,10 @@ fn binary_message(r: &Report, ts: Option<i64>, groups: &[(&str, &str)]) -> Vec<u
                 out.extend_from_slice(&item.to_le_bytes());
             }
         }
+        Report::Pooled(i, y) => {
+            out.extend_from_slice(&i.to_le_bytes());
+            out.extend_from_slice(&y.to_le_bytes());
+        }
     }
     for (_, v) in groups {
         out.extend_from_slice(&(v.len() as u16).to_le_bytes());
@@ -429,6 +448,7 @@ fn report_json(r: &Report) -> Value {
         Report::Indexed(j, s) => json!({ "index": j, "report": s }),
         Report::Noise(v) => json!({ "report": v }),
         Report::Items(items) => json!({ "report": items }),
+        Report::Pooled(i, y) => json!({ "index": i, "report": y }),
     }
 }
 
@@ -502,6 +522,14 @@ fn golden(c: &Case) -> Value {
         // fingerprint pins the resolved k).
         mechanism.as_object_mut().unwrap().remove("k");
     }
+    if matches!(m, Mechanism::Olh(_)) {
+        // The same for olh's g and pool size (the fingerprint pins the resolved ones).
+        for key in ["g", "pool_size"] {
+            if !c.toml.contains(&format!("{key} =")) {
+                mechanism.as_object_mut().unwrap().remove(key);
+            }
+        }
+    }
     json!({
         "name": c.name,
         "mechanism": mechanism,
@@ -550,6 +578,11 @@ fn mechanism_json(m: &Mechanism) -> Value {
         Mechanism::Subset(m) => json!({
             "kind": "subset", "epsilon": m.epsilon(), "domain": m.domain(), "k": m.k(),
         }),
+        // The pool seed as a decimal string, like the cohort seed.
+        Mechanism::Olh(m) => json!({
+            "kind": "olh", "epsilon": m.epsilon(), "domain": m.domain(), "g": m.g(),
+            "pool_size": m.pool_size(), "pool_seed": m.pool_seed().to_string(),
+        }),
         other => panic!("no client randomizer for {}", other.kind()),
     }
 }
@@ -564,6 +597,7 @@ fn golden_encodings_are_what_the_engine_produces() {
         "about": "conformance/README.md: replay `words` (32-bit, a 64-bit word is low then high) through the randomizer of `mechanism` on `value`; the report, `json` and `binary` (hex) must be identical",
         "cases": cases().iter().map(golden).collect::<Vec<_>>(),
         "samplers": samplers::sampler_cases(),
+        "olh_pools": olh::olh_pools(),
     });
     let text = serde_json::to_string_pretty(&golden).unwrap() + "\n";
     let path = fixture_path();
@@ -600,6 +634,31 @@ fn edge_cases_hit_their_branches() {
     assert_eq!(by_name("matrix-rounding-fallback"), Report::Category(2));
     assert_eq!(by_name("oue-eps700-set"), Report::Bits(vec![0b11]));
     assert_eq!(by_name("subset-floyd-repeat"), Report::Items(vec![0, 3]));
+    let (_, m) = mechanism(
+        "{ kind = \"olh\", epsilon = 700.0, domain = 3, pool_size = 1 }",
+        &[],
+    );
+    let Mechanism::Olh(m) = m else { panic!("olh") };
+    let Report::Pooled(0, y) = by_name("olh-pool1-eps700-lie") else {
+        panic!("olh-pool1-eps700-lie: not pool index 0")
+    };
+    assert_ne!(y, m.bucket(0, 2), "the lie");
+    let (_, m) = mechanism(
+        "{ kind = \"olh\", epsilon = 1.0, domain = 10, g = 4, pool_size = 3 }",
+        &[],
+    );
+    let Mechanism::Olh(m) = m else { panic!("olh") };
+    assert_eq!(
+        by_name("olh-canon-carry-keep"),
+        Report::Pooled(1, m.bucket(1, 9))
+    );
+    // The tie e^ε = 2.5 (exact in f64) gives g = round(2.5) + 1 = 4.
+    let (_, m) = mechanism(
+        "{ kind = \"olh\", epsilon = 0.9162907318741551, domain = 8, pool_size = 4 }",
+        &[],
+    );
+    let Mechanism::Olh(m) = m else { panic!("olh") };
+    assert_eq!((0.916_290_731_874_155_1_f64.exp(), m.g()), (2.5, 4));
 }
 
 /// `js_number` is what V8 prints (node -e 'console.log(String(v))' for each of these).

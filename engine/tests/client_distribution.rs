@@ -5,7 +5,7 @@
 //! (implementation, mechanism, true value), so that a correct client fails about once in a
 //! million runs. Configurations include ε ≥ 10 and d ≥ 1024. Subset reports are tested
 //! whole (colex-numbered cells) where C(d, k) is small, else on their item counts
-//! (`items_chi2`).
+//! (`items_chi2`). OLH reports are tested whole, as cells seed·g + bucket of the S × g table.
 //!
 //! Ignored by plain `cargo test`: it needs the built JS client and the Python package in
 //! .venv-py (scripts/python_env.sh; `LDPSTREAM_PYTHON` names another interpreter).
@@ -117,6 +117,24 @@ fn cases() -> Vec<Case> {
             512,
             100_000,
         ),
+        // olh: every (seed, bucket) cell, so S·g is kept small enough for a χ² table (32,
+        // 128 and 64 cells; the default S = 1024 would leave too few reports per cell); the
+        // default g = round(e²)+1 = 8 at d = 1024; at ε = 10 the lie cells expect ~11 reports.
+        case(
+            r#"{"kind":"olh","epsilon":1.0,"domain":16,"g":4,"pool_size":8,"pool_seed":3}"#,
+            5,
+            1_000_000,
+        ),
+        case(
+            r#"{"kind":"olh","epsilon":2.0,"domain":1024,"pool_size":16}"#,
+            1000,
+            1_000_000,
+        ),
+        case(
+            r#"{"kind":"olh","epsilon":10.0,"domain":1024,"g":16,"pool_size":4,"pool_seed":9}"#,
+            1023,
+            1_000_000,
+        ),
     ]
 }
 
@@ -214,6 +232,20 @@ fn law(m: &Mechanism, x: u32) -> Law {
                 m.keep_probability(),
                 m.miss_probability(),
             ))
+        }
+        // Cell i·g + y: the index uniform over the pool, then GenRR over the g buckets around
+        // h_i(x) (the row law the server's support counts and GOF test use).
+        Mechanism::Olh(m) => {
+            let (q, keep) = (m.q(), m.q() + m.p_minus_q());
+            let share = 1.0 / f64::from(m.pool_size());
+            Law::Cells(
+                (0..m.pool_size())
+                    .flat_map(|i| {
+                        let truth = m.bucket(i, x);
+                        (0..m.g()).map(move |y| share * if y == truth { keep } else { q })
+                    })
+                    .collect(),
+            )
         }
         Mechanism::Subset(m) => Law::Items {
             x,
@@ -458,4 +490,24 @@ fn subset_item_chi2_rejects_a_wrong_law() {
     moved[1] -= n / 100;
     moved[2] += n / 100;
     assert!(p_value(m.keep_probability(), &moved) < ALPHA);
+}
+
+/// The OLH cell χ² can fail: engine reports pass against their own pool's law and are
+/// rejected against the law of another pool seed (other hashes) and of ε = 0.8 for 1.
+#[test]
+fn olh_cell_chi2_rejects_a_wrong_law() {
+    let olh = |epsilon, seed| {
+        Mechanism::Olh(Box::new(
+            ldpstream_engine::mechanism::Olh::new(epsilon, 16, 4, 8, seed).unwrap(),
+        ))
+    };
+    let (m, x, n) = (olh(1.0, 3), 5u32, 200_000u64);
+    let counts = engine_counts(&m, x, n);
+    let p_value = |other: &Mechanism| {
+        let (stat, df) = chi2(&law(other, x), &counts, n);
+        chi2_sf(df, stat)
+    };
+    assert!(p_value(&m) > ALPHA);
+    assert!(p_value(&olh(1.0, 4)) < ALPHA);
+    assert!(p_value(&olh(0.8, 3)) < ALPHA);
 }

@@ -24,6 +24,21 @@ class Mechanism:
         ``k=None`` takes ceil(domain/(e^epsilon + 1)), as the config's default."""
         ...
     @classmethod
+    def olh(
+        cls,
+        *,
+        epsilon: float,
+        domain: int,
+        g: Optional[int] = None,
+        pool_size: Optional[int] = None,
+        pool_seed: int = 0,
+    ) -> "Mechanism":
+        """Optimized local hashing with a fixed pool of ``pool_size`` hash seeds drawn from
+        ``pool_seed``: reports are a struct of ``seed`` (the pool index) and ``report`` (the
+        bucket in [g]), both UInt32; ``g=None`` takes round(e^epsilon) + 1 and
+        ``pool_size=None`` 1024, as the config's defaults."""
+        ...
+    @classmethod
     def gauss(cls, *, rho: float, domain: int, max_abs: Optional[float] = None) -> "Mechanism": ...
     @classmethod
     def laplace(cls, *, epsilon: float, domain: int, max_abs: Optional[float] = None) -> "Mechanism": ...

@@ -22,8 +22,8 @@ use crate::messages::{check_envelope, encode, Envelope, Format};
 
 /// A local randomizer, as a stream's `mechanism` table configures it.
 ///
-/// Build one with a constructor per kind (`grr`, `bitflip`, `oue`, `subset`, `gauss`,
-/// `laplace`, `hadamard`, `cohort`, `matrix`, `raw`); `randomize` privatizes true values on the
+/// Build one with a constructor per kind (`grr`, `bitflip`, `oue`, `subset`, `olh`,
+/// `gauss`, `laplace`, `hadamard`, `cohort`, `matrix`, `raw`); `randomize` privatizes true values on the
 /// client, drawing from the OS-seeded CSPRNG.
 ///
 /// Example:
@@ -93,6 +93,28 @@ impl Mechanism {
         k: Option<u32>,
     ) -> PyResult<Self> {
         build(json!({"kind": "subset", "epsilon": epsilon, "domain": domain, "k": k}))
+    }
+
+    /// Optimized local hashing, Wang et al. 2017, with a fixed public pool of `pool_size`
+    /// hash seeds drawn from `pool_seed` (docs/STATISTICS.md §1.8): a report is a pool
+    /// index i, uniform, and a bucket y in [g], the hash h_i(x) kept with probability
+    /// e^epsilon/(e^epsilon + g - 1), else another bucket uniformly. `g=None` takes
+    /// round(e^epsilon) + 1 and `pool_size=None` 1024, as the config does; the reports are a
+    /// struct of `seed` (UInt32, the pool index) and `report` (UInt32, the bucket).
+    #[classmethod]
+    #[pyo3(signature = (*, epsilon, domain, g=None, pool_size=None, pool_seed=0))]
+    fn olh(
+        _cls: &Bound<'_, PyType>,
+        epsilon: f64,
+        domain: u32,
+        g: Option<u32>,
+        pool_size: Option<u32>,
+        pool_seed: u64,
+    ) -> PyResult<Self> {
+        build(json!({
+            "kind": "olh", "epsilon": finite("epsilon", epsilon)?, "domain": domain, "g": g,
+            "pool_size": pool_size, "pool_seed": pool_seed
+        }))
     }
 
     /// One-hot plus Gaussian noise, rho-zCDP (reports: FixedSizeList(Float64, d)).
@@ -182,8 +204,9 @@ impl Mechanism {
         let text = self.table.to_string();
         let value = py.import("json")?.call_method1("loads", (text,))?;
         let dict = value.cast_into::<PyDict>()?;
-        // null max_abs or k means "the default": TOML has no null, so leave the key out.
-        for key in ["max_abs", "k"] {
+        // null max_abs, k, g or pool_size means "the default": TOML has no null, so leave
+        // the key out.
+        for key in ["max_abs", "k", "g", "pool_size"] {
             if dict.get_item(key)?.is_some_and(|v| v.is_none()) {
                 dict.del_item(key)?;
             }
@@ -193,8 +216,8 @@ impl Mechanism {
 
     /// Privatizes true categories `values` (0..d-1: a sequence of ints or an Arrow integer
     /// array) into reports in the Parquet report format of the mechanism: a
-    /// `pyarrow.Array`, a struct array of the index and report columns for Hadamard and
-    /// cohort. Draws from the OS-seeded CSPRNG; `insecure_seed` makes the draws
+    /// `pyarrow.Array`, a struct array of the index and report columns for Hadamard,
+    /// cohort and olh. Draws from the OS-seeded CSPRNG; `insecure_seed` makes the draws
     /// reproducible and NOT private (simulations and tests only, as the CLI's
     /// `--insecure-seed`). Raises ValueError for a value outside the domain.
     #[pyo3(signature = (values, *, insecure_seed=None))]
@@ -275,10 +298,10 @@ impl Mechanism {
         match columns.as_slice() {
             [report] => Ok(report.clone()),
             [index, report] => {
-                let index_name = if self.engine.kind() == "hadamard" {
-                    "row"
-                } else {
-                    "cohort"
+                let index_name = match self.engine.kind() {
+                    "hadamard" => "row",
+                    "olh" => "seed",
+                    _ => "cohort",
                 };
                 let fields = vec![
                     Field::new(index_name, index.data_type().clone(), false),

@@ -44,6 +44,8 @@ enum Row<'a> {
     Bits(&'a [u8]),
     /// Hadamard's row or the cohort, and the ±1.
     Indexed(&'a str, u32, i8),
+    /// olh: the pool index (`seed`) and the bucket.
+    Pooled(&'a str, u32, u32),
     Noise(Vec<f64>),
     /// subset: the k categories, sorted.
     Items(Vec<u32>),
@@ -106,6 +108,9 @@ fn row(reports: &ArrayRef, i: usize) -> Result<Row<'_>, String> {
     let a = downcast::<StructArray>(reports.as_ref())?;
     let (name, index) = (a.column_names()[0], a.column(0));
     let index = downcast::<UInt32Array>(index.as_ref())?.value(i);
+    if let Some(bucket) = a.column(1).as_any().downcast_ref::<UInt32Array>() {
+        return Ok(Row::Pooled(name, index, bucket.value(i)));
+    }
     let sign = downcast::<Int8Array>(a.column(1).as_ref())?.value(i);
     Ok(Row::Indexed(name, index, sign))
 }
@@ -122,6 +127,10 @@ fn json(row: &Row, envelope: &Envelope) -> String {
         Row::Indexed(name, j, s) => {
             fields.push(format!("{}:{j}", Value::from(*name)));
             fields.push(format!("\"report\":{s}"));
+        }
+        Row::Pooled(name, i, y) => {
+            fields.push(format!("{}:{i}", Value::from(*name)));
+            fields.push(format!("\"report\":{y}"));
         }
         Row::Noise(v) => {
             // ECMAScript's shortest round-trip digits: the server reads back exactly the
@@ -170,6 +179,10 @@ fn binary(row: &Row, envelope: &Envelope) -> Vec<u8> {
         Row::Indexed(_, j, s) => {
             out.extend_from_slice(&j.to_le_bytes());
             out.extend_from_slice(&s.to_le_bytes());
+        }
+        Row::Pooled(_, i, y) => {
+            out.extend_from_slice(&i.to_le_bytes());
+            out.extend_from_slice(&y.to_le_bytes());
         }
         // Every coordinate is on the noise's grid, exact in f32 (docs/STATISTICS.md §1.3.1).
         Row::Noise(v) => v

@@ -7,7 +7,8 @@ as clients/js/scripts/sample.mjs lays out the JS client's:
 
 Counts: grr, matrix: per category; hadamard, cohort: per 2·index + (report < 0); bitflip,
 oue: per bit position, the number of reports with that bit set; subset: per colex index
-Σ_i C(s_i, i+1) of the sorted items, or with --items per category the reports holding it.
+Σ_i C(s_i, i+1) of the sorted items, or with --items per category the reports holding it;
+olh: per seed·g + report (the audit's numbering of the S × g table).
 engine/tests/client_distribution.rs runs it and tests the counts against the channel the
 server debiases with; test_conformance.py audits `audit_index` with `ldpstream audit
 --reports`."""
@@ -32,8 +33,9 @@ def mechanism(table: Dict[str, Any]) -> ldpstream.Mechanism:
     """The Mechanism of a config table (a cohort seed may be a decimal string)."""
     params = dict(table)
     kind = params.pop("kind")
-    if "seed" in params:
-        params["seed"] = int(params["seed"])
+    for seed in ("seed", "pool_seed"):
+        if seed in params:
+            params[seed] = int(params[seed])
     return getattr(ldpstream.Mechanism, kind)(**params)
 
 
@@ -45,6 +47,13 @@ def _signed_index(m: ldpstream.Mechanism, reports: pa.Array) -> np.ndarray:
     index = reports.field("row" if m.kind == "hadamard" else "cohort").to_numpy()
     negative = reports.field("report").to_numpy() < 0
     return 2 * index.astype(np.int64) + negative
+
+
+def _olh_cell(m: ldpstream.Mechanism, reports: pa.Array) -> np.ndarray:
+    """seed·g + report, g as the config resolves it (round(e^epsilon) + 1, at most 2^16)."""
+    g = m.config.get("g") or min(max(round(math.exp(m.config["epsilon"])) + 1, 2), 65536)
+    seed = reports.field("seed").to_numpy().astype(np.int64)
+    return seed * g + reports.field("report").to_numpy()
 
 
 def _bits(m: ldpstream.Mechanism, reports: pa.Array) -> np.ndarray:
@@ -73,6 +82,8 @@ def counts(m: ldpstream.Mechanism, x: int, n: int, items: bool = False):
         return {str(k): int(c) for k, c in enumerate(np.bincount(_colex(m, reports))) if c}
     if m.kind in ("bitflip", "oue"):
         return [int(c) for c in _bits(m, reports).sum(axis=0)]
+    if m.kind == "olh":
+        return {str(k): int(c) for k, c in enumerate(np.bincount(_olh_cell(m, reports))) if c}
     index = _signed_index(m, reports) if m.kind in ("hadamard", "cohort") else reports.to_numpy()
     return {str(k): int(c) for k, c in enumerate(np.bincount(index)) if c}
 
@@ -85,6 +96,8 @@ def audit_index(m: ldpstream.Mechanism, reports: pa.Array) -> np.ndarray:
         return _bits(m, reports).astype(np.int64) @ (1 << np.arange(m.domain, dtype=np.int64))
     if m.kind == "subset":
         return _colex(m, reports)
+    if m.kind == "olh":
+        return _olh_cell(m, reports)
     if m.kind in ("gauss", "laplace"):
         first = reports.flatten().to_numpy()[:: m.domain]
         return np.searchsorted(NOISE_BIN_EDGES, first, side="right")

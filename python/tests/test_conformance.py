@@ -33,8 +33,9 @@ needs_replay = pytest.mark.skipif(
 def flat(kind: str, reports: pa.Array):
     """The one report as golden.json writes it."""
     (r,) = reports.to_pylist()
-    if kind in ("hadamard", "cohort"):
-        return {"index": r["row" if kind == "hadamard" else "cohort"], "report": r["report"]}
+    if kind in ("hadamard", "cohort", "olh"):
+        index = {"hadamard": "row", "cohort": "cohort", "olh": "seed"}[kind]
+        return {"index": r[index], "report": r["report"]}
     if kind in ("bitflip", "oue"):
         return {"report": r.hex()}
     return {"report": r}
@@ -49,7 +50,7 @@ def stamped(case):
 
 def test_the_golden_file_has_every_client_mechanism():
     kinds = {c["mechanism"]["kind"] for c in GOLDEN["cases"]}
-    assert {"grr", "bitflip", "hadamard", "cohort", "matrix", "gauss", "laplace", "subset"} <= kinds
+    assert {"grr", "bitflip", "hadamard", "cohort", "matrix", "gauss", "laplace", "subset", "olh"} <= kinds
 
 
 @needs_replay
@@ -124,6 +125,10 @@ AUDITED = [
     ({"kind": "laplace", "epsilon": 1.0, "domain": 3}, "--mechanism laplace --epsilon 1 --domain 3"),
     ({"kind": "gauss", "rho": 0.5, "domain": 3}, "--mechanism gauss --rho 0.5 --domain 3"),
     ({"kind": "subset", "epsilon": 1.0, "domain": 4, "k": 2}, "--mechanism subset --epsilon 1 --domain 4 --k 2"),
+    (
+        {"kind": "olh", "epsilon": 1.0, "domain": 3, "g": 3, "pool_size": 4, "pool_seed": 5},
+        "--mechanism olh --epsilon 1 --domain 3 --olh-g 3 --pool-size 4 --pool-seed 5",
+    ),
 ]
 
 

@@ -260,6 +260,42 @@ def test_subset_reports_are_sorted_k_subsets_that_estimate_the_truth():
             ldpstream.Mechanism.subset(epsilon=1.0, domain=4, k=bad)
 
 
+def test_olh_reports_are_pool_index_and_bucket_that_estimate_the_truth():
+    # g and pool_size omitted: round(e^2) + 1 = 8 and 1024, the config's defaults, left out
+    # of the config as the config leaves them; reports a struct of seed and report (UInt32).
+    m = ldpstream.Mechanism.olh(epsilon=2.0, domain=1000)
+    assert m.kind == "olh" and "g" not in m.config and "pool_size" not in m.config
+    assert m.fingerprint == ldpstream.Mechanism.olh(epsilon=2.0, domain=1000, g=8, pool_size=1024).fingerprint
+    rows = m.randomize([0, 999, 500], insecure_seed=1)
+    assert [(f.name, f.type) for f in rows.type] == [("seed", pa.uint32()), ("report", pa.uint32())]
+    assert all(r["seed"] < 1024 and r["report"] < 8 for r in rows.to_pylist())
+    # d = 4, g = 3: the debiased support counts of 40,000 reports within 4 s.e. The pool is
+    # 2^12 because a fixed pool adds a collision bias (STATISTICS.md §1.8): here every |z| is
+    # below 1.2, while 16 seeds put the first estimate 11.6 s.e. off.
+    m = ldpstream.Mechanism.olh(epsilon=1.0, domain=4, g=3, pool_size=4096, pool_seed=7)
+    assert m.config == {"kind": "olh", "epsilon": 1.0, "domain": 4, "g": 3, "pool_size": 4096, "pool_seed": 7}
+    truth = [0.4, 0.3, 0.2, 0.1]
+    values = [j for j, p in enumerate(truth) for _ in range(int(p * 40_000))]
+    est = ldpstream.estimate(m.randomize(values, insecure_seed=5), m)
+    for j, p in enumerate(truth):
+        assert abs(est["estimate"][j] - p) < 4 * est["std_error"][j], (j, est)
+    (j,) = m.messages([3], ts=9)
+    message = json.loads(j)
+    assert list(message) == ["seed", "report", "ts", "fingerprint"]
+    assert message["seed"] < 4096 and message["report"] < 3
+    (b,) = m.messages([3], format="binary")
+    assert len(b) == 1 + 4 + 8 + 4 + 4 and int.from_bytes(b[13:17], "little") < 4096
+    for kwargs, name in [
+        ({"g": 1}, "g"),
+        ({"g": 65537}, "g"),
+        ({"pool_size": 0}, "pool_size"),
+        ({"g": 65536, "pool_size": 512}, "pool_size"),
+        ({"epsilon": float("nan")}, "epsilon"),
+    ]:
+        with pytest.raises(ValueError, match=name):
+            ldpstream.Mechanism.olh(**{"epsilon": 1.0, "domain": 4, **kwargs})
+
+
 def test_mechanism_parameters_are_checked_as_the_config_checks_them():
     with pytest.raises(ValueError, match="epsilon"):
         ldpstream.Mechanism.grr(epsilon=-1.0, domain=4)

@@ -10,15 +10,20 @@
 // Counts: grr, matrix: per category; hadamard, cohort: per 2·index + (report < 0);
 // bitflip, oue: per bit position, the number of reports with that bit set; subset: per colex
 // index Σ_i C(s_i, i+1) of the sorted items (engine/src/mechanism/subset_index.rs), or with
-// --items per category, the number of reports holding it. With --pairs,
+// --items per category, the number of reports holding it; olh: per seed·g + report (the
+// audit's numbering of the S × g table). With --pairs,
 // gauss and laplace give the audit's bin of the first coordinate.
 import { Randomizer } from "../dist/src/index.js";
+import { prepare } from "../dist/src/mechanisms.js";
 
 const [mechanismJson, valueArg, nArg, mode] = process.argv.slice(2);
 const config = JSON.parse(mechanismJson);
 if (config.kind === "cohort" && config.seed !== undefined) config.seed = BigInt(config.seed);
+if (config.kind === "olh" && config.pool_seed !== undefined) config.pool_seed = BigInt(config.pool_seed);
 const r = new Randomizer(config);
 const n = Number(nArg);
+// olh's g as the client resolves it (the default round(e^ε) + 1 when the config has none).
+const olhG = config.kind === "olh" ? prepare(config).g : 0;
 
 // The audit's bins for a noise report's first coordinate (engine/src/audit.rs NOISE_BIN_EDGES).
 const NOISE_BIN_EDGES = [-3.0, -2.0, -1.0, -0.25, 0.5, 1.25, 2.0, 3.0, 4.0];
@@ -42,6 +47,8 @@ function index(rep) {
       return 2 * rep.row + (rep.report < 0 ? 1 : 0);
     case "cohort":
       return 2 * rep.cohort + (rep.report < 0 ? 1 : 0);
+    case "olh":
+      return rep.seed * olhG + rep.report;
     case "bitflip":
     case "oue":
       return rep.report.reduce((acc, b, i) => acc + b * 2 ** (8 * i), 0);

@@ -13,6 +13,13 @@ export const CHANNEL_SUM_TOLERANCE = 1e-9;
 export const MIN_RHO = 1e-11;
 export const MAX_RHO = (MAX_EPSILON * MAX_EPSILON) / 2;
 export const MIN_LAPLACE_EPSILON = 1e-5;
+// olh (ldpstream_config::OLH_* and validate/mechanism.rs): the table and the hashes a
+// snapshot evaluates.
+export const OLH_MAX_G = 2 ** 16;
+export const OLH_MAX_POOL_SIZE = 2 ** 16;
+export const OLH_DEFAULT_POOL_SIZE = 1024;
+export const MAX_OLH_TABLE_CELLS = 2 ** 24;
+export const MAX_OLH_SUPPORT_WORK = 2 ** 32;
 
 /** A stream's `mechanism` table, with the config's key names and defaults. */
 export type MechanismConfig =
@@ -24,7 +31,8 @@ export type MechanismConfig =
   | { kind: "matrix"; matrix: number[][] }
   | { kind: "gauss"; rho: number; domain: number }
   | { kind: "laplace"; epsilon: number; domain: number }
-  | { kind: "subset"; epsilon: number; domain: number; k?: number };
+  | { kind: "subset"; epsilon: number; domain: number; k?: number }
+  | { kind: "olh"; epsilon: number; domain: number; g?: number; pool_size?: number; pool_seed?: bigint | number };
 
 export function checkEpsilon(epsilon: unknown): number {
   if (typeof epsilon !== "number" || !(epsilon >= MIN_EPSILON && epsilon <= MAX_EPSILON)) {
@@ -77,13 +85,14 @@ export function checkCohorts(cohorts: unknown, domain: number): number {
   return c;
 }
 
-export function checkSeed(seed: unknown): bigint {
+/** A public seed (`seed` of cohort, `pool_seed` of olh), 0 when absent. */
+export function checkSeed(seed: unknown, name = "seed"): bigint {
   if (seed === undefined) return 0n;
   const ok =
     (typeof seed === "bigint" && seed >= 0n && seed < 1n << 64n) ||
     (typeof seed === "number" && Number.isSafeInteger(seed) && seed >= 0);
   if (!ok) {
-    throw new LdpClientError("seed", seed, "an integer from 0 to 2^64 − 1 (a bigint above 2^53)");
+    throw new LdpClientError(name, seed, "an integer from 0 to 2^64 − 1 (a bigint above 2^53)");
   }
   return BigInt(seed as bigint | number);
 }
@@ -123,6 +132,24 @@ export function checkK(k: unknown, domain: number): number {
     throw new LdpClientError("k", k, `an integer with 1 <= k < domain (${domain}), the subset size`);
   }
   return k as number;
+}
+
+/** olh's g (resolved) and pool size (resolved), in the server's order of checks. */
+export function checkOlhShape(g: unknown, poolSize: unknown, domain: number): [number, number] {
+  if (!Number.isInteger(g) || (g as number) < 2 || (g as number) > OLH_MAX_G) {
+    throw new LdpClientError("g", g, `an integer from 2 to ${OLH_MAX_G} (default round(e^ε) + 1)`);
+  }
+  if (!Number.isInteger(poolSize) || (poolSize as number) < 1 || (poolSize as number) > OLH_MAX_POOL_SIZE) {
+    throw new LdpClientError("pool_size", poolSize, `an integer from 1 to ${OLH_MAX_POOL_SIZE} (default ${OLH_DEFAULT_POOL_SIZE})`);
+  }
+  const [gi, s] = [g as number, poolSize as number];
+  if (s * gi > MAX_OLH_TABLE_CELLS) {
+    throw new LdpClientError("pool_size", s, `pool_size × g at most ${MAX_OLH_TABLE_CELLS} (here ${s} × ${gi})`);
+  }
+  if (s * domain > MAX_OLH_SUPPORT_WORK) {
+    throw new LdpClientError("pool_size", s, `pool_size × domain at most ${MAX_OLH_SUPPORT_WORK} (here ${s} × ${domain})`);
+  }
+  return [gi, s];
 }
 
 export function checkInput(x: unknown, domain: number): number {

@@ -9,7 +9,7 @@ export interface MessageOptions {
   /** Group values, in the stream's `columns.group_by` order (the binary layout has no names). */
   groups?: Record<string, string> | Array<[string, string]>;
   /** The stream's column names, if not the defaults. */
-  columns?: { report?: string; row?: string; cohort?: string; ts?: string };
+  columns?: { report?: string; row?: string; cohort?: string; seed?: string; ts?: string };
   /** The stream's `max_group_value_bytes` (default 128): longer values are refused here. */
   maxGroupValueBytes?: number;
   /** The mechanism fingerprint to stamp (`Randomizer` stamps its own); none if absent. */
@@ -43,7 +43,7 @@ function hex(bytes: Uint8Array): string {
   return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
-/** The JSON message (`format = "json"`), keys in a fixed order: index, report, ts, groups. */
+/** The JSON message (`format = "json"`), keys in a fixed order: index (row, cohort, seed), report, ts, groups. */
 export function encodeJson(report: Report, options: MessageOptions = {}): string {
   checkTs(options.ts);
   const columns = options.columns ?? {};
@@ -74,6 +74,10 @@ export function encodeJson(report: Report, options: MessageOptions = {}): string
       break;
     case "subset":
       field(columns.report ?? "report", `[${report.report.join(",")}]`);
+      break;
+    case "olh":
+      field(columns.seed ?? "seed", String(report.seed));
+      field(columns.report ?? "report", String(report.report));
       break;
   }
   if (options.ts !== undefined) field(columns.ts ?? "ts", String(options.ts));
@@ -109,6 +113,8 @@ function bodyBytes(report: Report): number {
       return 4 * report.report.length;
     case "subset":
       return 2 + 4 * report.report.length;
+    case "olh":
+      return 8;
     default:
       return 4;
   }
@@ -155,6 +161,10 @@ function encodeUnstamped(report: Report, options: MessageOptions): Uint8Array {
     case "subset":
       view.setUint16(9, report.report.length, true);
       report.report.forEach((item, j) => view.setUint32(11 + 4 * j, item, true));
+      break;
+    case "olh":
+      view.setUint32(9, report.seed, true);
+      view.setUint32(13, report.report, true);
       break;
   }
   let at = 9 + body;

@@ -31,10 +31,8 @@ function roundToDouble(v: bigint): number {
   return Number(m) * 2 ** Math.ceil(e / 2) * 2 ** Math.floor(e / 2);
 }
 
-/** e^{−x} for 0 ≤ x ≤ 745, correctly rounded to the nearest double. */
-export function expNeg(x: number): number {
-  if (!(x >= 0 && x <= 745)) throw new RangeError(`expNeg(${x}): outside [0, 745]`);
-  if (x === 0) return 1;
+/** e^{−x}·2^PRECISION in fixed point, for 0 < x ≤ 745. */
+function expNegFixed(x: number): bigint {
   const [m, e] = dyadic(x);
   // t = x/2^s < 2^-16, then e^{−x} = (e^{−t})^(2^s).
   const s = Math.max(0, Math.ceil(Math.log2(x)) + 16);
@@ -47,5 +45,22 @@ export function expNeg(x: number): number {
     sum += term;
   }
   for (let i = 0; i < s; i++) sum = (sum * sum) >> BigInt(PRECISION);
-  return roundToDouble(sum);
+  return sum;
+}
+
+/** e^{−x} for 0 ≤ x ≤ 745, correctly rounded to the nearest double. */
+export function expNeg(x: number): number {
+  if (!(x >= 0 && x <= 745)) throw new RangeError(`expNeg(${x}): outside [0, 745]`);
+  if (x === 0) return 1;
+  return roundToDouble(expNegFixed(x));
+}
+
+/**
+ * e^{x} for 0 ≤ x ≤ 700, correctly rounded (olh's default g rounds it to an integer as the
+ * engine's f64::exp does: Math.exp can be an ulp off).
+ */
+export function expPos(x: number): number {
+  if (!(x >= 0 && x <= 700)) throw new RangeError(`expPos(${x}): outside [0, 700]`);
+  if (x === 0) return 1;
+  return roundToDouble((ONE * ONE) / expNegFixed(x));
 }

@@ -1,5 +1,6 @@
-import { MechanismConfig } from "./config.js";
+import { MechanismConfig, OLH_DEFAULT_POOL_SIZE } from "./config.js";
 import { defaultK } from "./mechanisms.js";
+import { defaultG } from "./olh.js";
 
 // The mechanism fingerprint stamped on every message (README "Clients"): FNV-1a (32 bits)
 // over the kind, a 0 byte and the parameters little-endian, exactly as the server computes
@@ -46,6 +47,15 @@ export function fingerprint(config: MechanismConfig): number {
       f64(config.epsilon);
       u32(config.domain);
       u32(config.k ?? defaultK(config.epsilon, config.domain));
+      break;
+    case "olh":
+      // g and the pool size resolved to their defaults, as the server resolves them.
+      f64(config.epsilon);
+      u32(config.domain);
+      u32(config.g ?? defaultG(config.epsilon));
+      u32(config.pool_size ?? OLH_DEFAULT_POOL_SIZE);
+      view.setBigUint64(0, BigInt(config.pool_seed ?? 0), true);
+      parts.push(...new Uint8Array(view.buffer));
       break;
     default:
       f64(config.epsilon);

@@ -14,6 +14,8 @@ import { drawNoise, NoiseGrid, noiseGrid } from "./noise.js";
 import { bernoulliExact, uniformBelow, unitDouble } from "./sampling.js";
 import { WordSource } from "./source.js";
 import { sampleIndices } from "./subset_sampling.js";
+import { splitmix64 } from "./splitmix.js";
+import { drawOlh, PreparedOlh, prepareOlh } from "./olh.js";
 
 /** One privatized report, in the shape of the stream's report columns. */
 export type Report =
@@ -23,7 +25,9 @@ export type Report =
   | { kind: "hadamard"; row: number; report: 1 | -1 }
   | { kind: "cohort"; cohort: number; report: 1 | -1 }
   | { kind: "gauss" | "laplace"; report: Float64Array }
-  | { kind: "subset"; report: Uint32Array };
+  | { kind: "subset"; report: Uint32Array }
+  /** olh: the pool index and the reported bucket. */
+  | { kind: "olh"; seed: number; report: number };
 
 /** A validated mechanism with its probabilities computed once, exactly as the engine does. */
 export type Prepared =
@@ -34,6 +38,7 @@ export type Prepared =
   | { kind: "cohort"; domain: number; cohorts: number; seed: bigint; lie: number }
   | { kind: "matrix"; domain: number; matrix: number[][]; cumulative: number[][] }
   | { kind: "subset"; domain: number; k: number; keep: number }
+  | PreparedOlh
   | NoiseGrid;
 
 /** `1/(1+e^ε)` as `e^{−ε}/(1+e^{−ε})`, which neither overflows nor rounds to 0 (sign_lie). */
@@ -106,6 +111,8 @@ export function prepare(config: MechanismConfig): Prepared {
       const k = checkK(config.k ?? defaultK(epsilon, domain), domain);
       return { kind: "subset", domain, k, keep: subsetKeep(epsilon, domain, k) };
     }
+    case "olh":
+      return prepareOlh(config);
     case "gauss":
       return noiseGrid("gauss", config.rho, config.domain);
     case "laplace":
@@ -114,7 +121,7 @@ export function prepare(config: MechanismConfig): Prepared {
       throw new LdpClientError(
         "kind",
         (config as { kind?: unknown }).kind,
-        "one of grr, bitflip, oue, hadamard, cohort, matrix, gauss, laplace, subset",
+        "one of grr, bitflip, oue, hadamard, cohort, matrix, gauss, laplace, subset, olh",
       );
   }
 }
@@ -128,15 +135,6 @@ function cumulativeColumns(matrix: number[][]): number[][] {
     out.push(matrix.map((row) => (acc += row[x])));
   }
   return out;
-}
-
-const MASK64 = (1n << 64n) - 1n;
-
-function splitmix64(z0: bigint): bigint {
-  let z = (z0 + 0x9e3779b97f4a7c15n) & MASK64;
-  z = ((z ^ (z >> 30n)) * 0xbf58476d1ce4e5b9n) & MASK64;
-  z = ((z ^ (z >> 27n)) * 0x94d049bb133111ebn) & MASK64;
-  return z ^ (z >> 31n);
 }
 
 /** The cohort family's public sign f_c(x) (config/README.md, `cohort`). */
@@ -196,6 +194,10 @@ export function draw(m: Prepared, x: number, source: WordSource): Report {
       return { kind: m.kind, report: drawNoise(m, x, source) };
     case "subset":
       return { kind: "subset", report: drawSubset(m, x, source) };
+    case "olh": {
+      const [seed, report] = drawOlh(m, x, source);
+      return { kind: "olh", seed, report };
+    }
   }
 }
 

@@ -11,6 +11,7 @@ import { draw, prepare, Report } from "../src/mechanisms.js";
 import { ReplaySource } from "../src/source.js";
 import { bernoulliExp, discreteGaussian, discreteLaplace } from "../src/discrete_noise.js";
 import { rangeExact, rangeU128, rangeU64 } from "../src/wide_range.js";
+import { olhBucket, olhKeyHigh, olhPool, prepareOlh } from "../src/olh.js";
 
 interface Case {
   name: string;
@@ -27,6 +28,16 @@ interface Case {
   binary: string;
 }
 
+interface OlhPool {
+  pool_seed: string;
+  pool_size: number;
+  g: number;
+  pool: Array<[string, string]>;
+  values: number[];
+  keys: number[][];
+  buckets: number[][];
+}
+
 interface SamplerCase {
   sampler: string;
   args: string[];
@@ -36,10 +47,13 @@ interface SamplerCase {
 
 const golden = JSON.parse(
   readFileSync(new URL("../../../../conformance/golden.json", import.meta.url), "utf8"),
-) as { cases: Case[]; samplers: SamplerCase[] };
+) as { cases: Case[]; samplers: SamplerCase[]; olh_pools: OlhPool[] };
 
+/** Seeds are decimal strings in the golden file (they may exceed 2^53). */
 function config(m: Record<string, unknown>): MechanismConfig {
-  return (m.kind === "cohort" ? { ...m, seed: BigInt(m.seed as string) } : m) as MechanismConfig;
+  if (m.kind === "cohort") return { ...m, seed: BigInt(m.seed as string) } as MechanismConfig;
+  if (m.kind === "olh") return { ...m, pool_seed: BigInt(m.pool_seed as string) } as MechanismConfig;
+  return m as MechanismConfig;
 }
 
 function hex(bytes: Uint8Array): string {
@@ -65,6 +79,8 @@ function flat(r: Report): { index?: number; report: number | string | number[] }
       return { index: r.row, report: r.report };
     case "cohort":
       return { index: r.cohort, report: r.report };
+    case "olh":
+      return { index: r.seed, report: r.report };
     default:
       return { report: r.report };
   }
@@ -72,7 +88,7 @@ function flat(r: Report): { index?: number; report: number | string | number[] }
 
 test("the golden file has every mechanism", () => {
   const kinds = new Set(golden.cases.map((c) => c.mechanism.kind));
-  assert.deepEqual([...kinds].sort(), ["bitflip", "cohort", "gauss", "grr", "hadamard", "laplace", "matrix", "oue", "subset"]);
+  assert.deepEqual([...kinds].sort(), ["bitflip", "cohort", "gauss", "grr", "hadamard", "laplace", "matrix", "olh", "oue", "subset"]);
 });
 
 for (const c of golden.cases) {
@@ -94,6 +110,19 @@ for (const c of golden.cases) {
     const options = { ts: c.ts ?? undefined, groups: c.groups };
     assert.equal(encodeJson(report, options), c.json);
     assert.equal(hex(encodeBinary(report, options)), c.binary);
+  });
+}
+
+// olh's pool and hash by themselves (conformance/README.md, "olh_pools").
+for (const p of golden.olh_pools) {
+  test(`golden olh pool seed ${p.pool_seed} size ${p.pool_size} g ${p.g}`, () => {
+    const seed = BigInt(p.pool_seed);
+    const hex = (v: bigint) => v.toString(16).padStart(16, "0");
+    assert.deepEqual(olhPool(seed, p.pool_size).map(([a, b]) => [hex(a), hex(b)]), p.pool);
+    const m = prepareOlh({ epsilon: 1, domain: 2, g: p.g, pool_size: p.pool_size, pool_seed: seed });
+    assert.deepEqual(p.pool.map((_, i) => p.values.map((v) => olhKeyHigh(m.pool, i, v))), p.keys);
+    const buckets = p.pool.map((_, i) => p.values.map((v) => olhBucket(m.pool, i, p.g, v)));
+    assert.deepEqual(buckets, p.buckets);
   });
 }
 

@@ -5,6 +5,7 @@ import { encodeBinary, encodeJson, LdpClientError, Randomizer } from "../src/ind
 import { draw, prepare } from "../src/mechanisms.js";
 import { bernoulliExact, uniformBelow } from "../src/sampling.js";
 import { CryptoSource, ReplaySource } from "../src/source.js";
+import { defaultG, olhBucket, olhKeyHigh, olhPool, prepareOlh } from "../src/olh.js";
 
 /** 64-bit words as the 32-bit words a source yields (low half first). */
 function words64(...ws: bigint[]): number[] {
@@ -231,5 +232,91 @@ test("subset: item frequencies are P(x in S) at x and q elsewhere (crypto source
   hits.forEach((h, j) => {
     const p = j === 2 ? keep : q;
     assert.ok(Math.abs(h / n - p) < 5 * Math.sqrt((p * (1 - p)) / n), `item ${j}: ${h / n} vs ${p}`);
+  });
+});
+
+test("olh: the pool and the hash are the engine's (olh.rs golden values) and exact", () => {
+  // engine/src/mechanism/olh.rs pool_and_buckets_golden_values: Vigna's splitmix64.c from 0.
+  assert.deepEqual(olhPool(0n, 2), [
+    [0xe220a8397b1dcdafn, 0x6e789e6aa1b965f4n],
+    [0x06c45d188009454fn, 0xf88bb8a8724c81ecn],
+  ]);
+  const m = prepareOlh({ epsilon: 2, domain: 1000, g: 8, pool_size: 4, pool_seed: 0 });
+  const buckets = [0, 1, 2, 3].flatMap((i) => [0, 1, 2, 999].map((v) => olhBucket(m.pool, i, 8, v)));
+  assert.deepEqual(buckets, [3, 2, 1, 6, 7, 7, 0, 3, 2, 3, 4, 4, 6, 7, 0, 3]);
+  // The double arithmetic against the BigInt definition, on keys that carry (v = 2^32 − 1,
+  // g = 2^16) and on a seed above 2^63.
+  const big = prepareOlh({ epsilon: 1, domain: 100, g: 65536, pool_size: 64, pool_seed: 0xfedcba9876543210n });
+  const pool = olhPool(0xfedcba9876543210n, 64);
+  for (const [i, [a, b]] of pool.entries()) {
+    for (const v of [0, 1, 99, 0x7fffffff, 0xffffffff, (i * 2654435761) >>> 0]) {
+      const mixed = ((a * BigInt(v) + b) & ((1n << 64n) - 1n)) >> 32n;
+      assert.equal(olhKeyHigh(big.pool, i, v), Number(mixed), `i ${i} v ${v}`);
+      for (const g of [2, 3, 1000, 65536]) {
+        assert.equal(olhBucket(big.pool, i, g, v), Number((mixed * BigInt(g)) >> 32n), `i ${i} v ${v} g ${g}`);
+      }
+    }
+  }
+});
+
+test("olh: the default g is round(e^eps) + 1 (the config's vectors), parameters named", () => {
+  assert.deepEqual([2, 1, 0.5, 1e-9, 11, 12, 700].map(defaultG), [8, 4, 3, 2, 59875, 65536, 65536]);
+  const refused = (config: object, parameter: string) =>
+    assert.throws(
+      () => new Randomizer({ kind: "olh", epsilon: 2, domain: 100, ...config } as never),
+      (e: unknown) => e instanceof LdpClientError && e.parameter === parameter,
+      `${JSON.stringify(config, (_, v) => (typeof v === "bigint" ? String(v) : v))}: ${parameter}`,
+    );
+  refused({ g: 1 }, "g");
+  refused({ g: 65537 }, "g");
+  refused({ g: 2.5 }, "g");
+  refused({ pool_size: 0 }, "pool_size");
+  refused({ pool_size: 65537 }, "pool_size");
+  refused({ g: 65536, pool_size: 512 }, "pool_size"); // 2^25 cells
+  refused({ domain: 2 ** 24, pool_size: 512 }, "pool_size"); // 2^33 hashes per snapshot
+  refused({ pool_seed: -1 }, "pool_seed");
+  refused({ pool_seed: 1n << 64n }, "pool_seed");
+  refused({ epsilon: 0 }, "epsilon");
+  refused({ domain: 1 }, "domain");
+  // The limits themselves pass (the config test's bounds).
+  new Randomizer({ kind: "olh", epsilon: 2, domain: 100, g: 65536, pool_size: 256 });
+  new Randomizer({ kind: "olh", epsilon: 2, domain: 2 ** 24, pool_size: 256, pool_seed: (1n << 64n) - 1n });
+  const r = new Randomizer({ kind: "olh", epsilon: 2, domain: 100 });
+  assert.throws(() => r.randomize(100), (e: unknown) => e instanceof LdpClientError && e.parameter === "value");
+  const same = new Randomizer({ kind: "olh", epsilon: 2, domain: 100, g: 8, pool_size: 1024, pool_seed: 0 });
+  assert.equal(same.fingerprint, r.fingerprint, "defaults resolved before fingerprinting");
+  for (const other of [{ g: 9 }, { pool_size: 1023 }, { pool_seed: 1 }]) {
+    assert.notEqual(new Randomizer({ kind: "olh", epsilon: 2, domain: 100, ...other }).fingerprint, r.fingerprint);
+  }
+});
+
+test("olh: reports and both encodings", () => {
+  const r = new Randomizer({ kind: "olh", epsilon: 1, domain: 10, g: 5, pool_size: 3 });
+  const rep = r.randomize(9);
+  assert.ok(rep.kind === "olh" && rep.seed < 3 && rep.report < 5);
+  const fixed = { kind: "olh" as const, seed: 17, report: 3 };
+  assert.equal(encodeJson(fixed, { ts: 5 }), '{"seed":17,"report":3,"ts":5}');
+  assert.equal(encodeJson(fixed, { columns: { seed: "s", report: "y" } }), '{"s":17,"y":3}');
+  assert.deepEqual(Array.from(encodeBinary(fixed).subarray(9)), [17, 0, 0, 0, 3, 0, 0, 0]);
+  assert.equal(encodeBinary(fixed).length, 17);
+});
+
+test("olh: given the pool index, the bucket is GenRR around h_i(x) (crypto source)", () => {
+  // S = 3, g = 5, ε = 1.5: each (i, y) cell has probability (1/3)·(p or q); 5 s.e. over
+  // 90,000 reports.
+  const [S, g, x, n] = [3, 5, 7, 90000];
+  const r = new Randomizer({ kind: "olh", epsilon: 1.5, domain: 20, g, pool_size: S, pool_seed: 11 });
+  const m = prepareOlh({ epsilon: 1.5, domain: 20, g, pool_size: S, pool_seed: 11 });
+  const cells = new Array(S * g).fill(0);
+  for (let k = 0; k < n; k++) {
+    const rep = r.randomize(x);
+    if (rep.kind !== "olh") throw new Error("not an olh report");
+    cells[rep.seed * g + rep.report] += 1;
+  }
+  const e = Math.exp(1.5);
+  cells.forEach((c, cell) => {
+    const [i, y] = [Math.floor(cell / g), cell % g];
+    const p = ((olhBucket(m.pool, i, g, x) === y ? e : 1) / (e + g - 1)) / S;
+    assert.ok(Math.abs(c / n - p) < 5 * Math.sqrt((p * (1 - p)) / n), `cell (${i}, ${y}): ${c / n} vs ${p}`);
   });
 });
