@@ -173,14 +173,7 @@ pub fn gof_statistic(
             Mechanism::Hadamard(_) | Mechanism::Cohort(_),
             Sketch::Signed(s),
         ) => {
-            let (t, df) =
-                row_conditioned_chi2(mechanism, s.plus(), s.minus(), p0).ok_or_else(|| {
-                    EngineError::InvalidParameter {
-                        name: "null",
-                        value: "p0".into(),
-                        allowed: "a null under which some reported row's sign has variance",
-                    }
-                })?;
+            let (t, df) = row_conditioned_chi2(mechanism, s.plus(), s.minus(), p0)?;
             Decision::chi2(t, df, chi2_sf(df, t))
         }
         (TestMethod::OlhSupportGOF, Mechanism::Olh(m), Sketch::Pool(s)) => Decision {

@@ -11,6 +11,7 @@
 
 use nalgebra::{DMatrix, DVector};
 
+use crate::error::EngineError;
 use crate::mechanism::{fwht, Cohort, Hadamard, Mechanism};
 
 /// `h = F p0`: for each public row j, the mean of the true sign under p0.
@@ -140,21 +141,44 @@ fn cohort_projection(m: &Cohort, z: &[f64]) -> f64 {
 }
 
 /// Row-conditioned Sheffet χ² of a signed sketch: the statistic and its degrees of
-/// freedom, None when no row carries information (every row empty, or certain).
+/// freedom. Errors name a sketch whose rows do not match the family, and a null under
+/// which no reported row carries information (every row empty, or certain).
 pub fn row_conditioned_chi2(
     mechanism: &Mechanism,
     plus: &[u64],
     minus: &[u64],
     p0: &[f64],
-) -> Option<(f64, u32)> {
+) -> Result<(f64, u32), EngineError> {
     let (eta, complement) = match mechanism {
         Mechanism::Hadamard(m) => (m.eta(), m.one_minus_two_eta()),
         Mechanism::Cohort(m) => (m.eta(), m.one_minus_two_eta()),
-        _ => return None,
+        _ => {
+            return Err(EngineError::invalid(
+                "mechanism",
+                mechanism.kind(),
+                "hadamard or cohort",
+            ))
+        }
     };
+    if p0.len() != mechanism.domain() {
+        return Err(EngineError::ShapeMismatch {
+            expected: mechanism.domain(),
+            found: p0.len(),
+        });
+    }
     let h = sign_row_means(mechanism, p0);
+    if plus.len() != h.len() || minus.len() != h.len() {
+        return Err(EngineError::ShapeMismatch {
+            expected: h.len(),
+            found: plus.len(),
+        });
+    }
     let residuals = row_residuals(plus, minus, &h, eta, complement);
-    projected_statistic(mechanism, &residuals)
+    projected_statistic(mechanism, &residuals).ok_or_else(|| EngineError::InvalidParameter {
+        name: "null",
+        value: "p0".into(),
+        allowed: "a null under which some reported row's sign has variance",
+    })
 }
 
 #[cfg(test)]
@@ -180,8 +204,37 @@ mod tests {
         assert_eq!(r, RowResiduals::Refuted);
     }
 
-    /// With K = d and one report per row's worth of balance, the projection is the plain
-    /// sum of squares (Q = I).
+    /// A sketch with the wrong number of rows, or a null of the wrong length, is an error
+    /// that names the shapes, not a silently truncated statistic.
+    #[test]
+    fn mismatched_shapes_are_errors() {
+        let m = Mechanism::Hadamard(Hadamard::new(1.0, 3).unwrap());
+        let e = row_conditioned_chi2(&m, &[1, 2], &[2, 1], &[0.5, 0.3, 0.2]).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                EngineError::ShapeMismatch {
+                    expected: 4,
+                    found: 2
+                }
+            ),
+            "{e}"
+        );
+        let e = row_conditioned_chi2(&m, &[1; 4], &[1; 4], &[0.5, 0.5]).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                EngineError::ShapeMismatch {
+                    expected: 3,
+                    found: 2
+                }
+            ),
+            "{e}"
+        );
+    }
+
+    /// With K = d the projection Q is the identity: the statistic is the plain
+    /// sum of squares.
     #[test]
     fn square_hadamard_projection_is_the_plain_sum() {
         let m = Hadamard::new(1.0, 4).unwrap();
