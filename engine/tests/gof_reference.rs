@@ -144,8 +144,10 @@ fn local_noise_gof() {
 
 #[test]
 fn sheffet_chi2_and_tv_on_hadamard() {
-    // Hm[j,x]=(-1)**popcount(j&x); eta=(e-1)/(2(e+1)); theta=Hm.T@(plus-minus)/n
-    // P=n*sum((theta-2*eta*p0)**2/(1-4*eta**2*p0**2)); chi2.sf(P, d)
+    // Row-conditioned (docs/STATISTICS.md, "Conditioning on the rows"):
+    // Hm[j,x]=(-1)**popcount(j&x); F=Hm[:,:d]; eta=(e-1)/(2(e+1)); nj=plus+minus; h=F@p0
+    // z=((plus-minus)/nj-2*eta*h)*sqrt(nj/(1-4*eta**2*h**2)); Q=F@inv(F.T@F)@F.T
+    // T=z@Q@z; chi2.sf(T, d)
     // eps=1, d=4, plus=[140,120,130,110], minus=[110,130,120,140], p0=[.4,.3,.2,.1]
     let m = mech(MechanismConfig::Hadamard {
         epsilon: 1.0,
@@ -160,8 +162,8 @@ fn sheffet_chi2_and_tv_on_hadamard() {
         TestMethod::SheffetChi2,
         &s,
         &p0,
-        43.79458283657943,
-        Some(7.078011760962072e-09),
+        50.65906303935479,
+        Some(2.630070339709592e-10),
         Some(4),
     );
     // tv = 0.5*abs(theta/(2*eta) - p0).sum()
@@ -174,7 +176,7 @@ fn sheffet_chi2_and_tv_on_hadamard() {
         None,
         None,
     );
-    // d=3 inside K=4: theta=(Hm.T@(plus-minus)/n)[:3], p0=[.5,.3,.2]
+    // d=3 inside K=4 (F = Hm[:, :3], Q projects onto its 3 columns), p0=[.5,.3,.2]
     let m = mech(MechanismConfig::Hadamard {
         epsilon: 1.0,
         domain: 3,
@@ -187,8 +189,21 @@ fn sheffet_chi2_and_tv_on_hadamard() {
         TestMethod::SheffetChi2,
         &s,
         &[0.5, 0.3, 0.2],
-        94.34220355360578,
-        Some(2.556679009328531e-20),
+        104.92200883320852,
+        Some(1.3580952373308838e-22),
+        Some(3),
+    );
+    // Unequal rows (n_j = 550, 420, 340, 270): each row is weighed by its own count.
+    let s = Sketch::Signed(
+        SignedSketch::from_tables(vec![300, 200, 180, 130], vec![250, 220, 160, 140]).unwrap(),
+    );
+    check(
+        &m,
+        TestMethod::SheffetChi2,
+        &s,
+        &[0.5, 0.3, 0.2],
+        137.33306621604532,
+        Some(1.4205604113827744e-29),
         Some(3),
     );
 }
@@ -196,7 +211,7 @@ fn sheffet_chi2_and_tv_on_hadamard() {
 #[test]
 fn sheffet_chi2_on_cohorts() {
     // F[c,x] from splitmix64 with seed 7 = [[-1,1,1],[1,1,-1],[1,-1,-1],[1,-1,1]]
-    // A=F.T@F/C; mu=2*eta*A@p0; T=n*(theta-mu)@inv(A-outer(mu,mu))@(theta-mu); chi2.sf(T, d)
+    // The same row-conditioned z and Q as for Hadamard, with this F: chi2.sf(z@Q@z, d)
     let m = mech(MechanismConfig::Cohort {
         epsilon: 1.0,
         domain: 3,
@@ -226,8 +241,21 @@ fn sheffet_chi2_on_cohorts() {
         TestMethod::SheffetChi2,
         &s,
         &[0.5, 0.3, 0.2],
-        64.61926283303177,
-        Some(6.050590513823421e-14),
+        66.39757378442609,
+        Some(2.5197954839145148e-14),
+        Some(3),
+    );
+    // Unequal cohorts (n_c = 250, 130, 250, 75).
+    let unequal = Sketch::Signed(
+        SignedSketch::from_tables(vec![150, 60, 140, 30], vec![100, 70, 110, 45]).unwrap(),
+    );
+    check(
+        &m,
+        TestMethod::SheffetChi2,
+        &unequal,
+        &[0.5, 0.3, 0.2],
+        29.96811274538639,
+        Some(1.401536402437987e-06),
         Some(3),
     );
     // est = inv(A)@theta/(2*eta)

@@ -332,6 +332,11 @@ fn print_plan(args: &PlanArgs, h: &Hypotheses, rows: &[PlanRow]) {
             println!("note: {reason}");
         }
     }
+    println!(
+        "note: Hadamard is planned with its rows drawn uniformly, as its randomizer draws \
+         them; its tests condition on each row's report count, so unbalanced rows keep the \
+         level but lower the power"
+    );
     let rho = args.epsilon * args.epsilon / 2.0;
     println!(
         "note: Gaussian noise is planned at ρ = ε²/2 = {rho} (ρ-zCDP, which ε-LDP implies; \

@@ -125,6 +125,11 @@ fn plan_sequential_prints_reports_to_detection_beside_the_fixed_n() {
     assert!(o.status.success(), "{}", stderr(&o));
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("sequential tests"), "{out}");
+    // The Hadamard rows assume uniformly drawn rows; the plan says so.
+    assert!(
+        out.contains("Hadamard is planned with its rows drawn uniformly"),
+        "{out}"
+    );
     // The GenRR row: the median reports to detection is a modest multiple of the fixed n
     // (about 1.3 in engine/tests/sequential.rs).
     let grr = out

@@ -39,7 +39,7 @@ pub const KAPPA_GRID: [f64; 12] = [
 const RISING_BY_SUM: u64 = 16;
 
 /// `ln Γ(a+c) − ln Γ(a)`, the log of the rising factorial `a(a+1)…(a+c−1)`.
-fn ln_rising(a: f64, c: u64) -> f64 {
+pub(crate) fn ln_rising(a: f64, c: u64) -> f64 {
     if c <= RISING_BY_SUM {
         (0..c).map(|i| (a + i as f64).ln()).sum()
     } else {

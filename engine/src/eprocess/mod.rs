@@ -12,7 +12,7 @@
 //! | test | mechanism | construction | validity |
 //! |---|---|---|---|
 //! | gof | grr, matrix, raw | Dirichlet–multinomial mixture LR against `q0 = G·p0` on the signal counts ([`dirichlet`]) | exact, every n |
-//! | gof | hadamard, cohort | the same on the 2J (row, sign) outcomes, `q0(j, ±) = (½ ± η (F p0)_j)/J` | exact, every n |
+//! | gof | hadamard, cohort | Beta–binomial mixture LR on each row's signs given the row counts, `q0_j = ½ + η (F p0)_j` ([`rows`]) | exact, every n, any row choice |
 //! | gof | olh | the same on the S·g (pool index, bucket) outcomes, `q0(i, y) = P_i(y)/S` | exact, every n |
 //! | gof | bitflip, oue | Gaussian mixture on LocalBitFlipGOF's whitened statistic, ν = d−1 ([`gaussian`]) | asymptotic, from n = 1000 |
 //! | gof | subset | the same mixture on SubsetGOF's generalized-inverse statistic, ν = d−1 | asymptotic, from n = 1000 |
@@ -43,7 +43,7 @@
 //! |---|---|---|
 //! | bitflip d = 65,536, n = 10⁷ | 1.9–2.1 ms | 0.9–2.4 ms (it reuses the statistic) |
 //! | grr d = 65,536, n ≈ 10⁷ | 0.16 ms | 2.9 ms (69 ms before grouping equal cells) |
-//! | hadamard d = 65,536 | 0.43 ms | 4.3 ms |
+//! | hadamard d = 65,536, n = 10⁷ (conditioned on the rows) | 0.7–1.1 ms (0.43 ms before) | 6–10 ms (4.3 ms before: the row-and-sign pairs group less than single cells) |
 //! | grr d = 16 (per group; ×1000 groups) | 0.15 µs | 17 µs |
 //!
 //! A whole `evaluate` snapshot also computes the estimate and the MLE: for bitflip at
@@ -59,16 +59,17 @@
 pub mod confidence;
 pub mod dirichlet;
 pub mod gaussian;
+pub mod rows;
 mod state;
 
 pub use state::{anytime_p_value, crosses, finite_e_value, Look, SequentialState};
 
 use crate::error::EngineError;
-use crate::mechanism::{fwht, Mechanism};
+use crate::mechanism::Mechanism;
 use crate::sketch::Sketch;
 use crate::stats::{
     bitflip_two_sample, genrr_two_sample, local_bitflip_gof, local_bitflip_ind, local_exp_ind,
-    noise_statistic, subset_statistic,
+    noise_statistic, sign_row_means, subset_statistic,
 };
 
 /// Whether an e-process holds at every n or only from [`gaussian::ASYMPTOTIC_START`].
@@ -127,7 +128,10 @@ fn unsupported(what: &str, mechanism: &Mechanism) -> EngineError {
 }
 
 /// The law of one report under H0 on the cells of a count or signed sketch, or None for
-/// the mechanisms whose report law the sketch does not determine (bit flip, noise).
+/// the mechanisms whose report law the sketch does not determine (bit flip, noise). For
+/// Hadamard and cohort it is the (row, sign) law when rows are drawn uniformly, as the
+/// mechanisms' own randomizers do; their e-process does not use it, because it conditions
+/// on the rows ([`rows`]).
 pub fn null_report_law(mechanism: &Mechanism, p0: &[f64]) -> Result<Option<Vec<f64>>, EngineError> {
     if p0.len() != mechanism.domain() {
         return Err(EngineError::ShapeMismatch {
@@ -139,23 +143,8 @@ pub fn null_report_law(mechanism: &Mechanism, p0: &[f64]) -> Result<Option<Vec<f
         Mechanism::Grr(m) => Some(m.report_law(p0)),
         Mechanism::Raw { .. } => Some(p0.to_vec()),
         Mechanism::Channel(m) => Some(m.signal_law(p0)),
-        Mechanism::Hadamard(m) => {
-            let mut fp = p0.to_vec();
-            fp.resize(m.rows() as usize, 0.0);
-            fwht(&mut fp);
-            Some(sign_law(&fp, m.eta()))
-        }
-        Mechanism::Cohort(m) => {
-            let fp: Vec<f64> = (0..m.cohorts())
-                .map(|c| {
-                    p0.iter()
-                        .enumerate()
-                        .map(|(x, &p)| f64::from(m.sign(c, x as u32)) * p)
-                        .sum()
-                })
-                .collect();
-            Some(sign_law(&fp, m.eta()))
-        }
+        Mechanism::Hadamard(m) => Some(sign_law(&sign_row_means(mechanism, p0), m.eta())),
+        Mechanism::Cohort(m) => Some(sign_law(&sign_row_means(mechanism, p0), m.eta())),
         // The (pool index, bucket) cells: index uniform, then row i's law.
         Mechanism::Olh(m) => {
             let share = 1.0 / f64::from(m.pool_size());
@@ -174,22 +163,58 @@ fn sign_law(fp: &[f64], eta: f64) -> Vec<f64> {
     plus.chain(minus).collect()
 }
 
+/// The row-conditioned e-process of a ±1 family ([`rows`]); None for other mechanisms.
+fn signed_gof_e_process(
+    mechanism: &Mechanism,
+    sketch: &Sketch,
+    p0: &[f64],
+) -> Result<Option<EProcess>, EngineError> {
+    let (eta, complement, rows) = match mechanism {
+        Mechanism::Hadamard(m) => (m.eta(), m.one_minus_two_eta(), m.rows() as usize),
+        Mechanism::Cohort(m) => (m.eta(), m.one_minus_two_eta(), m.cohorts() as usize),
+        _ => return Ok(None),
+    };
+    if p0.len() != mechanism.domain() {
+        return Err(EngineError::ShapeMismatch {
+            expected: mechanism.domain(),
+            found: p0.len(),
+        });
+    }
+    let Sketch::Signed(s) = sketch else {
+        return Err(mechanism.sketch_mismatch(sketch));
+    };
+    if s.rows() != rows {
+        return Err(EngineError::ShapeMismatch {
+            expected: rows,
+            found: s.rows(),
+        });
+    }
+    let h = sign_row_means(mechanism, p0);
+    Ok(Some(EProcess::exact(rows::log_e_row_mixture(
+        s.plus(),
+        s.minus(),
+        &h,
+        eta,
+        complement,
+        &dirichlet::KAPPA_GRID,
+    ))))
+}
+
 /// The goodness-of-fit e-process of H0: p = `p0` on a snapshot of `mechanism`'s sketch.
 pub fn gof_e_process(
     mechanism: &Mechanism,
     sketch: &Sketch,
     p0: &[f64],
 ) -> Result<EProcess, EngineError> {
+    if let Some(e) = signed_gof_e_process(mechanism, sketch, p0)? {
+        return Ok(e);
+    }
     let law = null_report_law(mechanism, p0)?;
     if let Some(q0) = &law {
-        let cells = match sketch {
-            Sketch::Signed(s) => 2 * s.rows(),
-            other => other.cells(),
-        };
-        if cells != q0.len() {
+        if sketch.cells() != q0.len() {
             return Err(EngineError::ShapeMismatch {
                 expected: q0.len(),
-                found: cells,
+                found: sketch.cells(),
             });
         }
     }
@@ -201,14 +226,6 @@ pub fn gof_e_process(
             &q0,
             &dirichlet::KAPPA_GRID,
         )),
-        (_, Sketch::Signed(s), Some(q0)) => {
-            let cells = [s.plus(), s.minus()].concat();
-            EProcess::exact(dirichlet::log_e_mixture(
-                &cells,
-                &q0,
-                &dirichlet::KAPPA_GRID,
-            ))
-        }
         (_, Sketch::Pool(s), Some(q0)) => EProcess::exact(dirichlet::log_e_mixture(
             s.table(),
             &q0,

@@ -175,6 +175,11 @@ impl Cohort {
         &self.gram
     }
 
+    /// `A⁻¹`.
+    pub fn gram_inverse(&self) -> &DMatrix<f64> {
+        &self.gram_inverse
+    }
+
     /// `A p`: the mean of θ/(2η) under true distribution p.
     pub fn gram_times(&self, p: &[f64]) -> Vec<f64> {
         (&self.gram * nalgebra::DVector::from_column_slice(p))

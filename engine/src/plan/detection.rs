@@ -57,11 +57,12 @@ impl Detection {
 }
 
 /// ν of the sequential statistic: the mechanism's χ² degrees of freedom, except Hadamard,
-/// whose sequential test is the Dirichlet mixture on its 2K (row, sign) cells, and OLH,
+/// whose sequential test is a product of Beta–binomial mixtures, one free "+" probability
+/// on each of its K rows (conditioned on the rows, eprocess/rows.rs), and OLH,
 /// whose is the one on its S·g (pool index, bucket) cells (default S = 1024).
 fn sequential_df(mechanism: PlanMechanism, d: usize) -> u32 {
     match mechanism {
-        PlanMechanism::Hadamard { .. } => 2 * (d.next_power_of_two() as u32) - 1,
+        PlanMechanism::Hadamard { .. } => d.next_power_of_two() as u32,
         PlanMechanism::Olh { epsilon } => ldpstream_config::OLH_DEFAULT_POOL_SIZE
             .saturating_mul(ldpstream_config::olh_default_g(epsilon))
             .saturating_sub(1),

@@ -192,7 +192,10 @@ impl PlanMechanism {
 /// * OUE: the same with `α = tanh(ε/2)/2` and `Σ(p) = Diag(q(1−q) + 2α²p) − α²ppᵀ`;
 /// * Gaussian noise: `n Δᵀ (Diag(p0) − p0p0ᵀ + I/ρ)⁻¹ Δ`;
 /// * Hadamard: `n Σ_x 4η² (p1 − p0)² / (1 − 4η² p0²)`, `η = (e^ε−1)/(2(e^ε+1))`, because
-///   `E θ = 2η p1` and Sheffet's statistic weights `(θ − 2η p0)` by `1/(1 − 4η² p0²)`;
+///   `E θ = 2η p1` and Sheffet's statistic weights `(θ − 2η p0)` by `1/(1 − 4η² p0²)`.
+///   This assumes rows drawn uniformly (n/K reports each), as the mechanism's randomizer
+///   draws them; the row-conditioned test (docs/STATISTICS.md §1.4.1) then has the same λ
+///   to O(η²), and with unbalanced rows it keeps its level with a smaller λ;
 /// * k-subset: `n α² Δᵀ Σ(p0)⁺ Δ`, Σ the item-count covariance of docs/STATISTICS.md §1.7.
 /// * OLH: `n a² Σ_v Δ_v² / (f_v(1 − f_v))`, `a = p − 1/g`, `f_v = 1/g + a p0_v`: the support
 ///   counts' mean shift over their variance, as if the counts were independent (their

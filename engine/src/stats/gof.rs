@@ -7,7 +7,8 @@ use rand::SeedableRng;
 
 use super::bitflip_gof::local_bitflip_gof;
 use super::monte_carlo::{monte_carlo_p_value, sample_null_sketch};
-use super::sheffet::{cohort_chi2_statistic, sheffet_chi2_statistic, tv_distance};
+use super::row_conditioned::row_conditioned_chi2;
+use super::sheffet::tv_distance;
 use super::subset_gof::subset_gof;
 use super::{
     chi2_sf, local_exp_gof_cells, noise_statistic, pearson_gof, pearson_gof_cells, Decision,
@@ -171,20 +172,14 @@ pub fn gof_statistic(
             let df = d.saturating_sub(1);
             Decision::chi2(t, df, chi2_sf(df, t))
         }
-        (TestMethod::SheffetChi2, Mechanism::Hadamard(m), Sketch::Signed(s)) => {
-            let theta = m.theta(&s.signed(), s.n());
-            let t = sheffet_chi2_statistic(&theta, s.n(), m.eta(), m.one_minus_two_eta(), p0);
-            Decision::chi2(t, d, chi2_sf(d, t))
-        }
-        (TestMethod::SheffetChi2, Mechanism::Cohort(m), Sketch::Signed(s)) => {
-            let theta = m.theta(&s.signed(), s.n());
-            let (t, df) =
-                cohort_chi2_statistic(&theta, s.n(), m.eta(), m.one_minus_two_eta(), m.gram(), p0)
-                    .ok_or_else(|| EngineError::InvalidParameter {
-                        name: "null",
-                        value: "p0".into(),
-                        allowed: "a null whose cohort covariance is not zero",
-                    })?;
+        // Conditioned on the rows' report counts (row_conditioned.rs): Sheffet's own θ
+        // assumes rows drawn uniformly, and any other row choice rejected a true null.
+        (
+            TestMethod::SheffetChi2,
+            Mechanism::Hadamard(_) | Mechanism::Cohort(_),
+            Sketch::Signed(s),
+        ) => {
+            let (t, df) = row_conditioned_chi2(mechanism, s.plus(), s.minus(), p0)?;
             Decision::chi2(t, df, chi2_sf(df, t))
         }
         (TestMethod::OlhSupportGOF, Mechanism::Olh(m), Sketch::Pool(s)) => Decision {

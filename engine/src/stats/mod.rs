@@ -13,6 +13,7 @@ mod noise_gof;
 mod olh_gof;
 mod pearson;
 mod rank_one;
+mod row_conditioned;
 mod sheffet;
 mod subset_gof;
 mod two_sample;
@@ -37,6 +38,10 @@ pub use noise_gof::noise_statistic;
 pub use olh_gof::{olh_gof, OlhNull, MAX_OLH_MONTE_CARLO_WORK};
 pub use pearson::{pearson_gof, pearson_gof_cells};
 pub use rank_one::{center, quad_form_inverse};
+pub use row_conditioned::{
+    projected_statistic, row_conditioned_chi2, row_residuals, sign_row_means, sign_spread,
+    RowResiduals,
+};
 pub use sheffet::{cohort_chi2_statistic, sheffet_chi2_statistic, tv_distance};
 pub use subset_gof::{pinv_form as subset_pinv_form, subset_gof, subset_statistic};
 pub use two_sample::{bitflip_two_sample, genrr_two_sample};

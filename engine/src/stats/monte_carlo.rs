@@ -159,7 +159,8 @@ pub fn sample_null_sketch<R: Rng + ?Sized>(
             Sketch::Sums(SumSketch::from_sums_f64(&sums, n))
         }
         (Mechanism::Hadamard(_) | Mechanism::Cohort(_), Sketch::Signed(s)) => {
-            let row_mean = sign_row_means(mechanism, p0);
+            // Conditioned on the observed row counts, as the statistic is.
+            let row_mean = super::sign_row_means(mechanism, p0);
             let (mut plus, mut minus) = (Vec::new(), Vec::new());
             for (j, (&pj, &mj)) in s.plus().iter().zip(s.minus()).enumerate() {
                 let total = pj + mj;
@@ -184,27 +185,6 @@ pub fn sample_null_sketch<R: Rng + ?Sized>(
         }
         _ => return Err(mechanism.sketch_mismatch(observed)),
     })
-}
-
-/// `(F p0)_j` for each public row j: the mean of the true sign in row j under p0.
-fn sign_row_means(mechanism: &Mechanism, p0: &[f64]) -> Vec<f64> {
-    match mechanism {
-        Mechanism::Hadamard(h) => {
-            let mut v = p0.to_vec();
-            v.resize(h.rows() as usize, 0.0);
-            crate::mechanism::fwht(&mut v);
-            v
-        }
-        Mechanism::Cohort(c) => (0..c.cohorts())
-            .map(|ci| {
-                p0.iter()
-                    .enumerate()
-                    .map(|(x, p)| p * f64::from(c.sign(ci, x as u32)))
-                    .sum()
-            })
-            .collect(),
-        _ => Vec::new(),
-    }
 }
 
 /// How far below the observed statistic a simulated one still counts as a tie, relative to

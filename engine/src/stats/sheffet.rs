@@ -1,6 +1,10 @@
 use nalgebra::{DMatrix, DVector};
 
-/// Sheffet's χ² statistic for the non-symmetric mechanism (seed 000 §4.2):
+/// Sheffet's χ² statistic for the non-symmetric mechanism (seed 000 §4.2), as published:
+/// it assumes rows drawn uniformly, so SheffetChi2 uses the row-conditioned form
+/// (`row_conditioned.rs`) instead; this one stays as the reference that form is checked
+/// against under uniform rows (engine/tests/row_conditioned.rs).
+///
 /// `P(θ) = n Σ_x (θ(x) − 2η p0(x))² / (1 − 4η² p0(x)²)`, referred to χ²_d (d, not d−1:
 /// θ is not constrained to sum to anything).
 ///
@@ -25,7 +29,8 @@ pub fn sheffet_chi2_statistic(theta: &[f64], n: u64, eta: f64, complement: f64, 
 /// few ulps of the entries, times the dimension.
 const RANK_TOLERANCE: f64 = 64.0 * f64::EPSILON;
 
-/// The same test for a finite cohort family, whose θ has mean `μ0 = 2ηAp0` and covariance
+/// The same test (as published, uniform rows; see above) for a finite cohort family, whose
+/// θ has mean `μ0 = 2ηAp0` and covariance
 /// `(A − μ0μ0ᵀ)/n` with `A = FᵀF/C ≠ I`: `n (θ − μ0)ᵀ (A − μ0μ0ᵀ)⁻¹ (θ − μ0)`, χ²_d. With
 /// A = I and the rank-one term dropped this is exactly `P(θ)`. Returns the statistic and
 /// its degrees of freedom.
