@@ -7,7 +7,8 @@ is printed (a bench that computes something else fails instead):
   `estimate`;
 * multi-freq-ldpy's MI estimates equal ldpstream's `estimate` after that library's own
   post-processing (clip at 0, renormalize);
-* multi-freq-ldpy's IBU estimates equal ldpstream's `estimate_ibu`.
+* multi-freq-ldpy's IBU estimates, with `nb_iter` set to ldpstream's cap
+  min(10,000, 2^14/d), equal ldpstream's `estimate_ibu`.
 
 OLH: ldpstream's hash is its pinned multiply-shift pool, the peers' is xxhash. pure-LDP's
 FastLHServer (a fixed pool of k seeds, like ldpstream's) takes a precomputed hash matrix,
@@ -116,6 +117,9 @@ def cases(args):
     from pure_ldp.frequency_oracles.unary_encoding import UEServer
 
     eps, d = args.epsilon, args.domain
+    # ldpstream's records cap the IBU at min(10,000, 2^14/d) iterations (serve computes one
+    # per group per snapshot; engine/src/mle/ibu.rs): the peers' nb_iter is set to match.
+    nb = int(min(10_000, max(1, (1 << 14) // d)))
     ident = lambda x: x  # noqa: E731  (pure-LDP's items are 1-based by default)
     grr = pq.read_table(args.grr).column("report").to_numpy().astype(np.int64)
     yield (
@@ -123,7 +127,7 @@ def cases(args):
         [
             ("pure-LDP `DEServer`", lambda: pure_ldp_estimate(DEServer(eps, d, ident), grr), "estimate"),
             ("multi-freq-ldpy `GRR_Aggregator_MI`", lambda: GRR.GRR_Aggregator_MI(grr, d, eps), "mi"),
-            ("multi-freq-ldpy `GRR_Aggregator_IBU`", lambda: GRR.GRR_Aggregator_IBU(grr, d, eps), "estimate_ibu"),
+            ("multi-freq-ldpy `GRR_Aggregator_IBU`", lambda: GRR.GRR_Aggregator_IBU(grr, d, eps, nb), "estimate_ibu"),
         ],
     )
     bits = pq.read_table(args.oue).column("report").combine_chunks()
@@ -136,7 +140,7 @@ def cases(args):
         [
             ("pure-LDP `UEServer(use_oue=True)`", lambda: pure_ldp_estimate(UEServer(eps, d, True, ident), oue), "estimate"),
             ("multi-freq-ldpy `UE_Aggregator_MI(optimal=True)`", lambda: UE.UE_Aggregator_MI(oue, eps, True), "mi"),
-            ("multi-freq-ldpy `UE_Aggregator_IBU(optimal=True)`", lambda: UE.UE_Aggregator_IBU(oue, d, eps, True), "estimate_ibu"),
+            ("multi-freq-ldpy `UE_Aggregator_IBU(optimal=True)`", lambda: UE.UE_Aggregator_IBU(oue, d, eps, True, nb), "estimate_ibu"),
         ],
     )
     sub_k = int(max(1, np.rint(d / (np.exp(eps) + 1))))
@@ -149,7 +153,7 @@ def cases(args):
         f"kind = \"subset\", epsilon = {eps}, domain = {d}, k = {args.k}",
         [
             ("multi-freq-ldpy `SS_Aggregator_MI`", lambda: SS.SS_Aggregator_MI(subset, d, eps), "mi"),
-            ("multi-freq-ldpy `SS_Aggregator_IBU`", lambda: SS.SS_Aggregator_IBU(subset, d, eps), "estimate_ibu"),
+            ("multi-freq-ldpy `SS_Aggregator_IBU`", lambda: SS.SS_Aggregator_IBU(subset, d, eps, nb), "estimate_ibu"),
         ],
     )
     table = pq.read_table(args.olh)
@@ -185,7 +189,7 @@ def cases(args):
                 "estimate",
             ),
             ("multi-freq-ldpy `LH_Aggregator_MI` (hash patched)", lambda: LH.LH_Aggregator_MI(reports, d, eps), "mi"),
-            ("multi-freq-ldpy `LH_Aggregator_IBU` (hash patched)", lambda: LH.LH_Aggregator_IBU(reports, d, eps), "estimate_ibu"),
+            ("multi-freq-ldpy `LH_Aggregator_IBU` (hash patched)", lambda: LH.LH_Aggregator_IBU(reports, d, eps, True, nb), "estimate_ibu"),
         ],
     )
 

@@ -58,12 +58,12 @@ pub struct TestRecord {
     /// Bayesian update (Agrawal & Aggarwal, PODS 2001) on the sketch's per-category
     /// counts, with multi-freq-ldpy's matrix, start, tolerance and stopping rule
     /// (docs/STATISTICS.md §2.2), so it equals that library's `*_Aggregator_IBU`.
-    /// Non-negative and summing to 1 even when capped. Empty for the other mechanisms and
-    /// with `estimate`.
+    /// Non-negative and summing to 1 even when capped. Empty for the other mechanisms,
+    /// above 1,024 categories, and with `estimate`.
     #[serde(default)]
     pub estimate_ibu: Vec<f64>,
-    /// The IBU's iterations, and whether it met its tolerance before its cap (10,000
-    /// iterations, fewer above d = 838: at most 2²³ category updates). Null without
+    /// The IBU's iterations, and whether it met its tolerance before its cap
+    /// (`min(10,000, 2¹⁴/d)` iterations: 256 at d = 64; no IBU above d = 1,024). Null without
     /// `estimate_ibu`.
     #[serde(default)]
     pub ibu_iterations: Option<u32>,

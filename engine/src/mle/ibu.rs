@@ -9,15 +9,19 @@ use super::Mle;
 pub const IBU_TOLERANCE: f64 = 1e-12;
 /// multi-freq-ldpy's default `nb_iter`.
 pub const IBU_MAX_ITERATIONS: u32 = 10_000;
-/// The most category updates (iterations × d) one IBU run may spend: 2²³, so that it adds
-/// at most ≈ 20 ms to a snapshot (≈ 1–2 ns a category update on the bench machine) and
-/// OLH's at d = 65,536, S = 1,024 stays under 100 ms: 128 steps at d = 65,536 instead of
-/// 10,000; below d = 839 the cap is [`IBU_MAX_ITERATIONS`]. A capped result says
-/// `converged: false` (it is still non-negative and sums to 1: IBU stopped early).
-pub const IBU_MAX_CELL_UPDATES: u64 = 1 << 23;
+/// The widest domain with an IBU: beyond it the cap leaves fewer than 16 iterations, too
+/// few to move far from the uniform start, and records leave `estimate_ibu` empty.
+pub const IBU_MAX_DOMAIN: usize = 1024;
+/// The most category updates (iterations × d) one IBU run may spend: 2¹⁴, ≈ 30 µs, because
+/// `serve` computes one per group at every snapshot (1,000 groups of d = 64 took 1.2 s a
+/// round with multi-freq-ldpy's 10,000 iterations, against 7.8 ms without the IBU). So the
+/// cap is `min(10,000, 2¹⁴/d)` iterations: 1,024 at d = 16, 256 at d = 64, 16 at
+/// d = 1,024. A capped result says `converged: false` (still non-negative, summing to 1:
+/// IBU stopped early).
+pub const IBU_MAX_CELL_UPDATES: u64 = 1 << 14;
 
-/// The IBU of `counts` through the symmetric matrix `A = q·11ᵀ + (p − q)·I` (`p` on the
-/// diagonal, `q` off it), applied in O(d) per step instead of as a dense d × d product:
+/// The IBU of `counts`, at most [`ibu_iteration_cap`] iterations, through the symmetric
+/// matrix `A = q·11ᵀ + (p − q)·I` (`p` on the diagonal, `q` off it), applied in O(d) per step instead of as a dense d × d product:
 /// with `f = counts/Σcounts` and `π⁰` uniform,
 ///
 /// `π^{t+1} = π^t ⊙ A (f ⊘ A π^t)`,
@@ -30,6 +34,16 @@ pub const IBU_MAX_CELL_UPDATES: u64 = 1 << 23;
 /// `Π_v ((Aπ)_v)^{counts_v}` of the counts (the true likelihood when A is GRR's channel).
 /// With no counts the data say nothing: the uniform start, zero iterations.
 pub fn ibu(counts: &[f64], p: f64, q: f64) -> Mle {
+    ibu_capped(counts, p, q, ibu_iteration_cap(counts.len()))
+}
+
+/// `min(`[`IBU_MAX_ITERATIONS`]`, `[`IBU_MAX_CELL_UPDATES`]` / d)`, at least 1.
+pub fn ibu_iteration_cap(d: usize) -> u32 {
+    (IBU_MAX_CELL_UPDATES / d.max(1) as u64).clamp(1, u64::from(IBU_MAX_ITERATIONS)) as u32
+}
+
+/// [`ibu`] with an explicit iteration cap (multi-freq-ldpy's `nb_iter`).
+pub fn ibu_capped(counts: &[f64], p: f64, q: f64, cap: u32) -> Mle {
     let d = counts.len();
     let total: f64 = counts.iter().sum();
     if d == 0 || total <= 0.0 || !total.is_finite() {
@@ -49,7 +63,6 @@ pub fn ibu(counts: &[f64], p: f64, q: f64) -> Mle {
     pi.resize(padded, 0.0);
     let mut w = vec![0.0; padded];
     let diagonal = p - q;
-    let cap = (IBU_MAX_CELL_UPDATES / d as u64).min(u64::from(IBU_MAX_ITERATIONS)) as u32;
     let mut mass = 1.0;
     for iteration in 1..=cap {
         // (Aπ)_v = q·Σπ + (p − q)·π_v; w = f ⊘ Aπ, and a zero count contributes nothing,
@@ -139,6 +152,7 @@ mod tests {
     #[test]
     fn equals_multi_freq_ldpy_ibu() {
         let e = 1f64.exp();
+        let ibu = |c: &[f64], p, q| ibu_capped(c, p, q, IBU_MAX_ITERATIONS);
         let oue = ibu(&[361.0, 338.0, 304.0, 292.0, 280.0], 0.5, 1.0 / (e + 1.0));
         assert_close(&oue.p, &OUE_WANT);
         assert!(oue.converged);
@@ -197,9 +211,10 @@ mod tests {
             let unbiased = (c / n - q) / (p - q);
             assert!((x - unbiased).abs() < 1e-9, "{x} vs {unbiased}");
         }
-        let wide: Vec<f64> = (0..4096).map(|v| ((v * 7919) % 13) as f64).collect();
+        let wide: Vec<f64> = (0..1024).map(|v| ((v * 7919) % 13) as f64).collect();
         let capped = ibu(&wide, 0.5, 0.01);
-        assert!(capped.iterations <= (IBU_MAX_CELL_UPDATES / 4096) as u32);
+        assert!(!capped.converged && capped.iterations == ibu_iteration_cap(1024));
+        assert_eq!(ibu_iteration_cap(1024), 16);
         assert!(capped.p.iter().all(|&x| x >= 0.0));
         assert!((capped.p.iter().sum::<f64>() - 1.0).abs() < 1e-12);
         assert_eq!(ibu(&[0.0, 0.0], 0.5, 0.1).p, [0.5, 0.5]);

@@ -12,7 +12,10 @@ mod simplex;
 
 pub use em::{em, EmOperator, EM_MAX_CELL_UPDATES};
 pub use grr::grr_mle;
-pub use ibu::{ibu, IBU_MAX_CELL_UPDATES, IBU_MAX_ITERATIONS, IBU_TOLERANCE};
+pub use ibu::{
+    ibu, ibu_capped, ibu_iteration_cap, IBU_MAX_CELL_UPDATES, IBU_MAX_DOMAIN, IBU_MAX_ITERATIONS,
+    IBU_TOLERANCE,
+};
 pub use norm_sub::norm_sub;
 pub use simplex::{bitflip_composite_mle, project_to_simplex};
 
