@@ -6,12 +6,19 @@
 #   peers  ldpstream.estimate against multi-freq-ldpy's MI aggregators on PEER_GRR_ROWS GenRR
 #          (d = 16, eps = 1) and PEER_BITFLIP_ROWS bit-flip and OUE (d = 64) reports (target: >= 50x,
 #          equal estimates once the peer's post-processing is applied to ours);
+#   oracles  `ldpstream batch` against pure-LDP 1.2.0 and multi-freq-ldpy 0.2.5 on the same
+#          GRR, OUE, subset (PEER_ORACLE_ROWS each) and OLH (PEER_OLH_ROWS, S = 1024) reports,
+#          d = 64, eps = 2, a Zipf p (benches/peers_oracles.py): unbiased, MI and IBU
+#          estimates asserted equal to ldpstream's estimate, clipped estimate and estimate_ibu,
+#          and each aggregator's time;
 #   spark  ldpstream.spark.run on Spark local[2] over the GRR_ROWS file, next to `ldpstream
 #          batch`, with the Spark path's own overhead (sketch serialization and merge; target
 #          < 10% of the run).
-#   benches/python_bench.sh [SECTION...]     (default: fold peers spark; ROUNDS=3, SPARK_ROUNDS,
+#   benches/python_bench.sh [SECTION...]     (default: fold peers spark; also oracles; ROUNDS=3, SPARK_ROUNDS,
 #   SPARK_ARROW_BATCH: spark.sql.execution.arrow.maxRecordsPerBatch, default Spark's 10000)
 #   GRR_ROWS=100000000 PEER_GRR_ROWS=10000000 PEER_BITFLIP_ROWS=2000000 (defaults)
+#   PEER_ORACLE_ROWS=200000 PEER_OLH_ROWS=20000 (defaults; multi-freq-ldpy's LH loops over
+#   n x d hashes in Python)
 #
 # The package must be a release build: the script installs into benches/.venv (pip install
 # ./python, which maturin builds with --release, plus python/requirements-spark.txt and
@@ -28,9 +35,12 @@ rounds=${ROUNDS:-3}
 grr_rows=${GRR_ROWS:-100000000}
 peer_grr_rows=${PEER_GRR_ROWS:-10000000}
 peer_bitflip_rows=${PEER_BITFLIP_ROWS:-2000000}
+peer_oracle_rows=${PEER_ORACLE_ROWS:-200000}
+peer_olh_rows=${PEER_OLH_ROWS:-20000}
 data=benches/data
 if [ "$SMOKE" = 1 ]; then
   rounds=1 grr_rows=200000 peer_grr_rows=100000 peer_bitflip_rows=50000 data=$(mktemp -d)
+  peer_oracle_rows=5000 peer_olh_rows=1000
   trap 'rm -rf "$data"' EXIT
   py=${LDPSTREAM_PYTHON:-.venv-py/bin/python}
 else
@@ -40,7 +50,7 @@ else
   if [ -z "$py" ]; then
     venv=benches/.venv  # shared with benches/compare.sh (same pyarrow and numpy pins)
     [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet -r python/requirements-spark.txt multi-freq-ldpy==0.2.5
+    "$venv/bin/pip" install --quiet -r python/requirements-spark.txt -r benches/requirements-peers.txt
     "$venv/bin/pip" install --quiet --force-reinstall --no-deps ./python
     py=$venv/bin/python
   fi
@@ -77,6 +87,25 @@ for s in "${sections[@]}"; do
         continue
       fi
       "$py" benches/python_bench.py peers --grr "$peer_grr" --bitflip "$peer_bitflip" --oue "$peer_oue" --rounds "$rounds" ;;
+    oracles)
+      if ! "$py" -c 'import multi_freq_ldpy, pure_ldp' 2>/dev/null; then
+        [ "$SMOKE" = 1 ] || { echo "multi-freq-ldpy or pure-ldp is not installed in $py (benches/requirements-peers.txt)" >&2; exit 1; }
+        echo "SKIPPED oracles: multi-freq-ldpy or pure-ldp is not installed in $py" >&2
+        continue
+      fi
+      # d = 64, eps = 2: k = 8 is both ldpstream's default and multi-freq-ldpy's fixed k.
+      zipf=$("$py" -c 'w = [1 / (i + 1) for i in range(64)]; print(",".join(f"{x / sum(w):.17g}" for x in w))')
+      for kind in grr oue subset olh; do
+        rows=$peer_oracle_rows; [ "$kind" = olh ] && rows=$peer_olh_rows
+        f="$data/${kind}_d64_eps2_zipf_${rows}.parquet"
+        [ -f "$f" ] || "$bin" simulate --mechanism "$kind" --epsilon 2 --domain 64 --k 8 --pool-size 1024 \
+          --pool-seed 7 --p "$zipf" --n "$rows" --seed 30 --out "$f" >/dev/null
+      done
+      "$py" benches/peers_oracles.py --bin "$bin" --epsilon 2 --domain 64 --k 8 --pool-size 1024 --pool-seed 7 \
+        --grr "$data/grr_d64_eps2_zipf_${peer_oracle_rows}.parquet" \
+        --oue "$data/oue_d64_eps2_zipf_${peer_oracle_rows}.parquet" \
+        --subset "$data/subset_d64_eps2_zipf_${peer_oracle_rows}.parquet" \
+        --olh "$data/olh_d64_eps2_zipf_${peer_olh_rows}.parquet" --rounds "$rounds" ;;
     spark)
       if ! "$py" -c 'import pyspark' 2>/dev/null; then
         [ "$SMOKE" = 1 ] || { echo "pyspark is not installed in $py" >&2; exit 1; }
@@ -85,7 +114,7 @@ for s in "${sections[@]}"; do
       fi
       "$py" benches/python_bench.py spark --bin "$bin" --grr "$grr" --rounds "${SPARK_ROUNDS:-$rounds}" \
         --arrow-batch "${SPARK_ARROW_BATCH:-10000}" ;;
-    *) echo "unknown section $s (fold, peers, spark)" >&2; exit 2 ;;
+    *) echo "unknown section $s (fold, peers, oracles, spark)" >&2; exit 2 ;;
   esac
 done
 echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

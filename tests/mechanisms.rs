@@ -80,6 +80,7 @@ fn check(name: &str, record: &Value, formula_se: &[f64]) {
         "{name}: Norm-Sub sums to {total}"
     );
     assert_eq!(record["mle_converged"], true, "{name}: {record}");
+    check_ibu(name, record);
     for j in 0..P.len() {
         let est = record["estimate"][j].as_f64().unwrap();
         let se = record["std_error"][j].as_f64().unwrap();
@@ -99,6 +100,31 @@ fn check(name: &str, record: &Value, formula_se: &[f64]) {
     // A true null: a 10⁻⁴-level rejection here would mean a broken test, not bad luck.
     if let Some(p) = record["p_value"].as_f64() {
         assert!(p > 1e-4, "{name}: p-value {p} under the null");
+    }
+}
+
+/// The IBU estimate (grr, bitflip, oue, subset, olh): consistent, and here
+/// (no small entry, n = 10⁶) within 0.01 of p; absent for the other mechanisms.
+fn check_ibu(name: &str, record: &Value) {
+    let ibu: Vec<f64> = record["estimate_ibu"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{name}: no estimate_ibu in {record}"))
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    if !["grr", "bitflip", "oue", "subset", "olh"].contains(&name) {
+        assert!(ibu.is_empty(), "{name}: {ibu:?}");
+        assert!(record["ibu_iterations"].is_null(), "{name}: {record}");
+        return;
+    }
+    assert_eq!(ibu.len(), P.len(), "{name}");
+    assert!(ibu.iter().all(|&x| x >= 0.0), "{name}: {ibu:?}");
+    let total: f64 = ibu.iter().sum();
+    assert!((total - 1.0).abs() < 1e-12, "{name}: IBU sums to {total}");
+    assert!(record["ibu_converged"].is_boolean(), "{name}: {record}");
+    assert!(record["ibu_iterations"].as_u64().unwrap() > 0, "{name}");
+    for (x, p) in ibu.iter().zip(P) {
+        assert!((x - p).abs() < 0.01, "{name}: IBU {ibu:?}");
     }
 }
 
@@ -357,6 +383,7 @@ fn olh_estimates_match_the_pool_expectation() {
         .map(|v| v.as_f64().unwrap())
         .sum();
     assert!((norm_sub - 1.0).abs() < 1e-12, "{r}");
+    check_ibu("olh", &r);
     for v in 0..4 {
         let f: f64 = (0..4)
             .map(|x| P[x] * (collide(x, v) * p + (1.0 - collide(x, v)) * q))

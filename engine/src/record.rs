@@ -54,6 +54,21 @@ pub struct TestRecord {
     /// entries. Empty with `estimate`.
     #[serde(default)]
     pub estimate_norm_sub: Vec<f64>,
+    /// The other consistent estimate, for grr, bitflip, oue, subset and olh: the iterative
+    /// Bayesian update (Agrawal & Aggarwal, PODS 2001) on the sketch's per-category
+    /// counts, with multi-freq-ldpy's matrix, start, tolerance and stopping rule
+    /// (docs/STATISTICS.md §2.2), so it equals that library's `*_Aggregator_IBU`.
+    /// Non-negative and summing to 1 even when capped. Empty for the other mechanisms,
+    /// above 1,024 categories, and with `estimate`.
+    #[serde(default)]
+    pub estimate_ibu: Vec<f64>,
+    /// The IBU's iterations, and whether it met its tolerance before its cap
+    /// (`min(10,000, 2¹⁴/d)` iterations: 256 at d = 64; no IBU above d = 1,024). Null without
+    /// `estimate_ibu`.
+    #[serde(default)]
+    pub ibu_iterations: Option<u32>,
+    #[serde(default)]
+    pub ibu_converged: Option<bool>,
     /// Per category, the lower and upper ends of the time-uniform (1 − alpha) confidence
     /// sequence for its frequency: it covers the true frequency at every look of the
     /// window at once (asymptotically; per category, d·alpha over all d at once), so it may

@@ -373,12 +373,15 @@ fn record(
              statistic and p-value cover every category"
         )
     });
-    let estimate = match estimate_omitted {
-        Some(_) => Estimate {
-            estimate: Vec::new(),
-            std_error: Vec::new(),
-        },
-        None => mechanism.estimate(sketch)?,
+    let (estimate, ibu) = match estimate_omitted {
+        Some(_) => (
+            Estimate {
+                estimate: Vec::new(),
+                std_error: Vec::new(),
+            },
+            None,
+        ),
+        None => mechanism.estimate_and_ibu(sketch)?,
     };
     let (cs_lower, cs_upper) = match estimate.estimate.is_empty() {
         true => (Vec::new(), Vec::new()),
@@ -423,6 +426,9 @@ fn record(
         estimate: estimate.estimate,
         std_error: estimate.std_error,
         estimate_norm_sub,
+        ibu_iterations: ibu.as_ref().map(|r| r.iterations),
+        ibu_converged: ibu.as_ref().map(|r| r.converged),
+        estimate_ibu: ibu.map(|r| r.p).unwrap_or_default(),
         cs_lower,
         cs_upper,
         estimate_omitted,
@@ -468,6 +474,9 @@ fn strip_raw_counts(rec: &mut TestRecord) {
     rec.estimate.clear();
     rec.std_error.clear();
     rec.estimate_norm_sub.clear();
+    rec.estimate_ibu.clear();
+    rec.ibu_iterations = None;
+    rec.ibu_converged = None;
     rec.cs_lower.clear();
     rec.cs_upper.clear();
     rec.mle.clear();

@@ -61,6 +61,9 @@ pub fn record_schema() -> SchemaRef {
         f("estimate", list_of_f64(), false),
         f("std_error", list_of_f64(), false),
         f("estimate_norm_sub", list_of_f64(), false),
+        f("estimate_ibu", list_of_f64(), false),
+        f("ibu_iterations", DataType::UInt32, true),
+        f("ibu_converged", DataType::Boolean, true),
         f("cs_lower", list_of_f64(), false),
         f("cs_upper", list_of_f64(), false),
         f("estimate_omitted", DataType::Utf8, true),
@@ -174,7 +177,8 @@ pub(crate) mod tests {
             "n": 1000, "n1": 400, "n2": 600, "statistic": 12.5, "df": 3, "p_value": 0.0058,
             "q_value": 0.0116, "reject": true, "alpha": 0.05,
             "estimate": [0.25, 0.75], "std_error": [0.01, 0.02],
-            "estimate_norm_sub": [0.2, 0.8], "mle": [0.3, 0.7],
+            "estimate_norm_sub": [0.2, 0.8], "estimate_ibu": [0.1, 0.9],
+            "ibu_iterations": 12, "ibu_converged": true, "mle": [0.3, 0.7],
             "mle_converged": true, "mle_iterations": 7,
             "privacy": {"kind": "raw", "epsilon": 1.0, "rho": 0.5},
             "calibration": "monte_carlo", "mc_p_value": 0.006, "critical_value": 7.8,
@@ -261,6 +265,20 @@ pub(crate) mod tests {
                 .to_vec(),
             vec![0.2, 0.8]
         );
+        let ibu = col("estimate_ibu");
+        let ibu = ibu.as_any().downcast_ref::<ListArray>().unwrap();
+        assert_eq!(
+            ibu.value(0)
+                .as_primitive::<arrow::datatypes::Float64Type>()
+                .values()
+                .to_vec(),
+            vec![0.1, 0.9]
+        );
+        assert_eq!(ibu.value(1).len(), 0);
+        let iterations = col("ibu_iterations");
+        let iterations = iterations.as_primitive::<arrow::datatypes::UInt32Type>();
+        assert_eq!(iterations.value(0), 12);
+        assert!(iterations.is_null(1));
         let group = col("group");
         let group = group.as_any().downcast_ref::<MapArray>().unwrap();
         let entries = group.value(0);

@@ -126,11 +126,13 @@ impl Mechanism {
             | Mechanism::BitFlip(_)
             | Mechanism::Subset(_)
             | Mechanism::Noise(_) => None,
-            // Every EM (IBU) step costs a pass of S·d hashes, up to thousands of steps per
-            // snapshot: records carry the Norm-Sub estimate instead.
+            // Every EM step on the reports' own likelihood costs a pass of S·d hashes, up to
+            // thousands of steps per snapshot: records carry Norm-Sub and the IBU on the
+            // support counts (O(d) per step) instead.
             Mechanism::Olh(_) => Some(
-                "olh: the MLE (EM, i.e. the iterative Bayesian update) costs S·d hashes per \
-                 iteration and is not computed; see estimate_norm_sub"
+                "olh: the MLE (EM on the reports' likelihood) costs S·d hashes per \
+                 iteration and is not computed; see estimate_norm_sub and estimate_ibu \
+                 (the IBU on the support counts)"
                     .to_string(),
             ),
         }

@@ -14,6 +14,7 @@ mod discrete_noise;
 mod fingerprint;
 mod grr;
 mod hadamard;
+mod ibu;
 mod likelihood;
 mod noise;
 mod olh;

@@ -186,10 +186,16 @@ impl Olh {
     /// error `sqrt(f(1−f)/n)/(p − 1/g)`, `f = C_v/n`. Unbiased for fresh per-user hashes;
     /// a fixed pool adds the collision bias of STATISTICS.md §1.8.
     pub fn estimate(&self, table: &[u64], n: u64) -> Estimate {
+        self.estimate_from_supports(&self.supports(table), n)
+    }
+
+    /// [`Olh::estimate`] from support counts already computed (the snapshot computes them
+    /// once for the estimate and the IBU).
+    pub fn estimate_from_supports(&self, supports: &[u64], n: u64) -> Estimate {
         let inv_g = 1.0 / f64::from(self.g());
         let scale = self.p_minus_one_over_g();
         Estimate::from_frequencies(
-            &self.supports(table),
+            supports,
             n,
             |f| (f - inv_g) / scale,
             |f, nf| (f * (1.0 - f) / nf).sqrt() / scale,

@@ -1,15 +1,21 @@
 //! Maximum-likelihood estimates over the probability simplex (Sheffet Thms 1 and 9,
 //! Cor. 2). Each is solved to a stated tolerance and reports its iterations and whether it
 //! converged. `norm_sub` is the consistent (non-negative, summing to 1) post-processing of
-//! the unbiased estimate.
+//! the unbiased estimate; `ibu` is the iterative Bayesian update, the consistent
+//! alternative multi-freq-ldpy computes.
 
 mod em;
 mod grr;
+mod ibu;
 mod norm_sub;
 mod simplex;
 
 pub use em::{em, EmOperator, EM_MAX_CELL_UPDATES};
 pub use grr::grr_mle;
+pub use ibu::{
+    ibu, ibu_capped, ibu_iteration_cap, IBU_MAX_CELL_UPDATES, IBU_MAX_DOMAIN, IBU_MAX_ITERATIONS,
+    IBU_TOLERANCE,
+};
 pub use norm_sub::norm_sub;
 pub use simplex::{bitflip_composite_mle, project_to_simplex};
 
