@@ -16,15 +16,13 @@ use nalgebra::{DMatrix, DVector};
 
 use super::alternative::Hypotheses;
 use super::ncx2::{chi2_isf, ncx2_sf};
+use super::power::smallest_n;
 use crate::error::EngineError;
 use crate::mechanism::Olh;
 
 /// The most `pool_size × d²` steps (the support counts' covariance) one plan may cost;
 /// with the d³ products that is a few seconds at d = 1024, S = 1024.
 pub const MAX_POOL_PLAN_WORK: u64 = 1 << 30;
-
-/// The largest n the search considers, as in [`super::required_n`].
-const MAX_N: u64 = 1 << 53;
 
 /// The pool's quadratic form, per report: `tr(A^k)` of the standardized covariance under
 /// the alternative and the null, and `δᵀA^{k−1}δ` of the standardized mean shift.
@@ -99,7 +97,7 @@ impl OlhPoolPower {
         quadratic_form_sf(cumulants, self.critical)
     }
 
-    /// The smallest n whose [`Self::power`] reaches `target` (doubling, then bisection).
+    /// The smallest n whose [`Self::power`] reaches `target`.
     pub fn required_n(&self, target: f64) -> Result<u64, EngineError> {
         let unreachable = |reason| EngineError::PowerUnreachable {
             mechanism: "OLH (this pool)",
@@ -111,24 +109,8 @@ impl OlhPoolPower {
                 "the alternative is invisible to this pool (noncentrality 0)",
             ));
         }
-        let reaches = |n: u64| self.power(n) >= target;
-        let (mut lo, mut hi) = (0u64, 1u64);
-        while !reaches(hi) {
-            lo = hi;
-            hi = hi.saturating_mul(2);
-            if hi > MAX_N {
-                return Err(unreachable("it would need more than 2^53 reports"));
-            }
-        }
-        while hi - lo > 1 {
-            let mid = lo + (hi - lo) / 2;
-            if reaches(mid) {
-                hi = mid;
-            } else {
-                lo = mid;
-            }
-        }
-        Ok(hi)
+        smallest_n(|n| self.power(n) >= target)
+            .ok_or_else(|| unreachable("it would need more than 2^53 reports"))
     }
 }
 

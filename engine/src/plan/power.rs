@@ -71,19 +71,26 @@ pub fn required_n(
     // The same arithmetic as `power`, with the critical value computed once.
     let reaches = |n: u64| ncx2_sf(df, n as f64 * unit, critical) >= target;
 
+    smallest_n(reaches).ok_or(EngineError::PowerUnreachable {
+        mechanism: mechanism.name(),
+        target,
+        reason: "it would need more than 2^53 reports",
+    })
+}
+
+/// The smallest n with `reaches(n)`, for a `reaches` that is false at 0 and stays true
+/// once true (power grows with n): doubling brackets it and bisection on the integers
+/// finds it. None when it would be above 2^53.
+pub(super) fn smallest_n(reaches: impl Fn(u64) -> bool) -> Option<u64> {
     let (mut lo, mut hi) = (0u64, 1u64);
     while !reaches(hi) {
         lo = hi;
         hi = hi.saturating_mul(2);
         if hi > MAX_N {
-            return Err(EngineError::PowerUnreachable {
-                mechanism: mechanism.name(),
-                target,
-                reason: "it would need more than 2^53 reports",
-            });
+            return None;
         }
     }
-    // Invariant: power(lo) < target <= power(hi); power(0) = alpha < target.
+    // Invariant: !reaches(lo) && reaches(hi).
     while hi - lo > 1 {
         let mid = lo + (hi - lo) / 2;
         if reaches(mid) {
@@ -92,7 +99,7 @@ pub fn required_n(
             lo = mid;
         }
     }
-    Ok(hi)
+    Some(hi)
 }
 
 #[cfg(test)]
