@@ -27,29 +27,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 import numpy as np
 import pyarrow.parquet as pq
 
+# One timing rule for every bench table (this script runs from benches/, beside it).
+from python_bench import timed
+
 TOLERANCE = 1e-9
 MASK = (1 << 64) - 1
 GOLDEN = 0x9E3779B97F4A7C15
-
-
-def timed(fn, rounds: int):
-    """Median, min and max wall seconds of `rounds` calls after one warm-up, and the result."""
-    result = fn()
-    times = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), min(times), max(times), result
 
 
 def batch_record(binary: str, path: str, mechanism: str):
