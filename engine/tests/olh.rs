@@ -118,20 +118,13 @@ fn moments(runs: usize, d: usize, mut estimate: impl FnMut() -> Vec<f64>) -> Vec
         .collect()
 }
 
-fn runs_or(default: usize) -> usize {
-    std::env::var("LDPSTREAM_ORACLE_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 /// d ∈ {16, 1024}, ε ∈ {0.5, 2, 5}, S = 1024: given the pool, the pooled empirical
 /// variance is within 5% of `f(1−f)/(n(p − 1/g)²)` (f the pool's exact mean of C_v/n) and
 /// the means lie within 3 s.e. of the pool's exact expectation (d = 1024: at most 1% of
 /// categories beyond 3, none beyond 4.5). The pool's bias against the truth is printed.
 #[test]
 fn estimate_matches_the_pool_exact_mean_and_variance() {
-    estimate_cases(runs_or(300), runs_or(10));
+    estimate_cases(common::runs_or(300), common::runs_or(10));
 }
 
 fn estimate_cases(runs16: usize, runs1024: usize) {
@@ -225,7 +218,7 @@ fn randomizer_estimates_match_the_pool_closed_form() {
 fn pool_bias_against_fresh_seeds() {
     let (epsilon, d, n) = (2.0, 16usize, 20_000u64);
     let truth = skewed(d);
-    let runs = runs_or(200);
+    let runs = common::runs_or(200);
     for pool in [16u32, 256, 1024, 65_536] {
         let fresh = pool == 65_536;
         let mut rng = StdRng::seed_from_u64(u64::from(pool));

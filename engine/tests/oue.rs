@@ -98,15 +98,6 @@ fn estimate_check(
     (ratio, worst, beyond as f64 / d as f64)
 }
 
-/// Datasets per case: `LDPSTREAM_ORACLE_RUNS` (benches/oracles.sh sets 1,000), else the
-/// test's own few.
-fn runs_or(default: usize) -> usize {
-    std::env::var("LDPSTREAM_ORACLE_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 /// d ∈ {16, 1024}, ε ∈ {0.5, 2, 5}: the pooled empirical variance is within 5% of the
 /// closed form and every mean within 3 s.e. of the truth (d = 1024: at most 1% of the
 /// categories beyond 3 s.e., as 0.27% are expected, and none beyond 4.5). The pooled
@@ -115,7 +106,10 @@ fn runs_or(default: usize) -> usize {
 #[test]
 fn estimate_mean_and_variance_match_the_closed_form() {
     for epsilon in [0.5, 2.0, 5.0] {
-        for (d, runs) in [(16usize, runs_or(1000)), (1024, runs_or(10))] {
+        for (d, runs) in [
+            (16usize, common::runs_or(1000)),
+            (1024, common::runs_or(10)),
+        ] {
             let n = 20_000;
             let truth = skewed(d);
             let (ratio, worst, beyond) = estimate_check(epsilon, d, n, runs, |rng| {

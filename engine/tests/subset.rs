@@ -40,15 +40,6 @@ fn skewed(d: usize) -> Vec<f64> {
     (0..d).map(|j| (d - j) as f64 / total).collect()
 }
 
-/// Datasets per case: `LDPSTREAM_ORACLE_RUNS` (benches/oracles.sh sets 1,000), else the
-/// test's own few.
-fn runs_or(default: usize) -> usize {
-    std::env::var("LDPSTREAM_ORACLE_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 /// Over `runs` datasets of n reports drawn by the randomizer: the empirical variance of
 /// p̂_j over `f(1−f)/(n(p−q)²)`, f = q + (p−q)p_j (the exact variance of `(c_j/n − q)/(p −
 /// q)`), pooled over the categories; the largest |mean − p_j| in standard errors; and the
@@ -89,7 +80,7 @@ fn estimate_check(eps: f64, d: u32, n: u64, runs: usize, rng: &mut StdRng) -> (f
 fn estimate_mean_and_variance_match_the_closed_form() {
     let mut rng = StdRng::seed_from_u64(30);
     for eps in [0.5, 2.0, 5.0] {
-        for (d, runs) in [(16u32, runs_or(1000)), (1024, runs_or(100))] {
+        for (d, runs) in [(16u32, common::runs_or(1000)), (1024, common::runs_or(100))] {
             let n = 2000;
             let (ratio, worst, beyond) = estimate_check(eps, d, n, runs, &mut rng);
             let k = Subset::new(eps, d, None).unwrap().k();
@@ -206,7 +197,7 @@ fn gof_power_at_the_planner_n() {
         let m = Subset::new(epsilon, d as u32, None).unwrap();
         let mechanism = Mechanism::Subset(m);
         let mut rng = StdRng::seed_from_u64(seed);
-        let runs = runs_or(1000);
+        let runs = common::runs_or(1000);
         let mut rejections = 0usize;
         for run in 0..runs {
             let counts = sample_subset_counts(&m, h.p1(), n, &mut rng).unwrap();

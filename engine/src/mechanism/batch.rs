@@ -89,9 +89,7 @@ pub fn privatize_batch<R: Rng + ?Sized>(
             let (rows, signs): (Vec<u32>, Vec<i8>) = xs
                 .iter()
                 .map(|&x| m.randomize_with(x, rng))
-                .collect::<Result<Vec<_>, _>>()?
-                .into_iter()
-                .unzip();
+                .collect::<Result<_, _>>()?;
             vec![
                 Arc::new(UInt32Array::from(rows)),
                 Arc::new(Int8Array::from(signs)),
@@ -101,9 +99,7 @@ pub fn privatize_batch<R: Rng + ?Sized>(
             let (seeds, ys): (Vec<u32>, Vec<u32>) = xs
                 .iter()
                 .map(|&x| m.randomize_with(x, rng))
-                .collect::<Result<Vec<_>, _>>()?
-                .into_iter()
-                .unzip();
+                .collect::<Result<_, _>>()?;
             vec![
                 Arc::new(UInt32Array::from(seeds)),
                 Arc::new(UInt32Array::from(ys)),
@@ -113,9 +109,7 @@ pub fn privatize_batch<R: Rng + ?Sized>(
             let (cohorts, signs): (Vec<u32>, Vec<i8>) = xs
                 .iter()
                 .map(|&x| m.randomize_with(x, rng))
-                .collect::<Result<Vec<_>, _>>()?
-                .into_iter()
-                .unzip();
+                .collect::<Result<_, _>>()?;
             vec![
                 Arc::new(UInt32Array::from(cohorts)),
                 Arc::new(Int8Array::from(signs)),

@@ -15,3 +15,12 @@ pub fn assert_estimates_match(label: &str, d: u64, ratio: f64, worst: f64, beyon
         );
     }
 }
+
+/// Datasets per case: `LDPSTREAM_ORACLE_RUNS` (benches/oracles.sh sets 1,000), else the
+/// test's own few.
+pub fn runs_or(default: usize) -> usize {
+    std::env::var("LDPSTREAM_ORACLE_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
