@@ -35,6 +35,9 @@ pub struct TestConfig {
     /// `anytime_p_value`, and `reject` is `e_value >= 1/alpha`, valid however many times
     /// the window is looked at.
     pub sequential: bool,
+    /// With `sequential`: the planned sample size (`plan`'s n for power 0.8) the
+    /// e-process is tuned to detect at; None leaves the mixture equal-weight over scales.
+    pub design_n: Option<u64>,
 }
 
 impl TestConfig {

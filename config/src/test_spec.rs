@@ -33,6 +33,7 @@ pub(crate) struct TestTable {
     pub(crate) mc_samples: u32,
     pub(crate) seed: u64,
     pub(crate) sequential: bool,
+    pub(crate) design_n: Option<u64>,
 }
 
 impl TestTable {
@@ -288,6 +289,8 @@ pub(crate) struct RawTestConfig {
     inner: Option<InnerTester>,
     #[serde(default)]
     sequential: bool,
+    #[serde(default)]
+    design_n: Option<u64>,
 }
 
 /// A kind given a key it does not take, or missing one it needs. Its text follows
@@ -403,6 +406,7 @@ impl TryFrom<RawTestConfig> for TestTable {
             mc_samples: raw.mc_samples,
             seed: raw.seed,
             sequential: raw.sequential,
+            design_n: raw.design_n,
         })
     }
 }

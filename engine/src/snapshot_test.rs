@@ -10,8 +10,8 @@ use rand::SeedableRng;
 
 use crate::eprocess::confidence::confidence_sequence;
 use crate::eprocess::{
-    anytime_p_value, crosses, gof_e_process, independence_e_process, two_sample_e_process,
-    EProcess, Validity,
+    anytime_p_value, crosses, gof_e_process_tuned, independence_e_process_tuned,
+    two_sample_e_process_tuned, Design, EProcess, Validity,
 };
 use crate::error::EngineError;
 use crate::mechanism::{Estimate, Mechanism, NoiseKind};
@@ -22,6 +22,14 @@ use crate::stats::{
     bitflip_two_sample, genrr_two_sample, local_bitflip_ind, local_exp_ind, local_noise_ind,
     marginal_product, monte_carlo_p_value, run_gof, sample_null_sketch, Decision, GofParams,
 };
+
+/// The planned sample size a sequential test's mixture is tuned to, if it has one.
+fn design(test: &TestConfig) -> Option<Design> {
+    test.design_n.map(|n| Design {
+        n,
+        alpha: test.alpha.get(),
+    })
+}
 
 /// Expected cell counts at or below this make an independence test inconclusive
 /// (seed 002, footnote 2).
@@ -135,7 +143,10 @@ pub fn evaluate(
                 let p0 = null.probabilities(mechanism.domain());
                 let outcome = gof(test, method, mechanism, sketch, &p0, test.sequential)?;
                 if test.sequential {
-                    outcome.sequential(gof_e_process(mechanism, sketch, &p0)?, test.alpha.get())
+                    outcome.sequential(
+                        gof_e_process_tuned(mechanism, sketch, &p0, design(test))?,
+                        test.alpha.get(),
+                    )
                 } else {
                     outcome
                 }
@@ -144,7 +155,13 @@ pub fn evaluate(
                 let table = (*rows as usize, *cols as usize);
                 let outcome = independence(test, method, mechanism, sketch, table)?;
                 if test.sequential {
-                    let e = independence_e_process(mechanism, sketch, table.0, table.1)?;
+                    let e = independence_e_process_tuned(
+                        mechanism,
+                        sketch,
+                        table.0,
+                        table.1,
+                        design(test),
+                    )?;
                     outcome.sequential(e, test.alpha.get())
                 } else {
                     outcome
@@ -193,7 +210,10 @@ pub fn evaluate_two_sample(
         };
         let outcome = Outcome::chi2(decision, test.alpha.get());
         if test.sequential {
-            outcome.sequential(two_sample_e_process(mechanism, a, b)?, test.alpha.get())
+            outcome.sequential(
+                two_sample_e_process_tuned(mechanism, a, b, design(test))?,
+                test.alpha.get(),
+            )
         } else {
             outcome
         }
@@ -385,7 +405,13 @@ fn record(
     };
     let (cs_lower, cs_upper) = match estimate.estimate.is_empty() {
         true => (Vec::new(), Vec::new()),
-        false => confidence_sequence(&estimate.estimate, &estimate.std_error, n, test.alpha.get()),
+        false => confidence_sequence(
+            &estimate.estimate,
+            &estimate.std_error,
+            n,
+            test.alpha.get(),
+            test.design_n,
+        ),
     };
     let estimate_norm_sub = crate::mle::norm_sub(&estimate.estimate);
     let mle_omitted = mechanism

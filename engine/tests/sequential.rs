@@ -7,13 +7,15 @@
 
 use ldpstream_config::TestMethod;
 use ldpstream_engine::eprocess::{
-    crosses, dirichlet, gaussian, gof_e_process, independence_e_process, null_report_law,
-    two_sample_e_process, SequentialState, Validity,
+    crosses, dirichlet, gaussian, gof_e_process, gof_e_process_tuned, independence_e_process,
+    null_report_law, two_sample_e_process, Design, SequentialState, Validity,
 };
 use ldpstream_engine::mechanism::{
     BitFlip, Channel, Cohort, Grr, Hadamard, Mechanism, Noise, NoiseKind,
 };
-use ldpstream_engine::plan::{required_n, Alternative, PlanMechanism};
+use ldpstream_engine::plan::{
+    required_n, sequential_detection, Alternative, PlanMechanism, SequentialOptions,
+};
 use ldpstream_engine::sketch::{BitSketch, CountSketch, SignedSketch, Sketch, SumSketch};
 use ldpstream_engine::stats::{
     bitflip_two_sample, chi2_sf, genrr_two_sample, gof_statistic, local_bitflip_ind, local_exp_ind,
@@ -130,7 +132,13 @@ fn skewed(d: usize) -> Vec<f64> {
 
 /// GOF on a mechanism whose sketch is a count table: the counts are multinomial on the
 /// null signal law.
-fn count_gof_case(name: &str, seed: u64, mech: Mechanism, method: TestMethod) {
+fn count_gof_case(
+    name: &str,
+    seed: u64,
+    mech: Mechanism,
+    method: TestMethod,
+    design: Option<Design>,
+) {
     let p0 = skewed(mech.domain());
     let q0 = null_report_law(&mech, &p0).unwrap().unwrap();
     null_rates(
@@ -140,7 +148,7 @@ fn count_gof_case(name: &str, seed: u64, mech: Mechanism, method: TestMethod) {
         |c, rng| add(c, &multinomial(rng, STEP, &q0)),
         |c, need| {
             let sketch = Sketch::Counts(CountSketch::from_counts(c.clone()));
-            let e = gof_e_process(&mech, &sketch, &p0).unwrap();
+            let e = gof_e_process_tuned(&mech, &sketch, &p0, design).unwrap();
             assert_eq!(e.validity, Validity::Exact);
             let p = need.then(|| {
                 gof_statistic(&mech, method, &sketch, &p0)
@@ -186,6 +194,25 @@ fn validity_gof_grr() {
         1,
         Mechanism::Grr(Grr::new(1.0, 10).unwrap()),
         TestMethod::LocalExpGOF,
+        None,
+    );
+}
+
+/// A planned sample size inside the looks' range (n = 5,000 of 50,000) puts three
+/// quarters of the prior where the looks are: still an e-process.
+const DESIGN_IN_RANGE: Design = Design {
+    n: 5_000,
+    alpha: ALPHA,
+};
+
+#[test]
+fn validity_gof_grr_with_design_n() {
+    count_gof_case(
+        "gof grr d=10 ε=1, design_n 5000",
+        11,
+        Mechanism::Grr(Grr::new(1.0, 10).unwrap()),
+        TestMethod::LocalExpGOF,
+        Some(DESIGN_IN_RANGE),
     );
 }
 
@@ -196,6 +223,7 @@ fn validity_gof_raw() {
         2,
         Mechanism::Raw { domain: 10 },
         TestMethod::PearsonGOF,
+        None,
     );
 }
 
@@ -209,7 +237,7 @@ fn validity_gof_matrix() {
         vec![0.1, 0.1, 0.4],
     ];
     let mech = Mechanism::Channel(Box::new(Channel::new(&rows).unwrap()));
-    count_gof_case("gof matrix 4×3", 3, mech, TestMethod::ChannelGOF);
+    count_gof_case("gof matrix 4×3", 3, mech, TestMethod::ChannelGOF, None);
 }
 
 #[test]
@@ -230,14 +258,13 @@ fn validity_gof_cohort() {
     );
 }
 
-#[test]
-fn validity_gof_bitflip() {
+fn bitflip_gof_case(name: &str, seed: u64, design: Option<Design>) {
     let bf = BitFlip::new(1.0, 10).unwrap();
     let mech = Mechanism::BitFlip(bf);
     let p0 = skewed(10);
     null_rates(
-        "gof bitflip d=10 ε=1",
-        6,
+        name,
+        seed,
         || (vec![0u64; 10], 0u64),
         |(c, n), rng| {
             add(c, &bitflip_increment(rng, &bf, STEP, &p0));
@@ -245,7 +272,7 @@ fn validity_gof_bitflip() {
         },
         |(c, n), need| {
             let sketch = Sketch::Bits(BitSketch::from_counts(c.clone(), *n).unwrap());
-            let e = gof_e_process(&mech, &sketch, &p0).unwrap();
+            let e = gof_e_process_tuned(&mech, &sketch, &p0, design).unwrap();
             assert_eq!(e.validity, Validity::Asymptotic);
             let p = need.then(|| {
                 gof_statistic(&mech, TestMethod::LocalBitFlipGOF, &sketch, &p0)
@@ -255,6 +282,21 @@ fn validity_gof_bitflip() {
             });
             (e.e_value(), p)
         },
+    );
+}
+
+#[test]
+fn validity_gof_bitflip() {
+    bitflip_gof_case("gof bitflip d=10 ε=1", 6, None);
+}
+
+/// The asymptotic (Gaussian) mixture tuned inside the looks' range.
+#[test]
+fn validity_gof_bitflip_with_design_n() {
+    bitflip_gof_case(
+        "gof bitflip d=10 ε=1, design_n 5000",
+        12,
+        Some(DESIGN_IN_RANGE),
     );
 }
 
@@ -417,6 +459,14 @@ fn planner_default() -> ldpstream_engine::plan::Hypotheses {
         .unwrap()
 }
 
+/// Streams per detection estimate: the median's standard error is then about 1.5%.
+const DETECTION_STREAMS: usize = 1000;
+
+/// The look spacing of the detection simulations: 50 looks per fixed-n n.
+fn look_every(fixed_n: u64) -> u64 {
+    (fixed_n / 50).max(1)
+}
+
 /// Reports to detection (`e ≥ 1/α`) of `streams` alternative streams, looked at every
 /// `fixed_n/50` reports up to `10·fixed_n`; returns (median, mean) with undetected streams
 /// counted at the cap, and prints a table row.
@@ -428,8 +478,8 @@ fn detection(
     mut e_now: impl FnMut(u64) -> f64,
     mut reset: impl FnMut(),
 ) -> f64 {
-    let streams = 400;
-    let step = (fixed_n / 50).max(1);
+    let streams = DETECTION_STREAMS;
+    let step = look_every(fixed_n);
     let cap = 10 * fixed_n;
     let mut rng = StdRng::seed_from_u64(seed);
     let mut times = Vec::with_capacity(streams);
@@ -459,39 +509,52 @@ fn detection(
     median / fixed_n as f64
 }
 
-#[test]
-fn power_gof_grr_at_the_planner_default() {
+/// Median detection of GenRR's GOF e-process at the planner default, relative to the
+/// fixed-n n for power 0.8, with the equal-weight mixture or tuned to `design_n` = that n
+/// times `tuned`.
+fn grr_detection(tuned: Option<f64>, seed: u64) -> f64 {
     let h = planner_default();
     let fixed_n = required_n(PlanMechanism::Grr { epsilon: 1.0 }, &h, ALPHA, 0.8).unwrap();
+    let design = tuned.map(|factor| Design {
+        n: (fixed_n as f64 * factor) as u64,
+        alpha: ALPHA,
+    });
     let grr = Grr::new(1.0, 16).unwrap();
     let mech = Mechanism::Grr(grr);
     let q1 = grr.report_law(h.p1());
     let counts = std::cell::RefCell::new(vec![0u64; 16]);
-    let ratio = detection(
-        "gof grr d=16 ε=1 paninski:0.2",
+    let name = format!("gof grr d=16 ε=1 paninski:0.2, design_n {tuned:?}× fixed n");
+    detection(
+        &name,
         fixed_n,
-        21,
+        seed,
         |rng, m| add(&mut counts.borrow_mut(), &multinomial(rng, m, &q1)),
         |_| {
             let s = Sketch::Counts(CountSketch::from_counts(counts.borrow().clone()));
-            gof_e_process(&mech, &s, h.p0()).unwrap().e_value()
+            gof_e_process_tuned(&mech, &s, h.p0(), design)
+                .unwrap()
+                .e_value()
         },
         || counts.borrow_mut().iter_mut().for_each(|c| *c = 0),
-    );
-    assert!(ratio <= 1.5, "median detection {ratio}× the fixed-n n");
+    )
 }
 
-#[test]
-fn power_gof_bitflip_at_the_planner_default() {
+/// The same for the symmetric bit flip.
+fn bitflip_detection(tuned: Option<f64>, seed: u64) -> f64 {
     let h = planner_default();
     let fixed_n = required_n(PlanMechanism::BitFlip { epsilon: 1.0 }, &h, ALPHA, 0.8).unwrap();
+    let design = tuned.map(|factor| Design {
+        n: (fixed_n as f64 * factor) as u64,
+        alpha: ALPHA,
+    });
     let bf = BitFlip::new(1.0, 16).unwrap();
     let mech = Mechanism::BitFlip(bf);
     let counts = std::cell::RefCell::new(vec![0u64; 16]);
-    let ratio = detection(
-        "gof bitflip d=16 ε=1 paninski:0.2",
+    let name = format!("gof bitflip d=16 ε=1 paninski:0.2, design_n {tuned:?}× fixed n");
+    detection(
+        &name,
         fixed_n,
-        22,
+        seed,
         |rng, m| {
             add(
                 &mut counts.borrow_mut(),
@@ -500,11 +563,86 @@ fn power_gof_bitflip_at_the_planner_default() {
         },
         |n| {
             let s = Sketch::Bits(BitSketch::from_counts(counts.borrow().clone(), n).unwrap());
-            gof_e_process(&mech, &s, h.p0()).unwrap().e_value()
+            gof_e_process_tuned(&mech, &s, h.p0(), design)
+                .unwrap()
+                .e_value()
         },
         || counts.borrow_mut().iter_mut().for_each(|c| *c = 0),
-    );
+    )
+}
+
+#[test]
+fn power_gof_grr_at_the_planner_default() {
+    let ratio = grr_detection(None, 21);
     assert!(ratio <= 1.5, "median detection {ratio}× the fixed-n n");
+}
+
+#[test]
+fn power_gof_bitflip_at_the_planner_default() {
+    let ratio = bitflip_detection(None, 22);
+    assert!(ratio <= 1.5, "median detection {ratio}× the fixed-n n");
+}
+
+/// Issue 31's power target: with `design_n` set to the planner's n, median detection is
+/// at most 1.2× the fixed-n n, on both GenRR (exact Dirichlet mixture) and bit flip
+/// (Gaussian mixture).
+#[test]
+fn power_with_design_n_is_within_1_2_of_the_fixed_n() {
+    let grr = grr_detection(Some(1.0), 21);
+    let bitflip = bitflip_detection(Some(1.0), 22);
+    assert!(grr <= 1.2, "grr: median detection {grr}× the fixed-n n");
+    assert!(
+        bitflip <= 1.2,
+        "bitflip: median detection {bitflip}× the fixed-n n"
+    );
+}
+
+/// Issue 31: `plan --sequential` is calibrated against the engine's own e-processes run
+/// on simulated count paths (exact Dirichlet mixture for GenRR, the Gaussian mixture on
+/// the bit-flip statistic), at the same look spacing, with and without `design_n`.
+#[test]
+fn plan_matches_the_simulated_e_processes() {
+    let h = planner_default();
+    for (m, simulated) in [
+        (
+            PlanMechanism::Grr { epsilon: 1.0 },
+            grr_detection as fn(Option<f64>, u64) -> f64,
+        ),
+        (PlanMechanism::BitFlip { epsilon: 1.0 }, bitflip_detection),
+    ] {
+        let fixed_n = required_n(m, &h, ALPHA, 0.8).unwrap();
+        for design in [false, true] {
+            let options = SequentialOptions {
+                look_every: Some(look_every(fixed_n)),
+                design,
+            };
+            let planned = sequential_detection(m, &h, ALPHA, 0.8, 1, options).unwrap();
+            let predicted = planned.median / fixed_n as f64;
+            let measured = simulated(design.then_some(1.0), 25);
+            eprintln!(
+                "| {} | design_n {design} | plan {predicted:.3}× | e-process {measured:.3}× |",
+                m.name()
+            );
+            assert!(
+                (predicted / measured - 1.0).abs() <= 0.06,
+                "{} design {design}: plan {predicted} vs measured {measured}",
+                m.name()
+            );
+        }
+    }
+}
+
+/// A plan that missed the effect by 4× either way still detects no later than the
+/// equal-weight mixture did (1.34×, 1.30×) plus a margin: the tuned component holds only
+/// [`ldpstream_engine::eprocess::design::DESIGN_WEIGHT`] of the prior.
+#[test]
+fn a_misplanned_design_n_costs_little() {
+    for factor in [0.25, 4.0] {
+        let grr = grr_detection(Some(factor), 23);
+        let bitflip = bitflip_detection(Some(factor), 24);
+        assert!(grr <= 1.5, "grr, design {factor}×: {grr}×");
+        assert!(bitflip <= 1.5, "bitflip, design {factor}×: {bitflip}×");
+    }
 }
 
 /// Known values of the Dirichlet–multinomial mixture, from scipy:
@@ -666,6 +804,32 @@ fn evaluate_fills_the_sequential_fields() {
     .unwrap();
     assert_eq!((r.e_value, r.anytime_p_value), (None, None));
     assert_eq!(r.validity, None);
+}
+
+/// A test's `design_n` reaches the record: its e-value is the tuned mixture's (not the
+/// equal-weight one) and its confidence sequences are the tuned ones.
+#[test]
+fn evaluate_tunes_the_e_process_and_sequences_to_design_n() {
+    use ldpstream_config::Config;
+    use ldpstream_engine::eprocess::confidence::confidence_sequence;
+    use ldpstream_engine::snapshot_test::{evaluate, Scope};
+    let toml = "[[stream]]\nname = \"s\"\nsource = { kind = \"parquet\", paths = [\"x\"] }\nmechanism = { kind = \"grr\", epsilon = 1.0, domain = 4 }\n[[stream.test]]\nname = \"g\"\nkind = \"gof\"\nnull = \"uniform\"\nsequential = true\ndesign_n = 4000\n";
+    let config = Config::from_toml_str(toml, "t").unwrap();
+    let stream = &config.streams[0];
+    let mech = Mechanism::from_config(&stream.mechanism).unwrap();
+    let sketch = Sketch::Counts(CountSketch::from_counts(vec![1100, 950, 950, 1000]));
+    let r = evaluate(stream, &stream.tests[0], &mech, Scope::default(), &sketch).unwrap();
+    let design = Design {
+        n: 4000,
+        alpha: 0.05,
+    };
+    let tuned = gof_e_process_tuned(&mech, &sketch, &[0.25; 4], Some(design)).unwrap();
+    let plain = gof_e_process(&mech, &sketch, &[0.25; 4]).unwrap();
+    assert_eq!(r.e_value, Some(tuned.e_value()));
+    assert_ne!(tuned.e_value(), plain.e_value());
+    let e = mech.estimate(&sketch).unwrap();
+    let (lo, hi) = confidence_sequence(&e.estimate, &e.std_error, 4000, 0.05, Some(4000));
+    assert_eq!((r.cs_lower, r.cs_upper), (lo, hi));
 }
 
 /// The (row, sign) null law of Hadamard and cohort is a distribution whose "+" share in

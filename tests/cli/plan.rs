@@ -144,6 +144,45 @@ fn plan_sequential_prints_reports_to_detection_beside_the_fixed_n() {
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or_else(|| panic!("no ratio in {grr:?}"));
     assert!((1.0..1.5).contains(&ratio), "{grr}");
+    // Issue 31: the design_n column, below 1.2× and below the equal-weight one.
+    let tuned: f64 = grr
+        .split('(')
+        .nth(2)
+        .and_then(|s| s.split('×').next())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no design_n ratio in {grr:?}"));
+    assert!(tuned < 1.2 && tuned < ratio, "{grr}");
+    assert!(out.contains("design_n = <its fixed-n n>"), "{out}");
+}
+
+/// `--look-every` sets the look spacing the detection depends on (coarser looks detect
+/// later); 0 and use without --sequential are refused.
+#[test]
+fn plan_look_every_spaces_the_looks() {
+    let grr_median = |extra: &[&str]| -> f64 {
+        let o = ldpstream(&[PLAN_POWER_0_8, &["--sequential"], extra].concat());
+        assert!(o.status.success(), "{}", stderr(&o));
+        let out = String::from_utf8_lossy(&o.stdout).to_string();
+        assert!(out.contains("looked at every"), "{out}");
+        let row = out
+            .lines()
+            .skip_while(|l| !l.contains("sequential tests"))
+            .find(|l| l.starts_with("GenRR"))
+            .unwrap_or_else(|| panic!("no GenRR row in {out}"))
+            .to_string();
+        row.split_whitespace()
+            .nth(2)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("no median in {row:?}"))
+    };
+    let fine = grr_median(&["--look-every", "100"]);
+    let coarse = grr_median(&["--look-every", "20000"]);
+    assert!(coarse > fine, "{coarse} vs {fine}");
+    let o = ldpstream(&[PLAN_POWER_0_8, &["--sequential", "--look-every", "0"]].concat());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--look-every 0"), "{}", stderr(&o));
+    let o = ldpstream(&[PLAN_POWER_0_8, &["--look-every", "100"]].concat());
+    assert_eq!(o.status.code(), Some(2));
 }
 
 /// `plan --epsilon 1e308` blamed `rho = inf` and printed ε with 309 digits.

@@ -72,6 +72,7 @@ fn validate_test(
         mc_samples: test.mc_samples,
         seed: test.seed,
         sequential: test.sequential,
+        design_n: test.design_n,
     })
 }
 
@@ -115,8 +116,38 @@ fn validate_sequential(
             ),
         ));
     }
+    validate_design_n(at, test)
+}
+
+/// `design_n` tunes the e-process, so it needs one, and a planned n the arithmetic of
+/// counts can reach.
+fn validate_design_n(at: &str, test: &TestTable) -> Result<(), ConfigError> {
+    let Some(n) = test.design_n else {
+        return Ok(());
+    };
+    if !test.sequential {
+        return Err(ConfigError::invalid(
+            format!("{at}.design_n"),
+            n,
+            "only with sequential = true: it tunes the anytime-valid test to a planned \
+             sample size (remove the key, or set sequential = true)",
+        ));
+    }
+    if n == 0 || n > MAX_DESIGN_N {
+        return Err(ConfigError::invalid(
+            format!("{at}.design_n"),
+            n,
+            format!(
+                "a planned number of reports from 1 to 2^53 ({MAX_DESIGN_N}), e.g. the n \
+                 `ldpstream plan --sequential` prints"
+            ),
+        ));
+    }
     Ok(())
 }
+
+/// Counts stay exact in f64 up to here, as in the planner.
+const MAX_DESIGN_N: u64 = 1 << 53;
 
 /// Monte Carlo calibration: where it is offered, and enough (but not too many) samples
 /// wherever a null is simulated.
@@ -345,6 +376,29 @@ fn check_method_applies(
 mod tests {
     use super::super::test_support::{cfg, err, gof_err, GOOD, GRR6};
     use crate::model::Config;
+
+    #[test]
+    fn design_n_needs_sequential_and_a_reachable_n() {
+        let on = GOOD.replace(
+            "alpha = 0.05",
+            "alpha = 0.05\nsequential = true\ndesign_n = 36061",
+        );
+        let c = Config::from_toml_str(&on, "test.toml").unwrap();
+        assert_eq!(c.streams[0].tests[0].design_n, Some(36061));
+        let plain = GOOD.replace("alpha = 0.05", "alpha = 0.05\ndesign_n = 36061");
+        let e = err(&plain);
+        assert!(e.contains(".design_n = 36061"), "{e}");
+        assert!(e.contains("sequential = true"), "{e}");
+        for bad in ["0", "9007199254740993"] {
+            let e = err(&on.replace("design_n = 36061", &format!("design_n = {bad}")));
+            assert!(e.contains(&format!(".design_n = {bad}")), "{e}");
+            assert!(e.contains("2^53"), "{e}");
+        }
+        for bad in ["-5", "\"many\"", "1.5"] {
+            let e = err(&on.replace("design_n = 36061", &format!("design_n = {bad}")));
+            assert!(e.contains("design_n"), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn sequential_defaults_off_and_is_checked_per_kind_and_mechanism() {

@@ -24,6 +24,7 @@
 
 use statrs::function::gamma::ln_gamma;
 
+use super::design::Mixture;
 use crate::sketch::nonzero_cells;
 
 /// The concentrations averaged over: powers of four from 4 to 4^12 ≈ 1.7·10^7, which puts
@@ -107,9 +108,19 @@ pub fn log_e_mixture_cells(
     q0: &[f64],
     grid: &[f64],
 ) -> f64 {
+    log_e_tuned_cells(nonzero, n, q0, Mixture::uniform(grid))
+}
+
+/// [`log_e_mixture_cells`] over `mixture`'s concentrations (a planned sample size may tune
+/// one, [`super::design`]).
+pub fn log_e_tuned_cells(
+    nonzero: impl IntoIterator<Item = (usize, u64)>,
+    n: u64,
+    q0: &[f64],
+    mixture: Mixture,
+) -> f64 {
     let cells = distinct_of_nonzero(nonzero, q0);
-    let logs: Vec<f64> = grid.iter().map(|&k| log_e_cells(&cells, n, k)).collect();
-    log_mean_exp(&logs)
+    mixture.log_e(|k| log_e_cells(&cells, n, k))
 }
 
 /// `ln((1/m) Σ exp(x_i))`, stable for large and infinite entries.

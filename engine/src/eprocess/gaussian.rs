@@ -33,7 +33,7 @@
 //! the component is best tuned); an equal-weight mixture over a grid of r keeps the
 //! guarantee and costs at most `ln(grid size)` nats.
 
-use super::dirichlet::log_mean_exp;
+use super::design::Mixture;
 
 /// The prior precisions r averaged over, in units of reports: powers of four from 256 to
 /// 4^14 ≈ 2.7·10^8. Below 256 the Gaussian approximation of a few hundred reports would
@@ -70,14 +70,16 @@ pub fn log_e_single(statistic: f64, df: u32, t: f64, r: f64) -> f64 {
 /// `ln` of the equal-weight mixture over `grid`; 0 (e = 1) before [`ASYMPTOTIC_START`] and
 /// for an undefined (NaN) statistic, which carries no evidence.
 pub fn log_e_mixture(statistic: f64, df: u32, t: f64, grid: &[f64]) -> f64 {
+    log_e_tuned(statistic, df, t, Mixture::uniform(grid))
+}
+
+/// `ln` of the mixture over `mixture`'s precisions (a planned sample size may tune one,
+/// [`super::design`]); 0 before [`ASYMPTOTIC_START`] and for a NaN statistic.
+pub fn log_e_tuned(statistic: f64, df: u32, t: f64, mixture: Mixture) -> f64 {
     if t.is_nan() || t < ASYMPTOTIC_START || statistic.is_nan() || df == 0 {
         return 0.0;
     }
-    let logs: Vec<f64> = grid
-        .iter()
-        .map(|&r| log_e_single(statistic, df, t, r))
-        .collect();
-    log_mean_exp(&logs)
+    mixture.log_e(|r| log_e_single(statistic, df, t, r))
 }
 
 #[cfg(test)]

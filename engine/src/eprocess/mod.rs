@@ -30,7 +30,9 @@
 //!
 //! The mixtures are equal-weight averages over a grid of effect scales (κ for the
 //! Dirichlet prior, r for the Gaussian prior): an average of e-processes is an e-process,
-//! and the average costs at most `ln(grid size)` nats against the best single scale.
+//! and the average costs at most `ln(grid size)` nats against the best single scale. A
+//! test's `design_n` (the `_tuned` functions) moves most of the weight to the scale that
+//! detects at that planned n ([`design`]), with the same validity.
 //!
 //! Why not a running-MLE (universal inference) likelihood ratio for the composite nulls:
 //! its state is the whole sequence of plug-in predictions, so it is not a function of the
@@ -57,11 +59,13 @@
 //! README, section "Sequential (anytime-valid) tests".
 
 pub mod confidence;
+pub mod design;
 pub mod dirichlet;
 pub mod gaussian;
 pub mod rows;
 mod state;
 
+pub use design::{Design, Mixture};
 pub use state::{anytime_p_value, crosses, finite_e_value, Look, SequentialState};
 
 use crate::error::EngineError;
@@ -110,12 +114,27 @@ impl EProcess {
         }
     }
 
-    fn asymptotic(statistic: f64, df: u32, time: f64) -> Self {
+    fn asymptotic(statistic: f64, df: u32, time: f64, design: Option<Design>) -> Self {
+        let mixture = tuned(&gaussian::PRECISION_GRID, design, df);
         EProcess {
-            log_e: gaussian::log_e_mixture(statistic, df, time, &gaussian::PRECISION_GRID),
+            log_e: gaussian::log_e_tuned(statistic, df, time, mixture),
             validity: Validity::Asymptotic,
         }
     }
+}
+
+/// The mixture over `grid`, tuned to `design` for a ν-dimensional alternative when given.
+fn tuned(grid: &[f64], design: Option<Design>, df: u32) -> Mixture<'_> {
+    Mixture {
+        grid,
+        tuned: design.and_then(|d| d.scale(df)),
+    }
+}
+
+/// ν of a categorical report law: its possible cells less one.
+fn law_df(q0: &[f64]) -> u32 {
+    let cells = q0.iter().filter(|&&q| q > 0.0).count();
+    u32::try_from(cells.saturating_sub(1)).unwrap_or(u32::MAX)
 }
 
 fn unsupported(what: &str, mechanism: &Mechanism) -> EngineError {
@@ -168,6 +187,7 @@ fn signed_gof_e_process(
     mechanism: &Mechanism,
     sketch: &Sketch,
     p0: &[f64],
+    design: Option<Design>,
 ) -> Result<Option<EProcess>, EngineError> {
     let (eta, complement, rows) = match mechanism {
         Mechanism::Hadamard(m) => (m.eta(), m.one_minus_two_eta(), m.rows() as usize),
@@ -190,13 +210,15 @@ fn signed_gof_e_process(
         });
     }
     let h = sign_row_means(mechanism, p0);
+    // One free "+" probability per row: ν = J.
+    let df = u32::try_from(rows).unwrap_or(u32::MAX);
     Ok(Some(EProcess::exact(rows::log_e_row_mixture(
         s.plus(),
         s.minus(),
         &h,
         eta,
         complement,
-        &dirichlet::KAPPA_GRID,
+        tuned(&dirichlet::KAPPA_GRID, design, df),
     ))))
 }
 
@@ -206,7 +228,17 @@ pub fn gof_e_process(
     sketch: &Sketch,
     p0: &[f64],
 ) -> Result<EProcess, EngineError> {
-    if let Some(e) = signed_gof_e_process(mechanism, sketch, p0)? {
+    gof_e_process_tuned(mechanism, sketch, p0, None)
+}
+
+/// [`gof_e_process`] with its mixture tuned to a planned sample size ([`design`]).
+pub fn gof_e_process_tuned(
+    mechanism: &Mechanism,
+    sketch: &Sketch,
+    p0: &[f64],
+    design: Option<Design>,
+) -> Result<EProcess, EngineError> {
+    if let Some(e) = signed_gof_e_process(mechanism, sketch, p0, design)? {
         return Ok(e);
     }
     let law = null_report_law(mechanism, p0)?;
@@ -219,31 +251,35 @@ pub fn gof_e_process(
         }
     }
     let n = sketch.n();
+    let df = (p0.len() as u32).saturating_sub(1);
     Ok(match (mechanism, sketch, law) {
-        (_, Sketch::Counts(s), Some(q0)) => EProcess::exact(dirichlet::log_e_mixture_cells(
+        (_, Sketch::Counts(s), Some(q0)) => EProcess::exact(dirichlet::log_e_tuned_cells(
             s.nonzero(),
             s.n(),
             &q0,
-            &dirichlet::KAPPA_GRID,
+            tuned(&dirichlet::KAPPA_GRID, design, law_df(&q0)),
         )),
-        (_, Sketch::Pool(s), Some(q0)) => EProcess::exact(dirichlet::log_e_mixture(
-            s.table(),
+        (_, Sketch::Pool(s), Some(q0)) => EProcess::exact(dirichlet::log_e_tuned_cells(
+            s.table()
+                .iter()
+                .copied()
+                .enumerate()
+                .filter(|&(_, c)| c > 0),
+            s.table().iter().sum(),
             &q0,
-            &dirichlet::KAPPA_GRID,
+            tuned(&dirichlet::KAPPA_GRID, design, law_df(&q0)),
         )),
         (Mechanism::BitFlip(m), Sketch::Bits(s), None) => {
             let d = local_bitflip_gof(m, s.bit_counts(), n, p0);
-            EProcess::asymptotic(d.statistic, d.df.unwrap_or(0), n as f64)
+            EProcess::asymptotic(d.statistic, d.df.unwrap_or(0), n as f64, design)
         }
         (Mechanism::Subset(m), Sketch::Bits(s), None) => {
             let statistic = subset_statistic(m, s.bit_counts(), n, p0);
-            let df = (p0.len() as u32).saturating_sub(1);
-            EProcess::asymptotic(statistic, df, n as f64)
+            EProcess::asymptotic(statistic, df, n as f64, design)
         }
         (Mechanism::Noise(m), Sketch::Sums(s), None) => {
             let statistic = noise_statistic(&s.sums_f64(), n, p0, m.variance());
-            let df = (p0.len() as u32).saturating_sub(1);
-            EProcess::asymptotic(statistic, df, n as f64)
+            EProcess::asymptotic(statistic, df, n as f64, design)
         }
         _ => return Err(mechanism.sketch_mismatch(sketch)),
     })
@@ -255,6 +291,17 @@ pub fn independence_e_process(
     sketch: &Sketch,
     rows: usize,
     cols: usize,
+) -> Result<EProcess, EngineError> {
+    independence_e_process_tuned(mechanism, sketch, rows, cols, None)
+}
+
+/// [`independence_e_process`] with its mixture tuned to a planned sample size ([`design`]).
+pub fn independence_e_process_tuned(
+    mechanism: &Mechanism,
+    sketch: &Sketch,
+    rows: usize,
+    cols: usize,
+    design: Option<Design>,
 ) -> Result<EProcess, EngineError> {
     if rows < 2 || cols < 2 || rows * cols != mechanism.domain() {
         return Err(EngineError::invalid(
@@ -286,6 +333,7 @@ pub fn independence_e_process(
         d.statistic,
         d.df.unwrap_or(0),
         n as f64,
+        design,
     ))
 }
 
@@ -312,13 +360,19 @@ fn information(mechanism: &Mechanism, t: f64) -> Option<f64> {
 /// at small ε they are noise for far longer than `ASYMPTOTIC_START` reports, and the
 /// statistic is then nowhere near its χ² law (ε = 1e-9, 3 × 4 tables: 12% of null groups
 /// crossed 1/α within 40,000 reports). Holding e = 1 longer only skips looks: valid.
-fn composite(mechanism: &Mechanism, statistic: f64, df: u32, t: f64) -> EProcess {
+fn composite(
+    mechanism: &Mechanism,
+    statistic: f64,
+    df: u32,
+    t: f64,
+    design: Option<Design>,
+) -> EProcess {
     match information(mechanism, t) {
         Some(info) if info < gaussian::INFORMATION_START => EProcess {
             log_e: 0.0,
             validity: Validity::Asymptotic,
         },
-        _ => EProcess::asymptotic(statistic, df, t),
+        _ => EProcess::asymptotic(statistic, df, t, design),
     }
 }
 
@@ -328,6 +382,17 @@ pub fn two_sample_e_process(
     mechanism: &Mechanism,
     a: &Sketch,
     b: &Sketch,
+) -> Result<EProcess, EngineError> {
+    two_sample_e_process_tuned(mechanism, a, b, None)
+}
+
+/// [`two_sample_e_process`] with its mixture tuned to a planned sample size ([`design`]),
+/// whose n is then the information time `n1·n2/(n1+n2)`.
+pub fn two_sample_e_process_tuned(
+    mechanism: &Mechanism,
+    a: &Sketch,
+    b: &Sketch,
+    design: Option<Design>,
 ) -> Result<EProcess, EngineError> {
     let (n1, n2) = (a.n(), b.n());
     if n1 == 0 || n2 == 0 {
@@ -359,10 +424,13 @@ pub fn two_sample_e_process(
         _ => return Err(unsupported("two_sample", mechanism)),
     };
     let (f1, f2) = (n1 as f64, n2 as f64);
+    // A planned total of N reports split equally is information time N/4.
+    let design = design.map(|d| Design { n: d.n / 4, ..d });
     Ok(composite(
         mechanism,
         d.statistic,
         d.df.unwrap_or(0),
         f1 * f2 / (f1 + f2),
+        design,
     ))
 }

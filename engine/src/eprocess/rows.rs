@@ -23,7 +23,8 @@
 //! factor is a test of "rows are uniform", which is why non-uniform rows alone drove it
 //! to 1.8e308 under a true null; the second is kept, with the same κ grid divided by J.
 
-use super::dirichlet::{ln_rising, log_mean_exp};
+use super::design::Mixture;
+use super::dirichlet::ln_rising;
 use crate::stats::sign_spread;
 
 /// One distinct row: `("+" probability, "−" probability, plus, minus, multiplicity)`.
@@ -85,19 +86,19 @@ fn log_e_rows(rows: &[Row], kappa: f64) -> f64 {
         .sum()
 }
 
-/// `ln` of the equal-weight mixture over the per-row concentrations `κ/J`, κ in `grid`.
+/// `ln` of the mixture over the per-row concentrations `κ/J`, κ from `mixture` (equal
+/// weights on a grid, or tuned to a planned sample size, [`super::design`]).
 pub fn log_e_row_mixture(
     plus: &[u64],
     minus: &[u64],
     h: &[f64],
     eta: f64,
     complement: f64,
-    grid: &[f64],
+    mixture: Mixture,
 ) -> f64 {
     let rows = distinct_rows(plus, minus, h, eta, complement);
     let j = h.len().max(1) as f64;
-    let logs: Vec<f64> = grid.iter().map(|&k| log_e_rows(&rows, k / j)).collect();
-    log_mean_exp(&logs)
+    mixture.log_e(|k| log_e_rows(&rows, k / j))
 }
 
 #[cfg(test)]

@@ -13,12 +13,23 @@
 //! Brownian motion with drift, and the squared norm of the ν−1 others is a squared Bessel
 //! process, whose transition over s reports from R is `s·χ²_{ν−1}(R/s)` (noncentral).
 //! Each look costs O(grid), whatever d.
+//!
+//! Calibration (issue 31): the first version used the Gaussian precision grid for every
+//! mechanism and looked every fixed_n/100 reports, and predicted 1.22× (GenRR) and 1.20×
+//! (bit flip) where the engine's own e-processes, looked at every fixed_n/50 reports,
+//! took 1.34× and 1.30×. Both differences matter: each mechanism is now simulated with
+//! its own mixture (the Dirichlet κ grid for the exact constructions, the precision grid
+//! for the Gaussian ones, and the tuned component of a `design_n`), and at the look
+//! spacing the user gives. `engine/tests/sequential.rs::plan_matches_the_simulated_e_processes`
+//! checks the prediction against the real e-processes on count paths.
 
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use rand_distr::{ChiSquared, Distribution, StandardNormal};
 
-use crate::eprocess::gaussian::{log_e_mixture, PRECISION_GRID};
+use crate::eprocess::dirichlet::KAPPA_GRID;
+use crate::eprocess::gaussian::{log_e_tuned, PRECISION_GRID};
+use crate::eprocess::{Design, Mixture};
 use crate::error::EngineError;
 
 use super::alternative::Hypotheses;
@@ -27,8 +38,18 @@ use super::power::required_n;
 
 /// Simulated streams per estimate.
 const STREAMS: usize = 2000;
-/// Looks per fixed-n sample size (the resolution of the detection times).
+/// Looks per fixed-n sample size when the user gives no spacing.
 const LOOKS_PER_FIXED_N: u64 = 100;
+
+/// How the sequential test is run: how often it is looked at, and whether its mixture is
+/// tuned to the fixed-n n (`design_n` in the config).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SequentialOptions {
+    /// Reports between looks; None looks every fixed_n/100 reports.
+    pub look_every: Option<u64>,
+    /// Tune the mixture to `design_n` = the fixed-n n.
+    pub design: bool,
+}
 /// Streams not detected by this many fixed-n sample sizes count as detected there.
 const CAP_IN_FIXED_N: u64 = 20;
 
@@ -70,6 +91,20 @@ fn sequential_df(mechanism: PlanMechanism, d: usize) -> u32 {
     }
 }
 
+/// The effect-scale grid of `mechanism`'s e-process: the Dirichlet concentrations for the
+/// exact constructions on report cells, the Gaussian precisions for the others.
+fn sequential_grid(mechanism: PlanMechanism) -> &'static [f64] {
+    match mechanism {
+        PlanMechanism::Grr { .. } | PlanMechanism::Hadamard { .. } | PlanMechanism::Olh { .. } => {
+            &KAPPA_GRID
+        }
+        PlanMechanism::BitFlip { .. }
+        | PlanMechanism::Oue { .. }
+        | PlanMechanism::Gauss { .. }
+        | PlanMechanism::Subset { .. } => &PRECISION_GRID,
+    }
+}
+
 /// The squared norm of a driftless ν−1-dimensional walk, advanced by `s` reports.
 struct Bessel {
     /// `χ²_{ν−1}` (from 0) and `χ²_{ν−2}` (the rest of a noncentral draw), when ν is
@@ -108,16 +143,27 @@ impl Bessel {
     }
 }
 
-/// Detection times (at the cap when undetected) of `STREAMS` walks with per-report
-/// noncentrality `unit` in ν dimensions, looked at every `step` reports.
-fn simulate(
+/// One simulated test: the walk's per-report noncentrality and dimension, the mixture,
+/// the looks and the level.
+struct Walk<'a> {
     unit: f64,
     nu: u32,
+    mixture: Mixture<'a>,
     step: u64,
     cap: u64,
     alpha: f64,
-    seed: u64,
-) -> Result<Vec<u64>, EngineError> {
+}
+
+/// Detection times (at the cap when undetected) of `STREAMS` walks.
+fn simulate(walk: &Walk, seed: u64) -> Result<Vec<u64>, EngineError> {
+    let Walk {
+        unit,
+        nu,
+        mixture,
+        step,
+        cap,
+        alpha,
+    } = *walk;
     let bessel = Bessel::new(nu)?;
     let threshold = (1.0 / alpha).ln();
     let drift = unit.sqrt();
@@ -134,7 +180,7 @@ fn simulate(
             others = bessel.step(others, s, &mut rng);
             let t = n as f64;
             let statistic = (z1 * z1 + others) / t;
-            if log_e_mixture(statistic, nu, t, &PRECISION_GRID) >= threshold || n >= cap {
+            if log_e_tuned(statistic, nu, t, mixture) >= threshold || n >= cap {
                 break n;
             }
         };
@@ -152,14 +198,27 @@ pub fn sequential_detection(
     alpha: f64,
     power: f64,
     seed: u64,
+    options: SequentialOptions,
 ) -> Result<Detection, EngineError> {
     let fixed_n = required_n(mechanism, h, alpha, power)?;
-    let unit = mechanism.unit_noncentrality(h)?;
     let nu = sequential_df(mechanism, h.domain());
-    let step = (fixed_n / LOOKS_PER_FIXED_N).max(1);
-    let cap = CAP_IN_FIXED_N * fixed_n;
-    let times = simulate(unit, nu, step, cap, alpha, seed)?;
-    let detected = times.iter().filter(|&&t| t < cap).count() as f64 / STREAMS as f64;
+    let design = Design { n: fixed_n, alpha };
+    let walk = Walk {
+        unit: mechanism.unit_noncentrality(h)?,
+        nu,
+        mixture: Mixture {
+            grid: sequential_grid(mechanism),
+            tuned: options.design.then(|| design.scale(nu)).flatten(),
+        },
+        step: options
+            .look_every
+            .unwrap_or(fixed_n / LOOKS_PER_FIXED_N)
+            .max(1),
+        cap: CAP_IN_FIXED_N.saturating_mul(fixed_n),
+        alpha,
+    };
+    let times = simulate(&walk, seed)?;
+    let detected = times.iter().filter(|&&t| t < walk.cap).count() as f64 / STREAMS as f64;
     Ok(Detection {
         fixed_n,
         median: times[STREAMS / 2] as f64,
@@ -185,7 +244,7 @@ mod tests {
             PlanMechanism::Grr { epsilon: 1.0 },
             PlanMechanism::BitFlip { epsilon: 1.0 },
         ] {
-            let det = sequential_detection(m, &h, 0.05, 0.8, 1).unwrap();
+            let det = sequential_detection(m, &h, 0.05, 0.8, 1, Default::default()).unwrap();
             let ratio = det.median / det.fixed_n as f64;
             assert!((0.8..=1.5).contains(&ratio), "{}: {ratio}", m.name());
             assert!(det.detected > 0.95, "{det:?}");
@@ -208,7 +267,15 @@ mod tests {
     #[test]
     fn no_drift_crosses_at_most_alpha() {
         for nu in [1u32, 2, 15] {
-            let times = simulate(0.0, nu, 50, 100_000, 0.05, 9).unwrap();
+            let walk = Walk {
+                unit: 0.0,
+                nu,
+                mixture: Mixture::uniform(&PRECISION_GRID),
+                step: 50,
+                cap: 100_000,
+                alpha: 0.05,
+            };
+            let times = simulate(&walk, 9).unwrap();
             let rate = times.iter().filter(|&&t| t < 100_000).count() as f64 / STREAMS as f64;
             assert!(
                 rate <= 0.05 + 2.0 * (0.05f64 * 0.95 / STREAMS as f64).sqrt(),

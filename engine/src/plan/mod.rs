@@ -16,7 +16,7 @@ mod svg;
 mod variance;
 
 pub use alternative::{Alternative, Hypotheses};
-pub use detection::{sequential_detection, Detection};
+pub use detection::{sequential_detection, Detection, SequentialOptions};
 pub use ncx2::{chi2_isf, ncx2_sf};
 pub use noncentrality::{noncentrality, PlanMechanism};
 pub use olh_pool::{OlhPoolPower, MAX_POOL_PLAN_WORK};

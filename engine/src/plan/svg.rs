@@ -337,7 +337,9 @@ mod tests {
         ];
         let detections: Vec<Detection> = mechanisms
             .iter()
-            .map(|&m| super::super::sequential_detection(m, &h, 0.05, 0.8, 1).unwrap())
+            .map(|&m| {
+                super::super::sequential_detection(m, &h, 0.05, 0.8, 1, Default::default()).unwrap()
+            })
             .collect();
         for d in &detections {
             assert_eq!(d.detected_by(0.0), 0.0);
