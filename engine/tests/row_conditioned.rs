@@ -429,3 +429,61 @@ fn hadamard_reports_to_detection() {
         );
     }
 }
+
+/// z-scores `(p̂_x − p_x)/s.e._x` of `datasets` datasets with rows weighted `rows`:
+/// returns (largest |mean z| in s.e. of the mean, mean over x of var z, smallest and
+/// largest var z over x).
+fn estimate_z(
+    m: &Mechanism,
+    rows: &[f64],
+    n: u64,
+    datasets: usize,
+    seed: u64,
+) -> (f64, f64, f64, f64) {
+    let p = skewed(m.domain());
+    let mut rng = StdRng::seed_from_u64(seed);
+    let d = p.len();
+    let (mut sum, mut sum_sq) = (vec![0.0; d], vec![0.0; d]);
+    for _ in 0..datasets {
+        let e = m.estimate(&dataset(m, &p, rows, n, &mut rng)).unwrap();
+        for x in 0..d {
+            let z = (e.estimate[x] - p[x]) / e.std_error[x];
+            sum[x] += z;
+            sum_sq[x] += z * z;
+        }
+    }
+    let k = datasets as f64;
+    let mean_z = (0..d)
+        .map(|x| (sum[x] / k).abs() * k.sqrt())
+        .fold(0.0, f64::max);
+    let vars: Vec<f64> = (0..d)
+        .map(|x| sum_sq[x] / k - (sum[x] / k).powi(2))
+        .collect();
+    let lo = vars.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = vars.iter().copied().fold(0.0, f64::max);
+    (mean_z, vars.iter().sum::<f64>() / d as f64, lo, hi)
+}
+
+/// The estimates condition on the rows too: with rows 4–7 thinned by 20% (Hadamard) or
+/// rising 1→3 (cohort), each category's estimate is unbiased (mean z within 4 s.e. of
+/// 0) and its standard error right (var z: its mean over the categories within ±10% of 1,
+/// each within 0.6–1.5, the spread of 64 variances of 200 draws), over 1,000 datasets of
+/// 10⁵ reports (200 at d = 64). Before, the plain `θ/(2η)` was biased under thinned rows.
+#[test]
+fn estimates_are_unbiased_with_unequal_rows() {
+    for (name, m, rows) in [
+        ("hadamard d=8", hadamard(8), thinned_rows(8)),
+        ("cohort d=4 C=16", cohort(4, 16), rising_rows(16)),
+        // Past EXACT_STRATA_WORK: the mean-variance standard errors.
+        ("cohort d=64 C=4096", cohort(64, 4096), rising_rows(4096)),
+    ] {
+        let datasets = if m.domain() > 8 { 200 } else { 1000 };
+        let (mean_z, var_z, lo, hi) = estimate_z(&m, &rows, 100_000, datasets, 41);
+        eprintln!(
+            "| {name} | max |mean z|·√k {mean_z:.2} | var z mean {var_z:.3}, range {lo:.3}–{hi:.3} |"
+        );
+        assert!(mean_z < 4.0, "{name}: mean z {mean_z} s.e. from 0");
+        assert!((var_z - 1.0).abs() < 0.1, "{name}: mean var z {var_z}");
+        assert!(lo > 0.6 && hi < 1.5, "{name}: var z {lo}–{hi}");
+    }
+}

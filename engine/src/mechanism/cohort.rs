@@ -1,12 +1,19 @@
 use nalgebra::DMatrix;
 use rand::Rng;
 
+use super::row_strata::RowMeans;
 use super::Estimate;
 use crate::error::EngineError;
+use crate::sketch::SignedSketch;
 
 /// Largest `cohorts × domain²` for which the engine forms the d×d Gram matrix of the
 /// family; beyond it the exact debiasing costs too much per snapshot.
 pub const MAX_GRAM_WORK: f64 = 4.0e9;
+
+/// Largest `cohorts × domain²` for which a snapshot computes the stratified estimate's
+/// standard errors exactly (about 16 ms of d×d products); beyond it they use the mean of
+/// the cohorts' variances.
+pub const EXACT_STRATA_WORK: f64 = 1.6e7;
 
 /// Seeded random subsets (Sheffet §4): user i draws a cohort `c ∈ [C]` and reports
 /// `y = f_c(x)` with probability `e^ε/(1+e^ε)`, else `−f_c(x)`. Cohort c maps type x to
@@ -168,6 +175,60 @@ impl Cohort {
             estimate: p.iter().copied().collect(),
             std_error,
         }
+    }
+
+    /// The estimate from each cohort's own sign mean (`super::row_strata`), unbiased however
+    /// the cohorts were drawn: `p̂ = A⁻¹θ_s/(2η)`, `θ_s = (1/C) Fᵀm`. Its covariance is
+    /// `A⁻¹ Fᵀdiag(v)F A⁻¹/(2ηC)²`; its diagonal costs C·d², so it is computed exactly
+    /// up to [`EXACT_STRATA_WORK`] and beyond that with v replaced by its mean, which is
+    /// exact when the cohorts are balanced (`Fᵀ v̄ F = v̄·C·A`). Falls back to
+    /// [`Cohort::estimate`] while a cohort has no report.
+    pub fn estimate_by_rows(&self, sketch: &SignedSketch) -> Estimate {
+        let rows = RowMeans::of(sketch.plus(), sketch.minus())
+            .filter(|r| r.means.len() == self.cohorts as usize);
+        let Some(rows) = rows else {
+            return self.estimate(&sketch.signed(), sketch.n());
+        };
+        let c = f64::from(self.cohorts);
+        let two_eta = 2.0 * self.eta();
+        let theta = nalgebra::DVector::from_vec(self.theta(&rows.means, self.cohorts.into()));
+        let p = &self.gram_inverse * theta / two_eta;
+        let d = self.domain as usize;
+        let work = c * (d as f64) * (d as f64);
+        let variance: Vec<f64> = if work <= EXACT_STRATA_WORK {
+            self.stratified_variances(&rows.variances)
+        } else {
+            let mean_v = rows.variances.iter().sum::<f64>() / c;
+            (0..d)
+                .map(|x| mean_v * self.gram_inverse[(x, x)] / c)
+                .collect()
+        };
+        Estimate {
+            estimate: p.iter().copied().collect(),
+            std_error: variance
+                .iter()
+                .map(|v| v.max(0.0).sqrt() / two_eta)
+                .collect(),
+        }
+    }
+
+    /// `diag(A⁻¹ Fᵀdiag(v)F A⁻¹)/C²`: `Σ_c v_c (A⁻¹f_c)_x² / C²`, one d×d product per cohort.
+    fn stratified_variances(&self, v: &[f64]) -> Vec<f64> {
+        let d = self.domain as usize;
+        let c = f64::from(self.cohorts);
+        let mut out = vec![0.0; d];
+        let mut f = nalgebra::DVector::<f64>::zeros(d);
+        for (ci, &vc) in v.iter().enumerate() {
+            for x in 0..d {
+                f[x] = f64::from(self.sign(ci as u32, x as u32));
+            }
+            let g = &self.gram_inverse * &f;
+            out.iter_mut()
+                .zip(g.iter())
+                .for_each(|(o, gx)| *o += vc * gx * gx);
+        }
+        out.iter_mut().for_each(|o| *o /= c * c);
+        out
     }
 
     /// `A = FᵀF/C`, the Gram matrix of the family.

@@ -1,7 +1,9 @@
 use rand::Rng;
 
+use super::row_strata::RowMeans;
 use super::Estimate;
 use crate::error::EngineError;
+use crate::sketch::SignedSketch;
 
 /// Hadamard response (Bassily et al. 2017, Sheffet §4): each user draws a public row
 /// `j ∈ [K]` (K the smallest power of two ≥ d) and reports `y = H[j, x]` with probability
@@ -104,6 +106,30 @@ impl Hadamard {
         Estimate {
             estimate,
             std_error,
+        }
+    }
+}
+
+impl Hadamard {
+    /// The estimate from each row's own sign mean (`super::row_strata`), unbiased however
+    /// the rows were drawn: `p̂ = (1/(2ηK)) (H m)_{0..d}` with one standard error for every
+    /// category, `√(Σ_r v_r)/(2ηK)`. Falls back to [`Hadamard::estimate`] while a row has no
+    /// report.
+    pub fn estimate_by_rows(&self, sketch: &SignedSketch) -> Estimate {
+        let rows = RowMeans::of(sketch.plus(), sketch.minus())
+            .filter(|r| r.means.len() == self.rows() as usize);
+        let Some(rows) = rows else {
+            return self.estimate(&sketch.signed(), sketch.n());
+        };
+        let k = rows.means.len() as f64;
+        let two_eta_k = 2.0 * self.eta() * k;
+        let mut v = rows.means;
+        fwht(&mut v);
+        v.truncate(self.domain as usize);
+        let se = rows.variances.iter().sum::<f64>().sqrt() / two_eta_k;
+        Estimate {
+            std_error: vec![se; v.len()],
+            estimate: v.iter().map(|t| t / two_eta_k).collect(),
         }
     }
 }

@@ -18,6 +18,7 @@ mod ibu;
 mod likelihood;
 mod noise;
 mod olh;
+mod row_strata;
 mod subset;
 pub(crate) mod subset_index;
 
@@ -251,8 +252,8 @@ impl Mechanism {
             (Mechanism::BitFlip(m), Sketch::Bits(s)) => m.estimate(s.bit_counts(), s.n()),
             (Mechanism::Subset(m), Sketch::Bits(s)) => m.estimate(s.bit_counts(), s.n()),
             (Mechanism::Noise(m), Sketch::Sums(s)) => m.estimate(&s.sums_f64(), s.n()),
-            (Mechanism::Hadamard(m), Sketch::Signed(s)) => m.estimate(&s.signed(), s.n()),
-            (Mechanism::Cohort(m), Sketch::Signed(s)) => m.estimate(&s.signed(), s.n()),
+            (Mechanism::Hadamard(m), Sketch::Signed(s)) => m.estimate_by_rows(s),
+            (Mechanism::Cohort(m), Sketch::Signed(s)) => m.estimate_by_rows(s),
             (Mechanism::Olh(m), Sketch::Pool(s)) => m.estimate(s.table(), s.n()),
             _ => return Err(self.sketch_mismatch(sketch)),
         })
