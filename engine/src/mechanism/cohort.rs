@@ -11,9 +11,9 @@ use crate::sketch::SignedSketch;
 pub const MAX_GRAM_WORK: f64 = 4.0e9;
 
 /// Largest `cohorts × domain²` for which a snapshot computes the stratified estimate's
-/// standard errors exactly (about 16 ms of d×d products); beyond it they use the mean of
-/// the cohorts' variances.
-pub const EXACT_STRATA_WORK: f64 = 1.6e7;
+/// standard errors exactly (about a millisecond of d×d products per group and snapshot);
+/// beyond it they use the mean of the cohorts' variances.
+pub const EXACT_STRATA_WORK: f64 = 1.0e6;
 
 /// Seeded random subsets (Sheffet §4): user i draws a cohort `c ∈ [C]` and reports
 /// `y = f_c(x)` with probability `e^ε/(1+e^ε)`, else `−f_c(x)`. Cohort c maps type x to
