@@ -311,6 +311,16 @@ fn print_sequential(
         "note: \"with design_n\" is the test with `design_n = <its fixed-n n>` in its config, \
          which tunes the mixture to that n (docs/STATISTICS.md §10.3); the level holds either way"
     );
+    if mechanisms
+        .iter()
+        .any(|m| matches!(m, PlanMechanism::Olh { .. }))
+    {
+        println!(
+            "note: OLH's sequential test is the exact mixture over its pool_size × g cells \
+             (ν = 8191 at the defaults), far more directions than its fixed-n test's d − 1: \
+             it detects late, and design_n does not help it"
+        );
+    }
     Ok(if all { detections } else { Vec::new() })
 }
 
