@@ -137,20 +137,17 @@ fn plan_sequential_prints_reports_to_detection_beside_the_fixed_n() {
         .skip_while(|l| !l.contains("sequential tests"))
         .find(|l| l.starts_with("GenRR") || l.starts_with("grr"))
         .unwrap_or_else(|| panic!("no GenRR row in {out}"));
-    let ratio: f64 = grr
-        .split('(')
-        .nth(1)
-        .and_then(|s| s.split('×').next())
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no ratio in {grr:?}"));
+    let ratio_at = |k: usize| -> f64 {
+        grr.split('(')
+            .nth(k)
+            .and_then(|s| s.split('×').next())
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no ratio {k} in {grr:?}"))
+    };
+    let ratio = ratio_at(1);
     assert!((1.0..1.5).contains(&ratio), "{grr}");
     // Issue 31: the design_n column, below 1.2× and below the equal-weight one.
-    let tuned: f64 = grr
-        .split('(')
-        .nth(2)
-        .and_then(|s| s.split('×').next())
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no design_n ratio in {grr:?}"));
+    let tuned = ratio_at(2);
     assert!(tuned < 1.2 && tuned < ratio, "{grr}");
     assert!(out.contains("design_n = <its fixed-n n>"), "{out}");
 }

@@ -27,7 +27,7 @@
 //! Wald at α = 0.05, where a Gaussian prior on θ, however tuned, cannot go below 1.55×
 //! (its `ν/2·ln(1 + t/r)` term). Away from N the grid part keeps the sequence shrinking.
 
-use super::design::{log_weighted_pair, DESIGN_WEIGHT};
+use super::design::{first_reaching, log_weighted_pair, DESIGN_WEIGHT};
 use super::gaussian::{log_e_mixture, ASYMPTOTIC_START, PRECISION_GRID};
 
 /// `ln cosh(x)`, without overflow for large |x|.
@@ -61,26 +61,9 @@ pub fn width_in_standard_errors(n: u64, alpha: f64, design_n: Option<u64>) -> Op
     }
     let target = (1.0 / alpha).ln();
     let log_e = |stat: f64| log_e(stat, t, alpha, design_n);
-    // log E is increasing in the statistic: bisect on [0, hi].
-    let mut hi = 1.0;
-    while log_e(hi) < target {
-        hi *= 2.0;
-        if hi > 1e9 {
-            return None;
-        }
-    }
-    let mut lo = 0.0;
-    // Every record computes this (once per group and look): stop at 1e-12 relative,
-    // far below what a width is read to, instead of bisecting to the last bit.
-    while hi - lo > 1e-12 * hi {
-        let mid = 0.5 * (lo + hi);
-        if log_e(mid) < target {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    Some(hi.sqrt())
+    // log E is increasing in the statistic. Every record computes this (once per group and
+    // look): stop at 1e-12 relative, far below what a width is read to.
+    first_reaching(|stat| log_e(stat) >= target, 1e9, 1e-12).map(f64::sqrt)
 }
 
 /// Per category, `[lower, upper]` of the level-(1 − α) confidence sequence at n reports,

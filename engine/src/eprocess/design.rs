@@ -79,20 +79,30 @@ fn solve_power_noncentrality(df: u32, alpha: f64) -> Option<f64> {
         return None;
     }
     let power = |lambda: f64| ncx2_sf(nu, lambda, critical);
+    first_reaching(|lambda| power(lambda) >= DESIGN_POWER, 1e12, 1e-9)
+}
+
+/// The smallest x ≥ 0 (to `relative` precision) where the increasing condition `reached`
+/// holds, by doubling from 1 and then bisection; None when it does not hold by `limit`.
+pub(crate) fn first_reaching(
+    reached: impl Fn(f64) -> bool,
+    limit: f64,
+    relative: f64,
+) -> Option<f64> {
     let (mut lo, mut hi) = (0.0f64, 1.0f64);
-    while power(hi) < DESIGN_POWER {
+    while !reached(hi) {
         lo = hi;
         hi *= 2.0;
-        if hi > 1e12 {
+        if hi > limit {
             return None;
         }
     }
-    while hi - lo > 1e-9 * hi {
+    while hi - lo > relative * hi {
         let mid = 0.5 * (lo + hi);
-        if power(mid) < DESIGN_POWER {
-            lo = mid;
-        } else {
+        if reached(mid) {
             hi = mid;
+        } else {
+            lo = mid;
         }
     }
     Some(hi)
