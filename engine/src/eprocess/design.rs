@@ -20,7 +20,6 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
-use super::dirichlet::log_mean_exp;
 use crate::plan::{chi2_isf, ncx2_sf};
 
 /// The weight of the tuned component. Chosen by simulation at the planner's README
@@ -133,6 +132,22 @@ impl<'a> Mixture<'a> {
     }
 }
 
+/// `ln((1/m) Σ exp(x_i))`, stable for large and infinite entries.
+pub(crate) fn log_mean_exp(logs: &[f64]) -> f64 {
+    if logs.is_empty() {
+        return 0.0;
+    }
+    let top = logs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if top == f64::INFINITY {
+        return f64::INFINITY;
+    }
+    if top == f64::NEG_INFINITY {
+        return f64::NEG_INFINITY;
+    }
+    let sum: f64 = logs.iter().map(|&l| (l - top).exp()).sum();
+    top + (sum / logs.len() as f64).ln()
+}
+
 /// `ln((1 − w)·e^a + w·e^b)`, for `0 < w < 1`.
 pub(crate) fn log_weighted_pair(a: f64, b: f64, w: f64) -> f64 {
     let (la, lb) = (a + (1.0 - w).ln(), b + w.ln());
@@ -146,6 +161,13 @@ pub(crate) fn log_weighted_pair(a: f64, b: f64, w: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn log_mean_exp_is_stable() {
+        assert!((log_mean_exp(&[1000.0, 1000.0]) - 1000.0).abs() < 1e-12);
+        assert!((log_mean_exp(&[0.0, f64::NEG_INFINITY]) - 0.5f64.ln()).abs() < 1e-15);
+        assert_eq!(log_mean_exp(&[f64::INFINITY, 0.0]), f64::INFINITY);
+    }
 
     /// Known values, from scipy 1.17.1:
     /// ```python

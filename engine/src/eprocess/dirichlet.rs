@@ -123,22 +123,6 @@ pub fn log_e_tuned_cells(
     mixture.log_e(|k| log_e_cells(&cells, n, k))
 }
 
-/// `ln((1/m) Σ exp(x_i))`, stable for large and infinite entries.
-pub(crate) fn log_mean_exp(logs: &[f64]) -> f64 {
-    if logs.is_empty() {
-        return 0.0;
-    }
-    let top = logs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    if top == f64::INFINITY {
-        return f64::INFINITY;
-    }
-    if top == f64::NEG_INFINITY {
-        return f64::NEG_INFINITY;
-    }
-    let sum: f64 = logs.iter().map(|&l| (l - top).exp()).sum();
-    top + (sum / logs.len() as f64).ln()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -218,12 +202,5 @@ mod tests {
             let rel = (ln_rising(a, 40) - sum).abs() / sum.abs();
             assert!(rel < 1e-12, "a = {a}: {rel}");
         }
-    }
-
-    #[test]
-    fn log_mean_exp_is_stable() {
-        assert!((log_mean_exp(&[1000.0, 1000.0]) - 1000.0).abs() < 1e-12);
-        assert!((log_mean_exp(&[0.0, f64::NEG_INFINITY]) - 0.5f64.ln()).abs() < 1e-15);
-        assert_eq!(log_mean_exp(&[f64::INFINITY, 0.0]), f64::INFINITY);
     }
 }
