@@ -33,26 +33,25 @@ pub fn fold_pool(seed: &UInt32Array, report: &UInt32Array, sketch: &mut PoolSket
     // Two extra slots after the table count the bad indices and the bad buckets, so that
     // every report is one increment at a computed slot, without a branch on the data.
     let (bad_seed_slot, bad_bucket_slot) = (cells, cells + 1);
-    // 32-bit counters over the table take half the cache of the u64 sketch; a chunk of at
-    // most u32::MAX reports cannot overflow one, so the increments wrap-free add.
-    let mut counts = vec![0u32; cells + 2];
     let mut nulls = 0u64;
     let (table, n) = sketch.parts_mut();
-    let mut flush = |counts: &mut [u32]| {
+    let mut flush = |counts: &[u32]| {
         for (t, &c) in table.iter_mut().zip(counts.iter()) {
             *t += u64::from(c);
         }
-        let bad = (
+        (
             u64::from(counts[bad_seed_slot]),
             u64::from(counts[bad_bucket_slot]),
-        );
-        counts.fill(0);
-        bad
+        )
     };
     let (mut bad_seed, mut bad_bucket) = (0u64, 0u64);
     let mut start = 0;
     while start < len {
         let end = (start + CHUNK).min(len);
+        // 32-bit counters over the table take half the cache of the u64 sketch; a chunk of
+        // at most u32::MAX reports cannot overflow one, so the increments wrap-free add.
+        // A batch is one chunk: a fresh copy per chunk is the only zeroing.
+        let mut counts = vec![0u32; cells + 2];
         match &valid {
             None => count_slots(&idx[start..end], &ys[start..end], shape, &mut counts),
             Some(valid) => {
@@ -65,7 +64,7 @@ pub fn fold_pool(seed: &UInt32Array, report: &UInt32Array, sketch: &mut PoolSket
                 }
             }
         }
-        let (s, b) = flush(&mut counts);
+        let (s, b) = flush(&counts);
         bad_seed += s;
         bad_bucket += b;
         start = end;
