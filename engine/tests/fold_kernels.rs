@@ -4,8 +4,10 @@
 use arrow::array::{Array, FixedSizeBinaryArray, Int8Array, UInt32Array};
 use arrow::buffer::NullBuffer;
 use ldpstream_engine::fold::popcount::{positional_counts_with, Kernel};
-use ldpstream_engine::fold::{fold_bits_scalar, fold_bits_with, fold_signed, fold_signed_scalar};
-use ldpstream_engine::sketch::{BitSketch, RejectReason, SignedSketch};
+use ldpstream_engine::fold::{
+    fold_bits_scalar, fold_bits_with, fold_pool, fold_pool_direct, fold_signed, fold_signed_scalar,
+};
+use ldpstream_engine::sketch::{BitSketch, PoolSketch, RejectReason, SignedSketch};
 use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -207,5 +209,65 @@ proptest! {
             prop_assert_eq!(&got, &expected);
             prop_assert_eq!(got.n() + got.rejected().total(), len as u64);
         }
+    }
+}
+
+/// OLH (seed index, bucket) columns: indices up to a bit beyond `rows`, buckets up to a bit
+/// beyond `g`, and now and then any u32.
+fn pool_batch(
+    (rows, g): (u32, u32),
+    len: usize,
+    offset: usize,
+    null_rate: f64,
+    seed: u64,
+) -> (UInt32Array, UInt32Array) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let total = offset + len;
+    let mut column = |bound: u32| -> Vec<u32> {
+        (0..total)
+            .map(|_| match rng.random_range(0..100) {
+                0 => rng.random(),
+                _ => rng.random_range(0..bound + bound / 20 + 1),
+            })
+            .collect()
+    };
+    let (index, buckets) = (column(rows), column(g));
+    let mut nulls = |rate: f64| {
+        (rate > 0.0).then(|| {
+            NullBuffer::from(
+                (0..total)
+                    .map(|_| !rng.random_bool(rate))
+                    .collect::<Vec<_>>(),
+            )
+        })
+    };
+    let (index_nulls, bucket_nulls) = (nulls(null_rate), nulls(null_rate));
+    (
+        UInt32Array::new(index.into(), index_nulls).slice(offset, len),
+        UInt32Array::new(buckets.into(), bucket_nulls).slice(offset, len),
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// OLH's vector fold (slots and counts a block at a time, through a 32-bit copy)
+    /// against the direct scalar one, from unaligned starts.
+    #[test]
+    fn pool_kernel_matches_the_scalar_fold(
+        shape in prop_oneof![(1u32..64, 2u32..40), Just((1024u32, 8u32)), Just((300u32, 17u32))],
+        len in 0usize..9000,
+        offset in 0usize..9,
+        null_rate in prop_oneof![Just(0.0), Just(0.05)],
+        seed in any::<u64>(),
+    ) {
+        let (index, buckets) = pool_batch(shape, len, offset, null_rate, seed);
+        let (rows, g) = (shape.0 as usize, shape.1 as usize);
+        let mut expected = PoolSketch::new(rows, g);
+        fold_pool_direct(&index, &buckets, &mut expected);
+        let mut got = PoolSketch::new(rows, g);
+        fold_pool(&index, &buckets, &mut got);
+        prop_assert_eq!(&got, &expected);
+        prop_assert_eq!(got.n() + got.rejected().total(), len as u64);
     }
 }

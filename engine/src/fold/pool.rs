@@ -3,12 +3,10 @@ use arrow::buffer::NullBuffer;
 
 use crate::sketch::{PoolSketch, RejectReason};
 
-use super::pool_slots::{block_slots, Shape};
+use super::pool_slots::{count_slots, Shape};
 
 /// Reports per pass over the 32-bit counters.
 const CHUNK: usize = u32::MAX as usize;
-/// Reports whose slots are computed together: 4 KB of slots, in L1 beside the table.
-const BLOCK: usize = 1024;
 
 /// Folds OLH's (pool index, bucket) pairs into the S × g table: one counter increment per
 /// report into a 32-bit copy of the table (allocated once per batch, added into the sketch
@@ -18,8 +16,8 @@ const BLOCK: usize = 1024;
 ///
 /// Reports spread over S·g counters (thousands), so runs on one counter are rare and the
 /// laned sub-tables of the GenRR and signed kernels would not pay for themselves. What
-/// costs is computing `i·g + y`: that is done a block at a time by a vector kernel
-/// ([`block_slots`]), then each slot is one increment.
+/// costs is computing `i·g + y` and reading twice GenRR's bytes per report: the vector
+/// kernel [`count_slots`] does both a block at a time, with the input prefetched.
 pub fn fold_pool(seed: &UInt32Array, report: &UInt32Array, sketch: &mut PoolSketch) {
     let len = seed.len().min(report.len());
     let shape = Shape::new(sketch.pool_size(), sketch.g());
@@ -35,28 +33,27 @@ pub fn fold_pool(seed: &UInt32Array, report: &UInt32Array, sketch: &mut PoolSket
     // Two extra slots after the table count the bad indices and the bad buckets, so that
     // every report is one increment at a computed slot, without a branch on the data.
     let (bad_seed_slot, bad_bucket_slot) = (cells, cells + 1);
-    // 32-bit counters over the table take half the cache of the u64 sketch; a chunk of at
-    // most u32::MAX reports cannot overflow one, so the increments wrap-free add.
-    let mut counts = vec![0u32; cells + 2];
     let mut nulls = 0u64;
     let (table, n) = sketch.parts_mut();
-    let mut flush = |counts: &mut [u32]| {
+    let mut flush = |counts: &[u32]| {
         for (t, &c) in table.iter_mut().zip(counts.iter()) {
             *t += u64::from(c);
         }
-        let bad = (
+        (
             u64::from(counts[bad_seed_slot]),
             u64::from(counts[bad_bucket_slot]),
-        );
-        counts.fill(0);
-        bad
+        )
     };
     let (mut bad_seed, mut bad_bucket) = (0u64, 0u64);
     let mut start = 0;
     while start < len {
         let end = (start + CHUNK).min(len);
+        // 32-bit counters over the table take half the cache of the u64 sketch; a chunk of
+        // at most u32::MAX reports cannot overflow one, so the increments wrap-free add.
+        // A batch is one chunk: a fresh copy per chunk is the only zeroing.
+        let mut counts = vec![0u32; cells + 2];
         match &valid {
-            None => count_blocks(&idx[start..end], &ys[start..end], shape, &mut counts),
+            None => count_slots(&idx[start..end], &ys[start..end], shape, &mut counts),
             Some(valid) => {
                 for k in start..end {
                     if valid.is_valid(k) {
@@ -67,7 +64,7 @@ pub fn fold_pool(seed: &UInt32Array, report: &UInt32Array, sketch: &mut PoolSket
                 }
             }
         }
-        let (s, b) = flush(&mut counts);
+        let (s, b) = flush(&counts);
         bad_seed += s;
         bad_bucket += b;
         start = end;
@@ -77,22 +74,6 @@ pub fn fold_pool(seed: &UInt32Array, report: &UInt32Array, sketch: &mut PoolSket
     rejected.add(RejectReason::Null, nulls);
     rejected.add(RejectReason::SeedOutOfPool, bad_seed);
     rejected.add(RejectReason::BucketOutOfRange, bad_bucket);
-}
-
-/// One increment per report at its slot, the slots a block at a time. At most u32::MAX
-/// reports, so no counter can wrap.
-fn count_blocks(idx: &[u32], ys: &[u32], shape: Shape, counts: &mut [u32]) {
-    let mut slots = [0u32; BLOCK];
-    for (is, yv) in idx.chunks(BLOCK).zip(ys.chunks(BLOCK)) {
-        let block = &mut slots[..is.len()];
-        block_slots(block, is, yv, shape);
-        for &s in block.iter() {
-            // Every slot is below S·g + 2; `get_mut` is the bounds check.
-            if let Some(c) = counts.get_mut(s as usize) {
-                *c = c.wrapping_add(1);
-            }
-        }
-    }
 }
 
 /// The same fold straight into the u64 table, for batches smaller than it.
@@ -127,6 +108,75 @@ pub fn fold_pool_direct(seed: &UInt32Array, report: &UInt32Array, sketch: &mut P
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// The fold as the issue states it, one report at a time into the u64 table.
+    fn scalar_fold(pairs: &[Option<(u32, u32)>], sketch: &mut PoolSketch) {
+        let (g, rows) = (sketch.g(), sketch.pool_size());
+        let (mut nulls, mut bad_seed, mut bad_bucket, mut good) = (0, 0, 0, 0);
+        let (table, n) = sketch.parts_mut();
+        for pair in pairs {
+            match *pair {
+                None => nulls += 1,
+                Some((i, _)) if i as usize >= rows => bad_seed += 1,
+                Some((_, y)) if y as usize >= g => bad_bucket += 1,
+                Some((i, y)) => {
+                    table[i as usize * g + y as usize] += 1;
+                    good += 1;
+                }
+            }
+        }
+        *n += good;
+        let rejected = sketch.rejected_mut();
+        rejected.add(RejectReason::Null, nulls);
+        rejected.add(RejectReason::SeedOutOfPool, bad_seed);
+        rejected.add(RejectReason::BucketOutOfRange, bad_bucket);
+    }
+
+    /// A column value: mostly in range, some just past it, some anywhere in u32.
+    fn value(bound: usize) -> impl Strategy<Value = u32> {
+        let bound = bound as u32;
+        prop_oneof![
+            8 => 0..bound,
+            1 => bound..bound + 3,
+            1 => any::<u32>(),
+        ]
+    }
+
+    /// A shape and a batch over it; a null seed or bucket is a null report.
+    fn batch() -> impl Strategy<Value = (usize, usize, Vec<Option<(u32, u32)>>)> {
+        (1usize..80, 1usize..40, any::<bool>()).prop_flat_map(|(rows, g, with_nulls)| {
+            let report = (value(rows), value(g), 0u8..50)
+                .prop_map(move |(i, y, r)| (!with_nulls || r > 0).then_some((i, y)));
+            (
+                Just(rows),
+                Just(g),
+                proptest::collection::vec(report, 0..5000),
+            )
+        })
+    }
+
+    proptest! {
+        /// Both kernels (the 32-bit copy with the vector slot kernel, and the direct one)
+        /// equal the scalar fold bit for bit, counts and rejections, also when adding to
+        /// a table that already holds counts.
+        #[test]
+        fn every_kernel_equals_the_scalar_fold((rows, g, pairs) in batch(), split in 0usize..5000) {
+            let split = split.min(pairs.len());
+            let column = |f: fn(&(u32, u32)) -> u32, part: &[Option<(u32, u32)>]| {
+                UInt32Array::from(part.iter().map(|p| p.as_ref().map(f)).collect::<Vec<_>>())
+            };
+            let mut expected = PoolSketch::new(rows, g);
+            scalar_fold(&pairs, &mut expected);
+            for kernel in [fold_pool, fold_pool_direct] {
+                let mut s = PoolSketch::new(rows, g);
+                for part in [&pairs[..split], &pairs[split..]] {
+                    kernel(&column(|p| p.0, part), &column(|p| p.1, part), &mut s);
+                }
+                prop_assert_eq!(&s, &expected);
+            }
+        }
+    }
 
     #[test]
     fn counts_cells_and_names_each_rejection() {
