@@ -286,6 +286,9 @@ fn print_sequential(
         match run(false).and_then(|plain| Ok((plain, run(true)?))) {
             Ok((plain, tuned)) => {
                 let cell = |d: &plan::Detection| {
+                    if d.median >= d.cap as f64 {
+                        return format!("> {} (20×)", d.cap);
+                    }
                     format!(
                         "{:.0} ({:.2}×)",
                         d.median,

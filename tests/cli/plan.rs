@@ -175,6 +175,19 @@ fn plan_look_every_spaces_the_looks() {
     let fine = grr_median(&["--look-every", "100"]);
     let coarse = grr_median(&["--look-every", "20000"]);
     assert!(coarse > fine, "{coarse} vs {fine}");
+    // Looks sparser than the simulation's cap (20× the fixed n) say so, not a median of
+    // 2^64 reports.
+    let o = ldpstream(
+        &[
+            PLAN_POWER_0_8,
+            &["--sequential", "--look-every", "18446744073709551615"],
+        ]
+        .concat(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("> 1000100 (20×)"), "{out}");
+    assert!(!out.contains("18446744073709551616"), "{out}");
     let o = ldpstream(&[PLAN_POWER_0_8, &["--sequential", "--look-every", "0"]].concat());
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("--look-every 0"), "{}", stderr(&o));

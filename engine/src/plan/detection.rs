@@ -63,6 +63,8 @@ pub struct Detection {
     pub mean: f64,
     /// Share of simulated streams detected by `CAP_IN_FIXED_N · fixed_n` reports.
     pub detected: f64,
+    /// That cap: streams undetected by it count as detected there.
+    pub cap: u64,
     /// Every simulated stream's reports to detection, sorted (the cap when undetected):
     /// their empirical distribution is the sequential test's power against n.
     pub times: Vec<u64>,
@@ -203,6 +205,7 @@ pub fn sequential_detection(
     let fixed_n = required_n(mechanism, h, alpha, power)?;
     let nu = sequential_df(mechanism, h.domain());
     let design = Design { n: fixed_n, alpha };
+    let cap = CAP_IN_FIXED_N.saturating_mul(fixed_n);
     let walk = Walk {
         unit: mechanism.unit_noncentrality(h)?,
         nu,
@@ -210,11 +213,12 @@ pub fn sequential_detection(
             grid: sequential_grid(mechanism),
             tuned: options.design.then(|| design.scale(nu)).flatten(),
         },
+        // Looks sparser than the cap see nothing before it: the first look is the cap.
         step: options
             .look_every
             .unwrap_or(fixed_n / LOOKS_PER_FIXED_N)
-            .max(1),
-        cap: CAP_IN_FIXED_N.saturating_mul(fixed_n),
+            .clamp(1, cap),
+        cap,
         alpha,
     };
     let times = simulate(&walk, seed)?;
@@ -224,6 +228,7 @@ pub fn sequential_detection(
         median: times[STREAMS / 2] as f64,
         mean: times.iter().map(|&t| t as f64).sum::<f64>() / STREAMS as f64,
         detected,
+        cap: walk.cap,
         times,
     })
 }
