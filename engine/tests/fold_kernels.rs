@@ -150,6 +150,16 @@ fn gcd(mut a: usize, mut b: usize) -> usize {
     a
 }
 
+/// A validity buffer with each entry null at `rate`, or none when `rate` is 0.
+fn random_nulls(rng: &mut StdRng, total: usize, rate: f64) -> Option<NullBuffer> {
+    (rate > 0.0).then(|| {
+        NullBuffer::from(
+            (0..total)
+                .map(|_| !rng.random_bool(rate))
+                .collect::<Vec<_>>(),
+        )
+    })
+}
 /// A batch of (index, sign) pairs: indices up to a bit beyond `rows`, signs mostly ±1.
 fn signed_batch(
     rows: u32,
@@ -172,16 +182,10 @@ fn signed_batch(
             _ => -1,
         })
         .collect();
-    let mut nulls = |rate: f64| {
-        (rate > 0.0).then(|| {
-            NullBuffer::from(
-                (0..total)
-                    .map(|_| !rng.random_bool(rate))
-                    .collect::<Vec<_>>(),
-            )
-        })
-    };
-    let (index_nulls, sign_nulls) = (nulls(null_rate), nulls(null_rate));
+    let (index_nulls, sign_nulls) = (
+        random_nulls(&mut rng, total, null_rate),
+        random_nulls(&mut rng, total, null_rate),
+    );
     (
         UInt32Array::new(index.into(), index_nulls).slice(offset, len),
         Int8Array::new(signs.into(), sign_nulls).slice(offset, len),
@@ -232,16 +236,10 @@ fn pool_batch(
             .collect()
     };
     let (index, buckets) = (column(rows), column(g));
-    let mut nulls = |rate: f64| {
-        (rate > 0.0).then(|| {
-            NullBuffer::from(
-                (0..total)
-                    .map(|_| !rng.random_bool(rate))
-                    .collect::<Vec<_>>(),
-            )
-        })
-    };
-    let (index_nulls, bucket_nulls) = (nulls(null_rate), nulls(null_rate));
+    let (index_nulls, bucket_nulls) = (
+        random_nulls(&mut rng, total, null_rate),
+        random_nulls(&mut rng, total, null_rate),
+    );
     (
         UInt32Array::new(index.into(), index_nulls).slice(offset, len),
         UInt32Array::new(buckets.into(), bucket_nulls).slice(offset, len),
