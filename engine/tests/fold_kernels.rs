@@ -160,6 +160,7 @@ fn random_nulls(rng: &mut StdRng, total: usize, rate: f64) -> Option<NullBuffer>
         )
     })
 }
+
 /// A batch of (index, sign) pairs: indices up to a bit beyond `rows`, signs mostly ±1.
 fn signed_batch(
     rows: u32,
