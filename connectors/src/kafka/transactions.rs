@@ -33,12 +33,12 @@ const TXN_TIMEOUT: Duration = Duration::from_secs(30);
 /// The key of the marker messages that end a partition read ([`read_to_marker`]).
 pub const MARKER_KEY: &[u8] = b"\x00marker";
 
-fn err(context: String, source: KafkaError) -> ConnectorError {
+pub(super) fn err(context: String, source: KafkaError) -> ConnectorError {
     ConnectorError::Kafka { context, source }
 }
 
 /// The client settings of `kafka` (security, options, secrets) for a state client.
-fn base_config(kafka: &KafkaConfig, owner: &str) -> Result<ClientConfig, ConnectorError> {
+pub(super) fn base_config(kafka: &KafkaConfig, owner: &str) -> Result<ClientConfig, ConnectorError> {
     // The source's consumer-only options would make a producer warn; only the shared
     // connection and security settings carry over.
     let connection_only = |options: &BTreeMap<String, String>| -> BTreeMap<String, String> {
@@ -362,35 +362,6 @@ pub fn read_to_marker(
         }
         out.push((key.to_vec(), m.payload().map(<[u8]>::to_vec)));
     }
-}
-
-/// The offset `group` last committed for `topic`/`partition` (None: nothing yet), asked
-/// without joining the group.
-pub fn committed_offset(
-    kafka: &KafkaConfig,
-    group: &str,
-    topic: &str,
-    partition: i32,
-) -> Result<Option<i64>, ConnectorError> {
-    let mut config = base_config(kafka, &format!("offsets of group {group:?}"))?;
-    config
-        .set("group.id", group)
-        .set("enable.auto.commit", "false")
-        .set("isolation.level", "read_committed");
-    let consumer: BaseConsumer = config
-        .create()
-        .map_err(|e| err(format!("offsets of group {group:?}"), e))?;
-    let mut tpl = TopicPartitionList::new();
-    tpl.add_partition(topic, partition);
-    let committed = consumer
-        .committed_offsets(tpl, Duration::from_secs(30))
-        .map_err(|e| err(format!("committed offset of {topic:?}/{partition}"), e))?;
-    Ok(committed
-        .find_partition(topic, partition)
-        .and_then(|e| match e.offset() {
-            Offset::Offset(o) => Some(o),
-            _ => None,
-        }))
 }
 
 /// A message's key and payload (None: a tombstone).

@@ -7,6 +7,7 @@ mod fold;
 mod merge;
 mod partial;
 mod stream;
+mod view;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -32,6 +33,7 @@ pub(super) fn spawn(
     shared: Arc<Shared>,
     snapshot_interval: Duration,
     on_failure: impl Fn(String, Error) + Clone + Send + 'static,
+    on_end: impl Fn(String) + Send + 'static,
 ) -> Result<Vec<std::thread::JoinHandle<()>>, Error> {
     let mechanism = Mechanism::from_config(&config.mechanism)?;
     let layout = ReportLayout::of(config, &mechanism);
@@ -92,7 +94,9 @@ pub(super) fn spawn(
     let merge = std::thread::Builder::new()
         .name(format!("merge-{name}"))
         .spawn(move || {
-            if let Err(e) = merge::run(s.clone(), stop, shared, snapshot_interval) {
+            let name = s.config.name.clone();
+            let end = move || on_end(name.clone());
+            if let Err(e) = merge::run(s.clone(), stop, shared, snapshot_interval, end) {
                 on_failure(s.config.name.clone(), e);
             }
         })
