@@ -233,7 +233,6 @@ pub(super) fn start_streams(
             if let Some(scale_out) = &kafka.scale_out {
                 // Its state is in Kafka, not in this instance's checkpoint.
                 let events = events_tx.clone();
-                let ended = events_tx.clone();
                 if kafka.end_marker {
                     running.bounded += 1;
                 }
@@ -244,11 +243,8 @@ pub(super) fn start_streams(
                     running.stop.clone(),
                     shared.clone(),
                     config.serve.snapshot_interval.as_std(),
-                    move |name, e| {
-                        let _ = events.send(WorkerEvent::Failed(name, e));
-                    },
-                    move |name| {
-                        let _ = ended.send(WorkerEvent::Ended(name));
+                    move |event| {
+                        let _ = events.send(event);
                     },
                 )?);
                 continue;

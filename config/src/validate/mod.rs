@@ -31,6 +31,7 @@ impl ConfigFile {
             max_state_memory: self.max_state_memory,
         };
         validate_topic_names(&config)?;
+        kafka::validate_scale_out_state(&config)?;
         validate_state_memory(config.max_state_memory)?;
         Ok(config)
     }

@@ -38,7 +38,10 @@ pub(super) fn err(context: String, source: KafkaError) -> ConnectorError {
 }
 
 /// The client settings of `kafka` (security, options, secrets) for a state client.
-pub(super) fn base_config(kafka: &KafkaConfig, owner: &str) -> Result<ClientConfig, ConnectorError> {
+pub(super) fn base_config(
+    kafka: &KafkaConfig,
+    owner: &str,
+) -> Result<ClientConfig, ConnectorError> {
     // The source's consumer-only options would make a producer warn; only the shared
     // connection and security settings carry over.
     let connection_only = |options: &BTreeMap<String, String>| -> BTreeMap<String, String> {

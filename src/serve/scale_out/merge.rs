@@ -279,7 +279,10 @@ impl Merge<'_> {
             return Ok(false);
         }
         if state.view.has_pending() {
-            match self.fold_offsets.of_partitions(&s.topic, s.input_partitions) {
+            match self
+                .fold_offsets
+                .of_partitions(&s.topic, s.input_partitions)
+            {
                 Ok(committed) => state.view.promote(s, &committed),
                 Err(e) => {
                     warn!(stream = %s.config.name, error = %e, "merge: the fold's committed offsets could not be read; its newest partials wait for the next round")
@@ -411,3 +414,62 @@ impl Merge<'_> {
 
 /// Another instance took the merge over.
 struct Fenced;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::serve::scale_out::stream::tests::stream;
+    use crate::serve::startup::shared_state;
+
+    fn record(stream: &str, test: &str) -> TestRecord {
+        serde_json::from_value(serde_json::json!({
+            "stream": stream, "test": test, "method": "chi2", "mechanism": "grr",
+            "n": 10, "reject": false, "alpha": 0.05,
+            "estimate": [], "std_error": [], "mle": [], "mle_converged": true,
+            "mle_iterations": 0, "privacy": {"kind": "grr"}, "calibration": "asymptotic",
+            "rejected_reports": {}, "inconclusive": false,
+        }))
+        .unwrap()
+    }
+
+    /// Issue 34, item 10: a former merge owner kept serving its provisional records, and
+    /// nothing said which instance owned the merge.
+    #[test]
+    fn a_former_owner_withdraws_its_records_and_the_gauge_follows_the_owner() {
+        let s = stream();
+        let config = ldpstream_config::Config {
+            streams: vec![s.config.clone()],
+            serve: Default::default(),
+            max_state_memory: None,
+        };
+        let shared = shared_state(&config).unwrap();
+        let gauge = || {
+            shared
+                .metrics
+                .scale_out_merge_owner
+                .with_label_values(&["k"])
+                .get()
+        };
+        let mut ownership = Ownership::new(&s, &shared);
+        assert_eq!(gauge(), 0);
+        ownership.observe(true);
+        assert_eq!(gauge(), 1);
+        shared.publish(&[record("k", "minute"), record("other", "t")]);
+        ownership.observe(true);
+        assert_eq!(shared.results.lock().unwrap().len(), 2);
+        ownership.observe(false);
+        assert_eq!(gauge(), 0);
+        let left: Vec<String> = shared
+            .results
+            .lock()
+            .unwrap()
+            .keys()
+            .map(|k| k.0.clone())
+            .collect();
+        assert_eq!(
+            left,
+            vec!["other".to_string()],
+            "only this stream's records go"
+        );
+    }
+}

@@ -412,8 +412,13 @@ mod tests {
         let mut v = PartialsView::default();
         let own = OwnValues::CommittedThrough(Some(400));
         for (through, n, read) in [(MINUTE, 3, 300), (2 * MINUTE, 5, 400), (3 * MINUTE, 8, 500)] {
-            v.apply(&s, &Key::Emitted.encode(), Some(&emitted(through, read)), own)
-                .unwrap();
+            v.apply(
+                &s,
+                &Key::Emitted.encode(),
+                Some(&emitted(through, read)),
+                own,
+            )
+            .unwrap();
             v.apply(&s, &Key::Retired.encode(), Some(&retired(n, read)), own)
                 .unwrap();
         }
@@ -498,8 +503,13 @@ mod tests {
         };
         // Catching up: the previous owner's markers, in order.
         for through in [MINUTE, 2 * MINUTE] {
-            v.apply(&s, &Key::Emitted.encode(), Some(&marker(through)), CATCHING_UP)
-                .unwrap();
+            v.apply(
+                &s,
+                &Key::Emitted.encode(),
+                Some(&marker(through)),
+                CATCHING_UP,
+            )
+            .unwrap();
         }
         assert_eq!(v.emitted.map(|e| e.finalized_through), Some(2 * MINUTE));
         // Owning: this owner committed 3 and 4 minutes, then reads its 3-minute marker.
