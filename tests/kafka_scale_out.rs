@@ -77,6 +77,11 @@ name = "all"
 kind = "gof"
 null = "uniform"
 window = { kind = "cumulative" }
+[[stream.test]]
+name = "global"
+kind = "gof"
+null = "uniform"
+window = { kind = "global" }
 "#;
 
 /// A serve config for one instance: its own state directory, the shared group.
@@ -358,8 +363,9 @@ fn instances_join_and_die_yet_each_window_has_one_final_equal_to_batch() {
     create_topic_with_partitions(&brokers, &results, RESULT_PARTITIONS);
     let rows = reports(60_000);
     let expected = batch_finals(dir.path(), &rows);
-    // Five one-minute windows and the cumulative one, for each of the two groups.
-    assert_eq!(expected.len(), 12);
+    // Five one-minute windows, the cumulative and the global one, for each of the two
+    // groups.
+    assert_eq!(expected.len(), 14);
     let msgs = messages(&rows);
     let third = msgs.len() / 3;
     let cfg = |name: &str| instance(dir.path(), name, &brokers, &topic, &group, &results);
