@@ -214,14 +214,15 @@ fn start(config: &Path) -> Serve {
     Serve::start_with_env(config, &[], &[("RUST_LOG", "info")])
 }
 
-/// The instance that owns the merge now: the last to log taking it that has not logged
-/// losing it since.
-fn merge_owner(instances: &[Serve]) -> Option<usize> {
+/// The instance that owns the merge now and has read the partials back: the one whose
+/// newest read-back follows its newest take-over and no loss since.
+fn settled_merge_owner(instances: &[Serve]) -> Option<usize> {
     instances.iter().position(|s| {
         let log = s.stderr.lock().unwrap();
         let took = log.rfind("this instance owns the partials topic");
         let lost = log.rfind("the partials topic moved to another instance");
-        took.is_some() && took > lost
+        let read = log.rfind("merge: partials read back; emitting from here");
+        took.is_some() && took > lost && read > took
     })
 }
 
@@ -310,7 +311,9 @@ fn kill_merge_owner(
             .matches("merge: final records emitted")
             .count()
     };
-    let owner = merge_owner(instances).expect("one instance owns the merge");
+    let owner = eventually("a settled merge owner", Duration::from_secs(60), || {
+        settled_merge_owner(instances)
+    });
     // The gauge names the owner, and only it.
     eventually("the owner gauge", Duration::from_secs(10), || {
         let gauges: Vec<Option<f64>> = instances.iter().map(owner_gauge).collect();
@@ -411,12 +414,14 @@ fn instances_join_and_die_yet_each_window_has_one_final_equal_to_batch() {
     // has not committed, and maybe a transaction it has not finished. Its partitions are
     // restored from their changelogs by the others, and read again from the committed
     // offsets.
+    let merging = eventually("a settled merge owner", Duration::from_secs(60), || {
+        settled_merge_owner(&instances)
+    });
     produce(&brokers, &topic, &msgs[2 * third..]);
     std::thread::sleep(kills.fold_delay);
-    let merging = merge_owner(&instances);
-    let victim = (0..instances.len()).find(|i| Some(*i) != merging).unwrap();
+    let victim = (0..instances.len()).find(|i| *i != merging).unwrap();
     eprintln!(
-        "killing instance {victim} (the merge is on {merging:?}) mid-fold, {:?} into the last third",
+        "killing instance {victim} (the merge is on {merging}) mid-fold, {:?} into the last third",
         kills.fold_delay
     );
     let mut dead_too = instances.remove(victim);
