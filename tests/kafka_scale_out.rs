@@ -175,8 +175,13 @@ fn committed_results(brokers: &str, topic: &str, count: usize, settle: Duration)
     out
 }
 
-/// Checks exactly one final per window, equal to batch's.
+/// Checks exactly one final per window, equal to batch's. With
+/// `LDPSTREAM_BROKER_SHOWS_ABORTED=1` (scripts/scale_out_stress.sh on Tansu 0.6.0, whose
+/// `read_committed` returns aborted transactions) a window may also have copies from a
+/// merge transaction a kill cut, each equal to batch's as well: they are counted and
+/// printed (`DUPLICATE_FINALS`), never a different count.
 fn assert_once_and_equal(got: &[Value], expected: &BTreeMap<String, Value>) {
+    let shows_aborted = std::env::var("LDPSTREAM_BROKER_SHOWS_ABORTED").as_deref() == Ok("1");
     let mut seen: BTreeMap<String, Vec<&Value>> = BTreeMap::new();
     for r in got {
         assert_eq!(
@@ -191,21 +196,25 @@ fn assert_once_and_equal(got: &[Value], expected: &BTreeMap<String, Value>) {
         .map(|(k, _)| k)
         .collect();
     assert!(
-        repeated.is_empty(),
+        shows_aborted || repeated.is_empty(),
         "final records emitted more than once: {repeated:?}"
     );
-    let got: BTreeMap<String, Value> = seen.into_iter().map(|(k, v)| (k, v[0].clone())).collect();
+    if !repeated.is_empty() {
+        eprintln!("DUPLICATE_FINALS n={} windows={repeated:?}", repeated.len());
+    }
     assert_eq!(
-        got.len(),
+        seen.len(),
         expected.len(),
         "windows: {:?}",
-        got.keys().collect::<Vec<_>>()
+        seen.keys().collect::<Vec<_>>()
     );
     for (k, want) in expected {
-        let have = got
+        let copies = seen
             .get(k)
             .unwrap_or_else(|| panic!("no final record for {k}"));
-        assert_eq!(have, want, "{k}");
+        for have in copies {
+            assert_eq!(*have, want, "{k}");
+        }
     }
 }
 

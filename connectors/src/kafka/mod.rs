@@ -20,7 +20,7 @@ pub mod sink;
 pub mod source;
 pub mod transactions;
 
-pub use consumer::{GroupConsumer, GroupMetadata, Polled};
+pub use consumer::{GroupConsumer, GroupMetadata, Isolation, Polled};
 pub use decode::{encode_binary_u32, Decoded, MessageDecoder, BAD_MESSAGE};
 pub use group::{PartitionHandler, StartAt};
 pub use partitioned::PartitionedSource;

@@ -6,7 +6,8 @@
 //! or below the fold group's committed offset for its partition, and a fold take-over's
 //! [`Resumed`] message drops every earlier value of the partition tagged above the
 //! committed offset. The merge's own values are taken only if their tag is at or below
-//! the merge group's committed offset on the partials topic.
+//! the merge group's committed offset on the partials topic. So the merge needs no
+//! `read_committed` from the broker, and reads the topic `read_uncommitted`.
 
 use std::collections::BTreeMap;
 
