@@ -44,6 +44,10 @@ struct MergeState {
     committed: Option<i64>,
     /// The partials-topic offset after the last message applied.
     read: Option<i64>,
+    /// The tag of this owner's last transaction, committed or not (at first: `committed`).
+    last_tag: Option<i64>,
+    /// Since when fold values wait for their commit (for the log).
+    waiting_since: Option<Instant>,
     view: PartialsView,
 }
 
@@ -73,6 +77,8 @@ impl MergeHandler {
             since: Instant::now(),
             committed,
             read: None,
+            last_tag: committed,
+            waiting_since: None,
             view: PartialsView::default(),
         })
     }
@@ -284,17 +290,7 @@ impl Merge<'_> {
         if !state.caught_up {
             return Ok(false);
         }
-        if state.view.has_pending() {
-            match self
-                .fold_offsets
-                .of_partitions(&s.topic, s.input_partitions)
-            {
-                Ok(committed) => state.view.promote(s, &committed),
-                Err(e) => {
-                    warn!(stream = %s.config.name, error = %e, "merge: the fold's committed offsets could not be read; its newest partials wait for the next round")
-                }
-            }
-        }
+        self.promote(state);
         let t0 = Instant::now();
         let mut store = state.view.merged_store(s)?;
         let due = take_due(&s.config, &mut store, true)?;
@@ -320,7 +316,8 @@ impl Merge<'_> {
             let emitted = Emitted {
                 finalized_through: through.unwrap_or(i64::MIN),
                 first_pane: store.first_pane(),
-                read: state.read,
+                // Set by `emit`, which tags the transaction.
+                read: None,
             };
             match self.emit(state, &records, emitted) {
                 Ok(true) => {}
@@ -340,6 +337,35 @@ impl Merge<'_> {
             .snapshot_seconds
             .observe(t0.elapsed().as_secs_f64());
         Ok(ended)
+    }
+
+    /// Uses the fold values whose transaction the fold group's offsets say committed.
+    /// Values that keep waiting are logged every 10 s: a fold that commits nothing holds
+    /// every window open.
+    fn promote(&self, state: &mut MergeState) {
+        let s = self.s;
+        if !state.view.has_pending() {
+            return;
+        }
+        match self
+            .fold_offsets
+            .of_partitions(&s.topic, s.input_partitions)
+        {
+            Ok(committed) => {
+                let used = state.view.promote(s, &committed);
+                let waiting = state.view.pending_tags();
+                let since = *state.waiting_since.get_or_insert_with(Instant::now);
+                if waiting.is_empty() || used > 0 {
+                    state.waiting_since = None;
+                } else if since.elapsed() >= Duration::from_secs(10) {
+                    info!(stream = %s.config.name, waiting = ?waiting, committed = ?committed, "merge: fold values (lowest, highest tag per partition) still wait for a committed offset at their tag");
+                    state.waiting_since = Some(Instant::now());
+                }
+            }
+            Err(e) => {
+                warn!(stream = %s.config.name, error = %e, "merge: the fold's committed offsets could not be read; its newest partials wait for the next round")
+            }
+        }
     }
 
     /// Commits the final records of `records`, the emitted marker, the retired sketch and
@@ -381,7 +407,13 @@ impl Merge<'_> {
         };
         // The emitted marker and the retired sketch go together in every transaction,
         // tagged alike, so a new owner never pairs one with the other's predecessor.
-        let tag = state.read.map(|r| (s.partials.as_str(), 0, r));
+        let next = next_tag(state.read, state.last_tag);
+        state.last_tag = Some(next);
+        let emitted = Emitted {
+            read: Some(next),
+            ..emitted
+        };
+        let tag = Some((s.partials.as_str(), 0, next));
         messages.push(s.to_partials(Key::Emitted.encode(), Some(encode_json(&emitted))));
         let retired_bytes = encode_pane(&s.config, Pane::Untimed, &retired, tag);
         messages.push(s.to_partials(Key::Retired.encode(), Some(retired_bytes)));
@@ -392,7 +424,7 @@ impl Merge<'_> {
             };
             messages.push(s.to_partials(key.encode(), None));
         }
-        let offsets = state.read.map(|next| TxnOffsets {
+        let offsets = Some(TxnOffsets {
             group: &group,
             topic: &s.partials,
             partition: 0,
@@ -421,6 +453,20 @@ impl Merge<'_> {
 /// Another instance took the merge over.
 struct Fenced;
 
+/// The tag (and merge-group offset) of the next merge transaction: the partials offset
+/// read so far, but always above the last transaction's, committed or aborted. A
+/// transaction whose round only promoted fold values reads nothing new; tagged as the one
+/// before it and cut by a kill, it would pass a new owner's check (tag at or below the
+/// committed offset) and, on a broker that shows aborted transactions, its emitted marker
+/// could be taken without its retired sketch, which loses the panes it retired (seen in
+/// scripts/scale_out_stress.sh: a cumulative window 891 reports short). It stays below
+/// the partials topic's end (each transaction appends two messages at least), so a later
+/// owner's tags, which start past its own marker, are above every earlier owner's.
+fn next_tag(read: Option<i64>, last: Option<i64>) -> i64 {
+    let after_last = last.map_or(0, |l| l.saturating_add(1));
+    read.unwrap_or(0).max(after_last)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -436,6 +482,18 @@ mod tests {
             "rejected_reports": {}, "inconclusive": false,
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn every_merge_transaction_is_tagged_above_the_last_even_when_nothing_new_was_read() {
+        // Taking over: nothing committed yet, then the group's committed offset 40.
+        assert_eq!(next_tag(Some(10), None), 10);
+        assert_eq!(next_tag(Some(30), Some(40)), 41);
+        // Rounds that read nothing new still get a tag of their own.
+        assert_eq!(next_tag(Some(50), Some(50)), 51);
+        assert_eq!(next_tag(Some(50), Some(51)), 52);
+        assert_eq!(next_tag(Some(90), Some(52)), 90);
+        assert_eq!(next_tag(None, Some(i64::MAX)), i64::MAX);
     }
 
     /// Issue 34, item 10: a former merge owner kept serving its provisional records, and

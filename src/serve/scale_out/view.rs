@@ -127,21 +127,34 @@ impl PartialsView {
     }
 
     /// Uses, in log order, every pending value whose tag is at or below its partition's
-    /// committed offset in `committed` (the fold group's).
-    pub(super) fn promote(&mut self, s: &ScaleOutStream, committed: &BTreeMap<i32, i64>) {
+    /// committed offset in `committed` (the fold group's); returns how many.
+    pub(super) fn promote(&mut self, s: &ScaleOutStream, committed: &BTreeMap<i32, i64>) -> usize {
         let pending = std::mem::take(&mut self.pending);
+        let mut used = 0;
         for p in pending {
             if committed.get(&p.partition).is_some_and(|&c| p.tag <= c) {
                 self.take(s, p.partition, p.value);
+                used += 1;
             } else {
                 self.pending.push(p);
             }
         }
+        used
     }
 
     /// Whether some fold value waits for its transaction's commit.
     pub(super) fn has_pending(&self) -> bool {
         !self.pending.is_empty()
+    }
+
+    /// The lowest and highest tag waiting, per partition.
+    pub(super) fn pending_tags(&self) -> BTreeMap<i32, (i64, i64)> {
+        let mut tags: BTreeMap<i32, (i64, i64)> = BTreeMap::new();
+        for p in &self.pending {
+            let e = tags.entry(p.partition).or_insert((p.tag, p.tag));
+            *e = (e.0.min(p.tag), e.1.max(p.tag));
+        }
+        tags
     }
 
     fn take(&mut self, s: &ScaleOutStream, partition: i32, v: FoldValue) {
