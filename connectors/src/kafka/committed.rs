@@ -28,7 +28,10 @@ impl CommittedOffsets {
         config
             .set("group.id", group)
             .set("enable.auto.commit", "false")
-            .set("isolation.level", "read_committed");
+            // Not read_committed, with which librdkafka asks for stable offsets and waits
+            // while a transaction's offsets are pending: only committed ones are wanted,
+            // and a pending transaction must not hold the merge up.
+            .set("isolation.level", "read_uncommitted");
         let consumer: BaseConsumer = config
             .create()
             .map_err(|e| err(format!("offsets of group {group:?}"), e))?;

@@ -209,9 +209,11 @@ fn restore_partition(
     messages: Vec<KeyedPayload>,
     committed: Option<i64>,
 ) -> Result<(RestoredPanes, Progress, usize), Error> {
-    // A value tagged with a later offset is from a transaction that did not commit (a
-    // broker's `read_committed` should have hidden it; Tansu's does not): taking it
-    // would count the reports after the committed offset twice.
+    // A value tagged with a later offset is from a transaction that did not commit (the
+    // changelog is read `read_uncommitted`, and Tansu's `read_committed` would show it
+    // too): taking it would count the reports after the committed offset twice. One
+    // tagged with the committed offset itself holds the same reports as the committed
+    // value (the tag moves with every report folded).
     let after_commit = |tag: Option<i64>| match (tag, committed) {
         (Some(t), Some(c)) => t > c,
         (Some(_), None) => true,
