@@ -347,20 +347,10 @@ impl Merge<'_> {
         if !state.view.has_pending() {
             return;
         }
-        // Values waiting for over 2 s are checked with a client of its own: in the stress
-        // runs the long-lived one kept answering an end marker's transaction's offsets
-        // with the ones before it (Tansu 0.6.0), and every window stayed open.
-        let stuck = state
-            .waiting_since
-            .is_some_and(|t| t.elapsed() >= Duration::from_secs(2));
-        let fetched = if stuck {
-            CommittedOffsets::open(&s.kafka, &s.app)
-                .and_then(|fresh| fresh.of_partitions(&s.topic, s.input_partitions))
-        } else {
-            self.fold_offsets
-                .of_partitions(&s.topic, s.input_partitions)
-        };
-        match fetched {
+        match self
+            .fold_offsets
+            .of_partitions(&s.topic, s.input_partitions)
+        {
             Ok(committed) => {
                 let used = state.view.promote(s, &committed);
                 let waiting = state.view.pending_tags();
