@@ -28,9 +28,8 @@ impl CommittedOffsets {
         config
             .set("group.id", group)
             .set("enable.auto.commit", "false")
-            // Not read_uncommitted: with it, Tansu 0.6.0 answered a transaction's
-            // committed offsets late or not at all (the end markers' offsets never showed,
-            // and the merge waited for ever in scripts/scale_out_stress.sh).
+            // As the group's own consumers ask. (Tansu 0.6.0 sometimes never reports a
+            // transaction's offsets, with either isolation level: benches/RESULTS.md.)
             .set("isolation.level", "read_committed");
         let consumer: BaseConsumer = config
             .create()
