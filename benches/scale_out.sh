@@ -41,7 +41,6 @@ config() {
 [serve]
 listen = "127.0.0.1:0"
 snapshot_interval = "1s"
-checkpoint_dir = "$5"
 [[stream]]
 name = "bench"
 source = { kind = "kafka", brokers = "$broker", topics = ["$3"], group_id = "$2", format = "binary", end_marker = true, scale_out = { results_topic = "$4", commit_interval = "1s" } }

@@ -42,6 +42,8 @@ pub struct Metrics {
     pub checkpoint_failures: IntCounter,
     pub groups_kept: IntGaugeVec,
     pub overflow_reports: IntCounterVec,
+    /// Scale-out streams: 1 on the instance that owns the stream's merge, 0 elsewhere.
+    pub scale_out_merge_owner: IntGaugeVec,
     /// The result metrics' group labels, one per group column of any stream.
     groups: GroupLabels,
 }
@@ -353,7 +355,19 @@ impl Metrics {
             result_labels.iter().copied().chain(["category"]).collect();
         let results = ResultMetrics::register(&r, &result_labels, &estimate_labels)?;
         let ops = OperationMetrics::register(&r)?;
+        let scale_out_merge_owner = register(
+            &r,
+            IntGaugeVec::new(
+                Opts::new(
+                    "ldpstream_scale_out_merge_owner",
+                    "Scale-out streams: 1 on the instance that owns the stream's merge (and \
+                     writes its final records), 0 on the others.",
+                ),
+                &["stream"],
+            ),
+        )?;
         Ok(Metrics {
+            scale_out_merge_owner,
             statistic: results.statistic,
             p_value: results.p_value,
             reject: results.reject,

@@ -139,9 +139,11 @@ struct StateFiles {
 struct Running {
     runtimes: Vec<Arc<StreamRuntime>>,
     threads: Vec<std::thread::JoinHandle<()>>,
-    /// Streams with a bounded source: when each has ended and they are all the streams,
-    /// the service stops by itself.
+    /// Streams with a bounded source (scale-out ones with `end_marker` too): when each has
+    /// ended and they are all the streams, the service stops by itself.
     bounded: usize,
+    /// Every stream of the config, scale-out ones included.
+    streams: usize,
     events: mpsc::UnboundedReceiver<WorkerEvent>,
     /// Set to stop the sources and the scale-out workers.
     stop: Arc<AtomicBool>,

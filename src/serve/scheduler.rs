@@ -82,7 +82,7 @@ pub(super) async fn run(
                 Some(WorkerEvent::Ended(name)) => {
                     info!(stream = %name, "bounded source exhausted");
                     ended += 1;
-                    if ended == running.bounded && running.bounded == running.runtimes.len() {
+                    if ended == running.bounded && running.bounded == running.streams {
                         return Ok(None);
                     }
                 }

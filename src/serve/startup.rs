@@ -271,6 +271,7 @@ pub(super) fn start_streams(
         runtimes: Vec::new(),
         threads: Vec::new(),
         bounded: 0,
+        streams: config.streams.len(),
         events,
         stop: Arc::new(AtomicBool::new(false)),
         files: StateFiles::default(),
@@ -287,6 +288,9 @@ pub(super) fn start_streams(
             if let Some(scale_out) = &kafka.scale_out {
                 // Its state is in Kafka, not in this instance's checkpoint.
                 let events = events_tx.clone();
+                if kafka.end_marker {
+                    running.bounded += 1;
+                }
                 running.threads.extend(scale_out::spawn(
                     stream,
                     kafka,
@@ -294,8 +298,8 @@ pub(super) fn start_streams(
                     running.stop.clone(),
                     shared.clone(),
                     config.serve.snapshot_interval.as_std(),
-                    move |name, e| {
-                        let _ = events.send(WorkerEvent::Failed(name, e));
+                    move |event| {
+                        let _ = events.send(event);
                     },
                 )?);
                 continue;

@@ -1,7 +1,10 @@
 //! A Kafka source: its own keys, scale-out's restrictions, and event time.
 
 use crate::error::ConfigError;
-use crate::model::{EventTime, KafkaConfig, MechanismConfig, MessageFormat, ScaleOutConfig};
+use crate::model::{
+    Config, EventTime, KafkaConfig, MechanismConfig, MessageFormat, ScaleOutConfig, SourceConfig,
+    StreamConfig,
+};
 use crate::toml_form::StreamTable;
 use crate::window::WindowConfig;
 
@@ -179,6 +182,28 @@ fn validate_scale_out(
     Ok(())
 }
 
+/// `serve.checkpoint_dir` holds sketches, source positions and privacy ledgers of the
+/// streams whose state is local; a scale-out stream's state is in Kafka. A config whose
+/// every stream is scale-out has nothing to put there, and an operator who sets it would
+/// believe the state is kept on the machine (and copy or back it up) when it is not.
+pub(super) fn validate_scale_out_state(config: &Config) -> Result<(), ConfigError> {
+    let scale_out =
+        |s: &StreamConfig| matches!(&s.source, SourceConfig::Kafka(k) if k.scale_out.is_some());
+    let Some(dir) = &config.serve.checkpoint_dir else {
+        return Ok(());
+    };
+    if !config.streams.is_empty() && config.streams.iter().all(scale_out) {
+        return Err(ConfigError::invalid(
+            "serve.checkpoint_dir",
+            format!("{dir:?}"),
+            "no checkpoint_dir when every stream is scale_out: their state (sketches, offsets, \
+             emitted windows) lives in Kafka's state topics, and nothing would be kept in this \
+             directory; remove the key",
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::test_support::{err, GOOD};
@@ -237,6 +262,22 @@ mod tests {
         Config::from_toml_str(&kafka("none", "{ kind = \"cumulative\" }"), "t").unwrap();
         let e = err(&kafka("wall", "{ kind = \"global\" }"));
         assert!(e.contains("wall"), "{e}");
+    }
+
+    /// Issue 34, item 10: with every stream scale-out, `checkpoint_dir` was accepted, got a
+    /// LOCK and tiny checkpoints, and the log said the state was kept there.
+    #[test]
+    fn checkpoint_dir_is_refused_when_every_stream_is_scale_out() {
+        let so = "[[stream]]\nname = \"k\"\nsource = { kind = \"kafka\", brokers = \"b:9092\", topics = [\"in\"], group_id = \"g\", scale_out = { results_topic = \"out\" } }\nmechanism = { kind = \"grr\", epsilon = 1.0, domain = 4 }\n";
+        let e = err(&format!("[serve]\ncheckpoint_dir = \"/var/ck\"\n{so}"));
+        assert!(
+            e.contains("serve.checkpoint_dir") && e.contains("/var/ck") && e.contains("in Kafka"),
+            "{e}"
+        );
+        Config::from_toml_str(so, "t").unwrap();
+        // A stream whose state is local needs the directory: kept.
+        let mixed = format!("[serve]\ncheckpoint_dir = \"/var/ck\"\n{so}{}", GOOD);
+        Config::from_toml_str(&mixed, "t").unwrap();
     }
 
     #[test]

@@ -40,6 +40,7 @@ impl ConfigFile {
             ledger,
         };
         validate_topic_names(&config)?;
+        kafka::validate_scale_out_state(&config)?;
         validate_state_memory(config.max_state_memory)?;
         Ok(config)
     }

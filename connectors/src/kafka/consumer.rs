@@ -16,9 +16,24 @@ use super::group::{GroupContext, PartitionHandler, StartAt};
 use crate::emit::SourceEvents;
 use crate::error::ConnectorError;
 
+/// Which messages of transactions a [`GroupConsumer`] reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isolation {
+    /// Only committed ones (`read_committed`; on a broker that implements KIP-98).
+    Committed,
+    /// Every message, also of open and aborted transactions (`read_uncommitted`): for a
+    /// reader that tells committed values from others by itself, which an open
+    /// transaction then never holds up.
+    Uncommitted,
+}
+
 /// A consumer in `group_id` with the source's defaults and the user's options, offsets
-/// committed only through transactions, reading only committed messages.
-fn consumer_config(kafka: &KafkaConfig, group_id: &str) -> Result<ClientConfig, ConnectorError> {
+/// committed only through transactions.
+fn consumer_config(
+    kafka: &KafkaConfig,
+    group_id: &str,
+    isolation: Isolation,
+) -> Result<ClientConfig, ConnectorError> {
     let mut config = client_config(
         &super::source::DEFAULTS,
         &kafka.options,
@@ -30,7 +45,13 @@ fn consumer_config(kafka: &KafkaConfig, group_id: &str) -> Result<ClientConfig, 
         .set("group.id", group_id)
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
-        .set("isolation.level", "read_committed")
+        .set(
+            "isolation.level",
+            match isolation {
+                Isolation::Committed => "read_committed",
+                Isolation::Uncommitted => "read_uncommitted",
+            },
+        )
         .set("fetch.message.max.bytes", "16000000");
     Ok(config)
 }
@@ -65,7 +86,7 @@ impl Polled<'_> {
 /// offsets must carry (so a fenced member's commit fails).
 pub struct GroupMetadata(pub(crate) ConsumerGroupMetadata);
 
-/// A `read_committed` consumer in a group, subscribed to one topic.
+/// A consumer in a group, subscribed to one topic.
 pub struct GroupConsumer<H: PartitionHandler> {
     consumer: BaseConsumer<GroupContext<H>>,
     stream: String,
@@ -75,13 +96,12 @@ impl<H: PartitionHandler> GroupConsumer<H> {
     /// Joins `group` and subscribes to `topic`; `handler` hears of every rebalance.
     pub fn subscribe(
         kafka: &KafkaConfig,
-        stream: &str,
-        group: &str,
-        topic: &str,
+        (stream, group, topic): (&str, &str, &str),
+        isolation: Isolation,
         handler: H,
         events: Option<Arc<dyn SourceEvents>>,
     ) -> Result<Self, ConnectorError> {
-        let consumer: BaseConsumer<GroupContext<H>> = consumer_config(kafka, group)?
+        let consumer: BaseConsumer<GroupContext<H>> = consumer_config(kafka, group, isolation)?
             .create_with_context(GroupContext::new(stream, handler, events))
             .map_err(|e| ConnectorError::Kafka {
                 context: format!("consumer in group {group:?}"),

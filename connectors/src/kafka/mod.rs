@@ -1,12 +1,14 @@
 //! Kafka: client settings, consumer-group membership with its one rebalance dispatch
 //! ([`group`]), the standard source ([`source`]), the partition-aware source the
 //! scale-out fold reads ([`partitioned`]), the plain group consumer the scale-out merge
-//! reads ([`consumer`]), transactions and state topics ([`transactions`]), message
+//! reads ([`consumer`]), transactions and state topics ([`transactions`]), the
+//! committed offsets that tell committed transactions from aborted ones ([`committed`]), message
 //! decoding (JSON and the compact binary layout), the dead-letter producer and the result
 //! sink.
 
 mod block_on;
 mod client;
+pub mod committed;
 pub mod consumer;
 pub mod dead_letter;
 pub mod decode;
@@ -18,7 +20,7 @@ pub mod sink;
 pub mod source;
 pub mod transactions;
 
-pub use consumer::{GroupConsumer, GroupMetadata, Polled};
+pub use consumer::{GroupConsumer, GroupMetadata, Isolation, Polled};
 pub use decode::{
     encode_binary_u32, BadMessage, Decoded, MessageDecoder, BAD_MESSAGE, FINGERPRINT_FIELD,
     GROUP_VALUE_TOO_LONG, MECHANISM_MISMATCH, MESSAGE_REASONS,

@@ -14,7 +14,7 @@ use ldpstream_config::{KafkaConfig, StreamConfig};
 use ldpstream_engine::mechanism::Mechanism;
 use tracing::debug;
 
-use super::consumer::{GroupConsumer, GroupMetadata, Polled};
+use super::consumer::{GroupConsumer, GroupMetadata, Isolation, Polled};
 use super::dead_letter::DeadLetters;
 use super::decode::{Decoded, MessageDecoder};
 use super::group::{lock, PartitionHandler, StartAt};
@@ -110,8 +110,13 @@ impl<H: PartitionHandler> PartitionedSource<H> {
             kafka: kafka.clone(),
             partitions: Mutex::new(BTreeMap::new()),
         };
-        let consumer =
-            GroupConsumer::subscribe(kafka, &stream.name, &kafka.group_id, topic, decoding, None)?;
+        let consumer = GroupConsumer::subscribe(
+            kafka,
+            (&stream.name, &kafka.group_id, topic),
+            Isolation::Committed,
+            decoding,
+            None,
+        )?;
         let dead_letters = kafka
             .dead_letter_topic
             .as_deref()

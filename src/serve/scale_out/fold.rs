@@ -15,8 +15,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use ldpstream_connectors::kafka::committed::committed_offset;
 use ldpstream_connectors::kafka::transactions::{
-    committed_offset, new_nonce, read_to_marker, KeyedPayload, TxnOffsets, TxnProducer, MARKER_KEY,
+    new_nonce, read_to_marker, KeyedPayload, TxnOffsets, TxnProducer, MARKER_KEY,
 };
 use ldpstream_connectors::kafka::{GroupMetadata, PartitionHandler, PartitionedSource, StartAt};
 use ldpstream_connectors::position::{KafkaPosition, TopicPartition};
@@ -26,7 +27,7 @@ use ldpstream_engine::window::{PaneStore, RestoredPanes};
 use tracing::{debug, error, info, warn};
 
 use super::partial::{
-    decode_json, decode_tagged_pane, encode_json, encode_pane, Key, Pane, Progress,
+    decode_json, decode_tagged_pane, encode_json, encode_pane, Key, Pane, Progress, Resumed,
 };
 use super::stream::{lock, ScaleOutStream};
 use crate::error::Error;
@@ -80,6 +81,17 @@ impl FoldHandler {
         // After the fencing above no transaction on the partition is open, and this is the
         // offset its last committed one committed.
         let committed = committed_offset(&s.kafka, &s.app, &s.topic, partition)?;
+        // Tells the merge that the partition's values tagged above `committed` that it has
+        // read are from the fenced owner's aborted transaction: a broker that shows
+        // aborted transactions (Tansu 0.6.0) would otherwise let the merge count them.
+        let resumed = Resumed { committed };
+        producer.commit(
+            &[s.to_partials(
+                Key::Resumed { partition }.encode(),
+                Some(encode_json(&resumed)),
+            )],
+            None,
+        )?;
         let (mut parts, progress, skipped) = restore_partition(s, partition, messages, committed)?;
         parts.max_event = progress.max_event;
         parts.late = progress.late;
@@ -197,9 +209,11 @@ fn restore_partition(
     messages: Vec<KeyedPayload>,
     committed: Option<i64>,
 ) -> Result<(RestoredPanes, Progress, usize), Error> {
-    // A value tagged with a later offset is from a transaction that did not commit (a
-    // broker's `read_committed` should have hidden it; Tansu's does not): taking it
-    // would count the reports after the committed offset twice.
+    // A value tagged with a later offset is from a transaction that did not commit (the
+    // changelog is read `read_uncommitted`, and Tansu's `read_committed` would show it
+    // too): taking it would count the reports after the committed offset twice. One
+    // tagged with the committed offset itself holds the same reports as the committed
+    // value (the tag moves with every report folded).
     let after_commit = |tag: Option<i64>| match (tag, committed) {
         (Some(t), Some(c)) => t > c,
         (Some(_), None) => true,

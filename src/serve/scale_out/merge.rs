@@ -1,32 +1,33 @@
 //! Stage 2 of the scale-out mode: the one instance that owns the partials topic (its single
-//! partition, through the consumer group `<group_id>-merge`) keeps the newest partial of
-//! every (input partition, pane), merges them exactly, and runs the tests. A window is
-//! final once every input partition's watermark has passed its end; its final records go
-//! to `results_topic` in the same transaction as the emitted-through marker, written to
-//! the partials topic itself. A new owner reads the partials topic from its start up to a
-//! marker of its own (after fencing the previous owner), so it knows what was emitted and
-//! emits each final record exactly once.
+//! partition, through the consumer group `<group_id>-merge`) keeps the newest committed
+//! partial of every (input partition, pane) ([`PartialsView`]), merges them exactly, and
+//! runs the tests. A window is final once every input partition's committed watermark has
+//! passed its end; its final records go to `results_topic` in the same transaction as the
+//! emitted-through marker (written to the partials topic itself) and the merge group's
+//! offset on the partials topic. A new owner reads the partials topic from its start up
+//! to a marker of its own (after fencing the previous owner), so it knows what was
+//! emitted and emits each final record exactly once.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ldpstream_connectors::kafka::transactions::{new_nonce, Outgoing, TxnProducer, MARKER_KEY};
-use ldpstream_connectors::kafka::{record_key, GroupConsumer, PartitionHandler, StartAt};
+use ldpstream_connectors::kafka::committed::{committed_offset, CommittedOffsets};
+use ldpstream_connectors::kafka::transactions::{
+    new_nonce, Outgoing, TxnOffsets, TxnProducer, MARKER_KEY,
+};
+use ldpstream_connectors::kafka::{
+    record_key, GroupConsumer, Isolation, PartitionHandler, StartAt,
+};
 use ldpstream_connectors::position::{KafkaPosition, TopicPartition};
 use ldpstream_connectors::ConnectorError;
 use ldpstream_engine::record::TestRecord;
-use ldpstream_engine::stream::{
-    evaluate_snapshot, longest_window, take_due, Private, SequentialLatches,
-};
-use ldpstream_engine::window::{merge_grouped, Grouped, PaneStore, RestoredPanes};
+use ldpstream_engine::stream::{evaluate_snapshot, take_due, Private, SequentialLatches};
 use tracing::{error, info, warn};
 
-use super::partial::{
-    decode_json, decode_pane, encode_json, encode_pane, Emitted, Key, Pane, Progress,
-};
+use super::partial::{encode_json, encode_pane, Emitted, Key, Pane};
 use super::stream::{lock, ScaleOutStream};
+use super::view::{OwnValues, PartialsView};
 use crate::error::Error;
 use crate::serve::shared::Shared;
 
@@ -38,16 +39,16 @@ struct MergeState {
     nonce: Vec<u8>,
     caught_up: bool,
     since: Instant,
+    /// The merge group's committed offset on the partials topic once the previous owner
+    /// was fenced: its emitted and retired values tagged above it did not commit.
+    committed: Option<i64>,
+    /// The partials-topic offset after the last message applied.
+    read: Option<i64>,
+    /// The tag of this owner's last transaction, committed or not (at first: `committed`).
+    last_tag: Option<i64>,
+    /// Since when fold values wait for their commit (for the log).
+    waiting_since: Option<Instant>,
     view: PartialsView,
-}
-
-/// The newest value of every key of the partials topic that the merge uses.
-#[derive(Default)]
-struct PartialsView {
-    panes: BTreeMap<(Pane, i32), Grouped>,
-    progress: BTreeMap<i32, Progress>,
-    emitted: Option<Emitted>,
-    retired: Grouped,
 }
 
 /// The merge's [`PartitionHandler`]: whether this instance owns the partials topic.
@@ -60,20 +61,32 @@ struct MergeHandler {
 impl MergeHandler {
     fn take_over(&self) -> Result<MergeState, Error> {
         let s = &self.stream;
-        let producer = TxnProducer::open(&s.kafka, &format!("{}-merge", s.app))?;
+        let group = merge_group(s);
+        let producer = TxnProducer::open(&s.kafka, &group)?;
         let nonce = new_nonce(producer.id());
         producer.commit(
             &[s.to_partials(MARKER_KEY.to_vec(), Some(nonce.clone()))],
             None,
         )?;
+        // After the fencing above no merge transaction is open: this offset is final.
+        let committed = committed_offset(&s.kafka, &group, &s.partials, 0)?;
         Ok(MergeState {
             producer,
             nonce,
             caught_up: false,
             since: Instant::now(),
+            committed,
+            read: None,
+            last_tag: committed,
+            waiting_since: None,
             view: PartialsView::default(),
         })
     }
+}
+
+/// The merge's consumer group, which is also its `transactional.id`.
+fn merge_group(s: &ScaleOutStream) -> String {
+    format!("{}-merge", s.app)
 }
 
 impl PartitionHandler for MergeHandler {
@@ -112,7 +125,9 @@ impl MergeState {
         s: &ScaleOutStream,
         key: &[u8],
         payload: Option<&[u8]>,
+        offset: i64,
     ) -> Result<(), Error> {
+        self.read = Some(offset.saturating_add(1));
         if key == MARKER_KEY {
             if payload == Some(self.nonce.as_slice()) && !self.caught_up {
                 self.caught_up = true;
@@ -126,420 +141,399 @@ impl MergeState {
             }
             return Ok(());
         }
-        self.view.apply(s, key, payload, self.caught_up)
+        let own = if self.caught_up {
+            OwnValues::Ignore
+        } else {
+            OwnValues::CommittedThrough(self.committed)
+        };
+        self.view.apply(s, key, payload, own)
+    }
+
+    /// Every input partition has ended and the final records of every window are out.
+    fn ended(&self) -> bool {
+        self.caught_up
+            && self
+                .view
+                .emitted
+                .is_some_and(|e| e.finalized_through == i64::MAX)
     }
 }
 
-impl PartialsView {
-    /// Applies one message of the partials topic. Once `owning` (this instance has read
-    /// the topic back and is the only one writing the merge's keys), the emitted and
-    /// retired values read are this owner's own, already applied when their transaction
-    /// committed: the consumer may reach them a round or two later, and taking an older
-    /// one back would emit its windows a second time.
-    fn apply(
-        &mut self,
-        s: &ScaleOutStream,
-        key: &[u8],
-        payload: Option<&[u8]>,
-        owning: bool,
-    ) -> Result<(), Error> {
-        let Some(key) = Key::decode(key) else {
-            return Ok(());
-        };
-        if owning && matches!(key, Key::Emitted | Key::Retired) {
-            return Ok(());
-        }
-        match (key, payload) {
-            (Key::Pane { partition, pane }, Some(p)) => {
-                let g = decode_pane(&s.config, pane, p)?;
-                self.panes.insert((pane, partition), g);
-            }
-            (Key::Pane { partition, pane }, None) => {
-                self.panes.remove(&(pane, partition));
-            }
-            (Key::Progress { partition }, Some(p)) => {
-                self.progress
-                    .insert(partition, decode_json(p, &s.config.name, "progress")?);
-            }
-            (Key::Emitted, Some(p)) => {
-                self.emitted = Some(decode_json(p, &s.config.name, "emitted")?);
-            }
-            (Key::Retired, Some(p)) => {
-                self.retired = decode_pane(&s.config, Pane::Untimed, p)?;
-            }
-            (Key::Progress { .. } | Key::Emitted | Key::Retired, None) => {}
-        }
-        Ok(())
-    }
-
-    /// Every partition's partials merged, with the watermark every partition has passed.
-    fn merged_store(&self, s: &ScaleOutStream) -> Result<PaneStore, Error> {
-        let mut parts = RestoredPanes {
-            retired: self.retired.clone(),
-            ..RestoredPanes::default()
-        };
-        for ((pane, _), g) in &self.panes {
-            match pane {
-                Pane::Untimed => merge_grouped(&mut parts.retired, g)?,
-                Pane::At(t) => merge_grouped(parts.panes.entry(*t).or_default(), g)?,
-            }
-        }
-        parts.first_pane = match (
-            self.emitted.and_then(|e| e.first_pane),
-            parts.panes.keys().next().copied(),
-        ) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        parts.late = self.progress.values().map(|p| p.late).sum();
-        parts.finalized_through = self.emitted.map(|e| e.finalized_through);
-        let all: Vec<Option<&Progress>> = (0..s.input_partitions)
-            .map(|p| self.progress.get(&p))
-            .collect();
-        let ended = all.iter().all(|p| p.is_some_and(|p| p.ended));
-        // The slowest partition's watermark; none until every partition has one.
-        let watermark = all
-            .iter()
-            .map(|p| match p {
-                Some(p) if p.ended => Some(i64::MAX),
-                Some(p) => p.max_event.map(|m| m.saturating_sub(s.lateness)),
-                None => None,
-            })
-            .try_fold(i64::MAX, |acc, w| w.map(|w| acc.min(w)));
-        // PaneStore's watermark is its max event minus the lateness.
-        parts.max_event = match watermark {
-            Some(w) if w < i64::MAX => Some(w.saturating_add(s.lateness)),
-            _ => None,
-        };
-        let mut store = PaneStore::restore(s.width, s.lateness, usize::MAX, parts)?;
-        if ended {
-            store.finish();
-        }
-        Ok(store)
-    }
-
-    /// Once windows through `through` are emitted, the panes no bounded window needs any
-    /// more (as `PaneStore::mark_finalized` retires them): the new retired sketches and
-    /// the partials they absorb. Every partition's watermark has passed these panes, so
-    /// no instance publishes them again, and the partials topic forgets them.
-    #[allow(clippy::type_complexity)]
-    fn retiring(
-        &self,
-        s: &ScaleOutStream,
-        through: i64,
-    ) -> Result<Option<(Grouped, Vec<(Pane, i32)>)>, Error> {
-        if through == i64::MAX || through == i64::MIN {
-            return Ok(None);
-        }
-        let keep = longest_window(&s.config).max(s.width);
-        let stale: Vec<(Pane, i32)> = self
-            .panes
-            .keys()
-            .filter(|(pane, _)| matches!(pane, Pane::At(t) if t.saturating_add(keep) <= through))
-            .copied()
-            .collect();
-        if stale.is_empty() {
-            return Ok(None);
-        }
-        let mut retired = self.retired.clone();
-        for k in &stale {
-            if let Some(g) = self.panes.get(k) {
-                merge_grouped(&mut retired, g)?;
-            }
-        }
-        Ok(Some((retired, stale)))
-    }
-}
-
-/// Runs stage 2 until `stop`.
+/// Runs stage 2 until `stop`; `on_end` is called once, when every input partition has
+/// ended and the last final records are out (seen by the owner, or by the instance that
+/// takes the merge over after that).
 pub(super) fn run(
     s: Arc<ScaleOutStream>,
     stop: Arc<AtomicBool>,
     shared: Arc<Shared>,
     snapshot_interval: Duration,
+    on_end: impl Fn(),
 ) -> Result<(), Error> {
     let handler = MergeHandler {
         stream: s.clone(),
         state: Mutex::new(None),
         failure: Mutex::new(None),
     };
-    let group = format!("{}-merge", s.app);
-    let consumer =
-        GroupConsumer::subscribe(&s.kafka, &s.config.name, &group, &s.partials, handler, None)?;
+    // Uncommitted too: the view tells committed values from the others by their tags, so
+    // an open transaction need not hold the read up. Under read_committed a new owner
+    // once never reached its marker on Tansu 0.6.0 (over 2 min after a fold-only kill,
+    // scripts/scale_out_stress.sh): the last stable offset stayed behind some
+    // transaction.
+    let consumer = GroupConsumer::subscribe(
+        &s.kafka,
+        (&s.config.name, &merge_group(&s), &s.partials),
+        Isolation::Uncommitted,
+        handler,
+        None,
+    )?;
+    let fold_offsets = CommittedOffsets::open(&s.kafka, &s.app)?;
+    let mut ownership = Ownership::new(&s, &shared);
     let mut latches = SequentialLatches::default();
     let mut last_round = Instant::now();
+    let mut ended = false;
     while !stop.load(Ordering::Acquire) {
         if let Some(e) = lock(&consumer.handler().failure).take() {
             return Err(e);
         }
         if last_round.elapsed() >= snapshot_interval {
             last_round = Instant::now();
-            round(&s, &consumer, &shared, &mut latches)?;
+            let merge = Merge {
+                s: &s,
+                consumer: &consumer,
+                fold_offsets: &fold_offsets,
+                shared: &shared,
+            };
+            if merge.round(&mut latches)? && !ended {
+                ended = true;
+                info!(stream = %s.config.name, "merge: every input partition ended and every final record is out; stopping (end_marker)");
+                on_end();
+            }
         }
+        ownership.observe(lock(&consumer.handler().state).is_some());
         let Some(message) = consumer.next_message(Duration::from_millis(50)) else {
             continue;
         };
         let mut state = lock(&consumer.handler().state);
         if let Some(state) = state.as_mut() {
-            state.apply(&s, message.key(), message.payload())?;
+            state.apply(&s, message.key(), message.payload(), message.offset())?;
         }
     }
     Ok(())
 }
 
-/// Evaluates every due window; the final records are emitted, once, in a transaction with
-/// the new emitted-through marker. A failed transaction is retried at the next round.
-fn round(
-    s: &ScaleOutStream,
-    consumer: &GroupConsumer<MergeHandler>,
-    shared: &Shared,
-    latches: &mut SequentialLatches,
-) -> Result<(), Error> {
-    let mut guard = lock(&consumer.handler().state);
-    let Some(state) = guard.as_mut() else {
-        return Ok(());
-    };
-    if !state.caught_up {
-        return Ok(());
+/// Who owns the merge, as the gauge, the log and the HTTP API say.
+struct Ownership<'a> {
+    s: &'a ScaleOutStream,
+    shared: &'a Shared,
+    owning: bool,
+}
+
+impl<'a> Ownership<'a> {
+    fn new(s: &'a ScaleOutStream, shared: &'a Shared) -> Self {
+        shared
+            .metrics
+            .scale_out_merge_owner
+            .with_label_values(&[&s.config.name])
+            .set(0);
+        Ownership {
+            s,
+            shared,
+            owning: false,
+        }
     }
-    let t0 = Instant::now();
-    let mut store = state.view.merged_store(s)?;
-    let due = take_due(&s.config, &mut store, true)?;
-    let mut noise = ldpstream_engine::curator::secure_rng();
-    let mut private = Private {
-        ledger: None,
-        noise: &mut noise,
-    };
-    let mut records: Vec<TestRecord> = Vec::new();
-    for snapshot in &due {
-        records.extend(evaluate_snapshot(
-            &s.config,
-            &s.mechanism,
-            snapshot,
-            &mut private,
-        )?);
+
+    /// Records a change of owner. A former owner withdraws its records from
+    /// `/api/v1/results`: they are provisional ones the new owner supersedes, and would
+    /// otherwise be served stale for ever.
+    fn observe(&mut self, owning: bool) {
+        if owning == self.owning {
+            return;
+        }
+        self.owning = owning;
+        let name = &self.s.config.name;
+        self.shared
+            .metrics
+            .scale_out_merge_owner
+            .with_label_values(&[name])
+            .set(i64::from(owning));
+        if owning {
+            info!(stream = %name, "merge owner: this instance took the merge over");
+        } else {
+            self.shared
+                .results
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .retain(|(stream, _, _), _| stream != name);
+            info!(stream = %name, "merge owner: this instance lost the merge; its records are withdrawn from /api/v1/results");
+        }
     }
-    latches.observe(&mut records);
-    let through = store.finalized_through();
-    let before = state.view.emitted.map(|e| e.finalized_through);
-    let finals: Vec<&TestRecord> = records.iter().filter(|r| r.is_final).collect();
-    if !finals.is_empty() || (through.is_some() && through != before) {
-        let mut messages = Vec::with_capacity(finals.len() + 1);
+}
+
+/// What a merge round needs besides the state.
+struct Merge<'a> {
+    s: &'a ScaleOutStream,
+    consumer: &'a GroupConsumer<MergeHandler>,
+    fold_offsets: &'a CommittedOffsets,
+    shared: &'a Shared,
+}
+
+impl Merge<'_> {
+    /// Evaluates every due window; the final records are emitted, once, in a transaction
+    /// with the new emitted-through marker. A failed transaction is retried at the next
+    /// round. True once every input partition has ended and the last finals are out.
+    fn round(&self, latches: &mut SequentialLatches) -> Result<bool, Error> {
+        let s = self.s;
+        let mut guard = lock(&self.consumer.handler().state);
+        let Some(state) = guard.as_mut() else {
+            return Ok(false);
+        };
+        if !state.caught_up {
+            return Ok(false);
+        }
+        self.promote(state);
+        let t0 = Instant::now();
+        let mut store = state.view.merged_store(s)?;
+        let due = take_due(&s.config, &mut store, true)?;
+        let mut noise = ldpstream_engine::curator::secure_rng();
+        let mut private = Private {
+            ledger: None,
+            noise: &mut noise,
+        };
+        let mut records: Vec<TestRecord> = Vec::new();
+        for snapshot in &due {
+            records.extend(evaluate_snapshot(
+                &s.config,
+                &s.mechanism,
+                snapshot,
+                &mut private,
+            )?);
+        }
+        latches.observe(&mut records);
+        let through = store.finalized_through();
+        let before = state.view.emitted.map(|e| e.finalized_through);
+        let has_finals = records.iter().any(|r| r.is_final);
+        if has_finals || (through.is_some() && through != before) {
+            let emitted = Emitted {
+                finalized_through: through.unwrap_or(i64::MIN),
+                first_pane: store.first_pane(),
+                // Set by `emit`, which tags the transaction.
+                read: None,
+            };
+            match self.emit(state, &records, emitted) {
+                Ok(true) => {}
+                Ok(false) => records.retain(|r| !r.is_final),
+                Err(Fenced) => {
+                    warn!(stream = %s.config.name, "merge: fenced; another instance owns the partials topic now");
+                    *guard = None;
+                    return Ok(false);
+                }
+            }
+        }
+        let ended = state.ended();
+        drop(guard);
+        self.shared.publish(&records);
+        self.shared
+            .metrics
+            .snapshot_seconds
+            .observe(t0.elapsed().as_secs_f64());
+        Ok(ended)
+    }
+
+    /// Uses the fold values whose transaction the fold group's offsets say committed.
+    /// Values that keep waiting are logged every 10 s: a fold that commits nothing holds
+    /// every window open.
+    fn promote(&self, state: &mut MergeState) {
+        let s = self.s;
+        if !state.view.has_pending() {
+            return;
+        }
+        match self
+            .fold_offsets
+            .of_partitions(&s.topic, s.input_partitions)
+        {
+            Ok(committed) => {
+                let used = state.view.promote(s, &committed);
+                let waiting = state.view.pending_tags();
+                let since = *state.waiting_since.get_or_insert_with(Instant::now);
+                if waiting.is_empty() || used > 0 {
+                    state.waiting_since = None;
+                } else if since.elapsed() >= Duration::from_secs(10) {
+                    info!(stream = %s.config.name, waiting = ?waiting, committed = ?committed, "merge: fold values (lowest, highest tag per partition) still wait for a committed offset at their tag");
+                    state.waiting_since = Some(Instant::now());
+                }
+            }
+            Err(e) => {
+                warn!(stream = %s.config.name, error = %e, "merge: the fold's committed offsets could not be read; its newest partials wait for the next round")
+            }
+        }
+    }
+
+    /// Commits the final records of `records`, the emitted marker, the retired sketch and
+    /// the merge group's offset in one transaction, and applies them to the view. False:
+    /// the transaction failed (aborted) and the next round retries.
+    fn emit(
+        &self,
+        state: &mut MergeState,
+        records: &[TestRecord],
+        emitted: Emitted,
+    ) -> Result<bool, Fenced> {
+        let s = self.s;
+        let Some(group) = self.consumer.group_metadata() else {
+            return Ok(false);
+        };
+        let finals: Vec<&TestRecord> = records.iter().filter(|r| r.is_final).collect();
+        let mut messages = Vec::with_capacity(finals.len() + 2);
         for r in &finals {
+            let payload = match serde_json::to_vec(r) {
+                Ok(p) => p,
+                Err(e) => {
+                    error!(stream = %s.config.name, error = %e, "merge: a final record does not serialize");
+                    return Ok(false);
+                }
+            };
             messages.push(Outgoing {
                 topic: s.scale_out.results_topic.clone(),
                 partition: None,
                 key: record_key(r).into_bytes(),
-                payload: Some(serde_json::to_vec(r).map_err(ConnectorError::Serialize)?),
+                payload: Some(payload),
             });
         }
-        let emitted = Emitted {
-            finalized_through: through.unwrap_or(i64::MIN),
-            first_pane: store.first_pane(),
-        };
-        messages.push(s.to_partials(Key::Emitted.encode(), Some(encode_json(&emitted))));
-        let retiring = state.view.retiring(s, emitted.finalized_through)?;
-        if let Some((retired, stale)) = &retiring {
-            let retired = encode_pane(&s.config, Pane::Untimed, retired, None);
-            messages.push(s.to_partials(Key::Retired.encode(), Some(retired)));
-            for (pane, partition) in stale {
-                let key = Key::Pane {
-                    partition: *partition,
-                    pane: *pane,
-                };
-                messages.push(s.to_partials(key.encode(), None));
+        let (retired, stale) = match state.view.retiring(s, emitted.finalized_through) {
+            Ok(r) => r,
+            Err(e) => {
+                error!(stream = %s.config.name, error = %e, "merge: retiring panes failed");
+                return Ok(false);
             }
+        };
+        // The emitted marker and the retired sketch go together in every transaction,
+        // tagged alike, so a new owner never pairs one with the other's predecessor.
+        let next = next_tag(state.read, state.last_tag);
+        state.last_tag = Some(next);
+        let emitted = Emitted {
+            read: Some(next),
+            ..emitted
+        };
+        let tag = Some((s.partials.as_str(), 0, next));
+        messages.push(s.to_partials(Key::Emitted.encode(), Some(encode_json(&emitted))));
+        let retired_bytes = encode_pane(&s.config, Pane::Untimed, &retired, tag);
+        messages.push(s.to_partials(Key::Retired.encode(), Some(retired_bytes)));
+        for (pane, partition) in &stale {
+            let key = Key::Pane {
+                partition: *partition,
+                pane: *pane,
+            };
+            messages.push(s.to_partials(key.encode(), None));
         }
-        match state.producer.commit(&messages, None) {
+        let offsets = Some(TxnOffsets {
+            group: &group,
+            topic: &s.partials,
+            partition: 0,
+            next,
+        });
+        match state.producer.commit(&messages, offsets) {
             Ok(()) => {
+                state.view.emitted = Some(emitted);
+                state.view.retired = retired;
+                state.view.forget_retired(s);
                 if emitted.finalized_through == i64::MAX {
                     info!(stream = %s.config.name, finals = finals.len(), "merge: every input partition ended; the last final records are out");
                 }
-                state.view.emitted = Some(emitted);
-                if let Some((retired, stale)) = retiring {
-                    state.view.retired = retired;
-                    for k in stale {
-                        state.view.panes.remove(&k);
-                    }
-                }
                 info!(stream = %s.config.name, finals = finals.len(), "merge: final records emitted");
+                Ok(true)
             }
-            Err(ConnectorError::Fenced { .. }) => {
-                warn!(stream = %s.config.name, "merge: fenced; another instance owns the partials topic now");
-                *guard = None;
-                return Ok(());
-            }
+            Err(ConnectorError::Fenced { .. }) => Err(Fenced),
             Err(e) => {
                 warn!(stream = %s.config.name, error = %e, "merge: emitting the final records failed; retrying at the next round");
-                records.retain(|r| !r.is_final);
+                Ok(false)
             }
         }
     }
-    drop(guard);
-    shared.publish(&records);
-    shared
-        .metrics
-        .snapshot_seconds
-        .observe(t0.elapsed().as_secs_f64());
-    Ok(())
+}
+
+/// Another instance took the merge over.
+struct Fenced;
+
+/// The tag (and merge-group offset) of the next merge transaction: the partials offset
+/// read so far, but always above the last transaction's, committed or aborted. A
+/// transaction whose round only promoted fold values reads nothing new; tagged as the one
+/// before it and cut by a kill, it would pass a new owner's check (tag at or below the
+/// committed offset) and, on a broker that shows aborted transactions, its emitted marker
+/// could be taken without its retired sketch, which loses the panes it retired (seen in
+/// scripts/scale_out_stress.sh: a cumulative window 891 reports short). It stays below
+/// the partials topic's end (each transaction appends two messages at least), so a later
+/// owner's tags, which start past its own marker, are above every earlier owner's.
+fn next_tag(read: Option<i64>, last: Option<i64>) -> i64 {
+    let after_last = last.map_or(0, |l| l.saturating_add(1));
+    read.unwrap_or(0).max(after_last)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::serve::scale_out::stream::tests::{pane, stream};
+    use crate::serve::scale_out::stream::tests::stream;
+    use crate::serve::startup::shared_state;
 
-    const MINUTE: i64 = 60_000;
-
-    fn put_pane(v: &mut PartialsView, s: &ScaleOutStream, partition: i32, t: i64, g: &Grouped) {
-        let key = Key::Pane {
-            partition,
-            pane: Pane::At(t),
-        };
-        let bytes = encode_pane(&s.config, Pane::At(t), g, None);
-        v.apply(s, &key.encode(), Some(&bytes), false).unwrap();
+    fn record(stream: &str, test: &str) -> TestRecord {
+        serde_json::from_value(serde_json::json!({
+            "stream": stream, "test": test, "method": "chi2", "mechanism": "grr",
+            "n": 10, "reject": false, "alpha": 0.05,
+            "estimate": [], "std_error": [], "mle": [], "mle_converged": true,
+            "mle_iterations": 0, "privacy": {"kind": "grr"}, "calibration": "asymptotic",
+            "rejected_reports": {}, "inconclusive": false,
+        }))
+        .unwrap()
     }
 
-    /// Partition `partition`'s progress: its newest event time, late count and whether
-    /// it ended.
-    fn put_progress(
-        v: &mut PartialsView,
-        s: &ScaleOutStream,
-        partition: i32,
-        (max_event, late, ended): (Option<i64>, u64, bool),
-    ) {
-        let p = Progress {
-            next: None,
-            max_event,
-            late,
-            ended,
-        };
-        v.apply(
-            s,
-            &Key::Progress { partition }.encode(),
-            Some(&encode_json(&p)),
-            false,
-        )
-        .unwrap();
+    #[test]
+    fn every_merge_transaction_is_tagged_above_the_last_even_when_nothing_new_was_read() {
+        // Taking over: nothing committed yet, then the group's committed offset 40.
+        assert_eq!(next_tag(Some(10), None), 10);
+        assert_eq!(next_tag(Some(30), Some(40)), 41);
+        // Rounds that read nothing new still get a tag of their own.
+        assert_eq!(next_tag(Some(50), Some(50)), 51);
+        assert_eq!(next_tag(Some(50), Some(51)), 52);
+        assert_eq!(next_tag(Some(90), Some(52)), 90);
+        assert_eq!(next_tag(None, Some(i64::MAX)), i64::MAX);
     }
 
-    fn finals(s: &ScaleOutStream, v: &PartialsView) -> Vec<(Option<i64>, u64)> {
-        let mut store = v.merged_store(s).unwrap();
-        take_due(&s.config, &mut store, false)
+    /// Issue 34, item 10: a former merge owner kept serving its provisional records, and
+    /// nothing said which instance owned the merge.
+    #[test]
+    fn a_former_owner_withdraws_its_records_and_the_gauge_follows_the_owner() {
+        let s = stream();
+        let config = ldpstream_config::Config {
+            streams: vec![s.config.clone()],
+            serve: Default::default(),
+            max_state_memory: None,
+        };
+        let shared = shared_state(&config).unwrap();
+        let gauge = || {
+            shared
+                .metrics
+                .scale_out_merge_owner
+                .with_label_values(&["k"])
+                .get()
+        };
+        let mut ownership = Ownership::new(&s, &shared);
+        assert_eq!(gauge(), 0);
+        ownership.observe(true);
+        assert_eq!(gauge(), 1);
+        shared.publish(&[record("k", "minute"), record("other", "t")]);
+        ownership.observe(true);
+        assert_eq!(shared.results.lock().unwrap().len(), 2);
+        ownership.observe(false);
+        assert_eq!(gauge(), 0);
+        let left: Vec<String> = shared
+            .results
+            .lock()
             .unwrap()
-            .iter()
-            .filter(|w| w.is_final)
-            .map(|w| {
-                (
-                    w.bounds.map(|b| b.start),
-                    w.sketches.values().map(|k| k.n()).sum(),
-                )
-            })
-            .collect()
-    }
-
-    #[test]
-    fn a_window_is_final_only_once_every_partition_has_passed_it() {
-        let s = stream();
-        let mut v = PartialsView::default();
-        put_pane(&mut v, &s, 0, 0, &pane(&s, 1, 3));
-        put_pane(&mut v, &s, 1, 0, &pane(&s, 2, 4));
-        put_progress(&mut v, &s, 0, (Some(2 * MINUTE), 1, false));
-        // Partition 1 has published no progress: nothing may close.
-        assert_eq!(finals(&s, &v), vec![]);
-        put_progress(&mut v, &s, 1, (Some(MINUTE - 1), 0, false));
-        // The slower partition holds the first minute open.
-        assert_eq!(finals(&s, &v), vec![]);
-        put_progress(&mut v, &s, 1, (Some(MINUTE), 2, false));
-        assert_eq!(finals(&s, &v), vec![(Some(0), 7)]);
-        assert_eq!(v.merged_store(&s).unwrap().late(), 3);
-        // Both ended: the cumulative window is final too.
-        for p in 0..2 {
-            put_progress(&mut v, &s, p, (Some(MINUTE), 0, true));
-        }
-        assert_eq!(finals(&s, &v), vec![(Some(0), 7), (Some(0), 7)]);
-    }
-
-    #[test]
-    fn retired_panes_leave_the_view_but_stay_in_the_cumulative_window() {
-        let s = stream();
-        let mut v = PartialsView::default();
-        for (p, t, n) in [(0, 0, 3), (1, 0, 4), (0, MINUTE, 5), (1, 2 * MINUTE, 6)] {
-            put_pane(&mut v, &s, p, t, &pane(&s, 0, n));
-        }
-        for p in 0..2 {
-            put_progress(&mut v, &s, p, (Some(3 * MINUTE), 0, false));
-        }
-        let (retired, stale) = v.retiring(&s, 2 * MINUTE).unwrap().unwrap();
-        assert_eq!(
-            stale,
-            vec![(Pane::At(0), 0), (Pane::At(0), 1), (Pane::At(MINUTE), 0)]
-        );
-        assert_eq!(retired.values().map(|k| k.n()).sum::<u64>(), 12);
-        // What the round does once the transaction committed.
-        v.emitted = Some(Emitted {
-            finalized_through: 2 * MINUTE,
-            first_pane: Some(0),
-        });
-        v.retired = retired;
-        for k in stale {
-            v.panes.remove(&k);
-        }
-        for p in 0..2 {
-            put_progress(&mut v, &s, p, (Some(3 * MINUTE), 0, true));
-        }
-        let mut store = v.merged_store(&s).unwrap();
-        let due = take_due(&s.config, &mut store, false).unwrap();
-        let cumulative = due.iter().find(|w| w.test == 1).unwrap();
-        assert_eq!(cumulative.sketches.values().map(|k| k.n()).sum::<u64>(), 18);
-        assert_eq!(
-            cumulative.bounds.unwrap().start,
-            0,
-            "starts at the retired first pane"
-        );
-        // The window of the retired panes is not emitted again.
-        let minutes: Vec<i64> = due
-            .iter()
-            .filter(|w| w.test == 0)
-            .map(|w| w.bounds.unwrap().start)
+            .keys()
+            .map(|k| k.0.clone())
             .collect();
-        assert_eq!(minutes, vec![2 * MINUTE]);
-    }
-
-    /// The owner's consumer reaches its own emitted markers after it committed newer ones;
-    /// taking an older one back emitted a window's final record twice (seen once in
-    /// tests/kafka_scale_out.rs before this).
-    #[test]
-    fn the_owner_never_takes_back_an_older_emitted_marker_of_its_own() {
-        let s = stream();
-        let mut v = PartialsView::default();
-        let marker = |through: i64| {
-            encode_json(&Emitted {
-                finalized_through: through,
-                first_pane: Some(0),
-            })
-        };
-        // Catching up: the previous owner's markers, in order.
-        for through in [MINUTE, 2 * MINUTE] {
-            v.apply(&s, &Key::Emitted.encode(), Some(&marker(through)), false)
-                .unwrap();
-        }
-        assert_eq!(v.emitted.map(|e| e.finalized_through), Some(2 * MINUTE));
-        // Owning: this owner committed 3 and 4 minutes, then reads its 3-minute marker.
-        v.emitted = Some(Emitted {
-            finalized_through: 4 * MINUTE,
-            first_pane: Some(0),
-        });
-        v.apply(&s, &Key::Emitted.encode(), Some(&marker(3 * MINUTE)), true)
-            .unwrap();
-        assert_eq!(v.emitted.map(|e| e.finalized_through), Some(4 * MINUTE));
-        let before = v.retired.clone();
-        let stale = encode_pane(&s.config, Pane::Untimed, &pane(&s, 1, 9), None);
-        v.apply(&s, &Key::Retired.encode(), Some(&stale), true)
-            .unwrap();
         assert_eq!(
-            v.retired, before,
-            "its own older retired sketch is not taken back"
+            left,
+            vec!["other".to_string()],
+            "only this stream's records go"
         );
     }
 }

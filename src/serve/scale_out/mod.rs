@@ -7,6 +7,7 @@ mod fold;
 mod merge;
 mod partial;
 mod stream;
+mod view;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -21,6 +22,7 @@ use tracing::info;
 
 use super::events::StreamEvents;
 use super::shared::Shared;
+use super::WorkerEvent;
 use crate::error::Error;
 
 /// Creates the state topics if needed and starts the stream's two stages.
@@ -31,7 +33,7 @@ pub(super) fn spawn(
     stop: Arc<AtomicBool>,
     shared: Arc<Shared>,
     snapshot_interval: Duration,
-    on_failure: impl Fn(String, Error) + Clone + Send + 'static,
+    events: impl Fn(WorkerEvent) + Clone + Send + 'static,
 ) -> Result<Vec<std::thread::JoinHandle<()>>, Error> {
     let mechanism = Mechanism::from_config(&config.mechanism)?;
     let layout = ReportLayout::of(config, &mechanism);
@@ -74,17 +76,17 @@ pub(super) fn spawn(
     };
     let observer = Arc::new(StreamEvents::new(&name, shared.clone()));
     let fold = {
-        let (s, stop, on_failure, metrics) = (
+        let (s, stop, events, metrics) = (
             s.clone(),
             stop.clone(),
-            on_failure.clone(),
+            events.clone(),
             shared.metrics.clone(),
         );
         std::thread::Builder::new()
             .name(format!("fold-{name}"))
             .spawn(move || {
                 if let Err(e) = fold::run(s.clone(), stop, metrics, observer) {
-                    on_failure(s.config.name.clone(), e);
+                    events(WorkerEvent::Failed(s.config.name.clone(), e));
                 }
             })
             .map_err(thread_err)?
@@ -92,8 +94,11 @@ pub(super) fn spawn(
     let merge = std::thread::Builder::new()
         .name(format!("merge-{name}"))
         .spawn(move || {
-            if let Err(e) = merge::run(s.clone(), stop, shared, snapshot_interval) {
-                on_failure(s.config.name.clone(), e);
+            let name = s.config.name.clone();
+            let ended = events.clone();
+            let end = move || ended(WorkerEvent::Ended(name.clone()));
+            if let Err(e) = merge::run(s.clone(), stop, shared, snapshot_interval, end) {
+                events(WorkerEvent::Failed(s.config.name.clone(), e));
             }
         })
         .map_err(thread_err)?;

@@ -37,6 +37,10 @@ pub enum Key {
     /// The merge's panes that no bounded window needs any more, merged across partitions
     /// (cumulative and global windows still count them).
     Retired,
+    /// A fold instance took input partition `partition` over (see [`Resumed`]).
+    Resumed {
+        partition: i32,
+    },
 }
 
 impl Key {
@@ -53,6 +57,7 @@ impl Key {
             Key::Progress { partition } => format!("progress/{partition}"),
             Key::Emitted => "emitted".to_string(),
             Key::Retired => "retired".to_string(),
+            Key::Resumed { partition } => format!("resumed/{partition}"),
         }
         .into_bytes()
     }
@@ -71,6 +76,9 @@ impl Key {
                 pane: Pane::At(t.parse().ok()?),
             },
             ("progress", Some(p), None) => Key::Progress {
+                partition: p.parse().ok()?,
+            },
+            ("resumed", Some(p), None) => Key::Resumed {
                 partition: p.parse().ok()?,
             },
             ("emitted", None, None) => Key::Emitted,
@@ -105,6 +113,21 @@ pub struct Emitted {
     /// pane is retired.
     #[serde(default)]
     pub first_pane: Option<i64>,
+    /// The partials-topic offset the merge transaction that wrote this committed for the
+    /// merge's consumer group: a new owner takes this value only if that offset is at or
+    /// below the group's committed one (else the transaction did not commit, and a broker
+    /// that shows aborted transactions, as Tansu 0.6.0 does, would make it count).
+    #[serde(default)]
+    pub read: Option<i64>,
+}
+
+/// Written by a fold instance once it has fenced input partition `partition`'s previous
+/// owner: `committed` is the input offset the last committed transaction of the partition
+/// committed. Every value of the partition before this message in the partials topic and
+/// tagged above `committed` is from a transaction that was aborted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Resumed {
+    pub committed: Option<i64>,
 }
 
 pub fn encode_json<T: Serialize>(value: &T) -> Vec<u8> {
@@ -158,6 +181,7 @@ pub fn encode_pane(
 }
 
 /// The inverse of [`encode_pane`]; refuses sketches counted under other settings.
+#[cfg(test)]
 pub fn decode_pane(stream: &StreamConfig, pane: Pane, bytes: &[u8]) -> Result<Grouped, Error> {
     decode_tagged_pane(stream, pane, bytes).map(|(g, _)| g)
 }
@@ -273,6 +297,7 @@ mod tests {
             Key::Progress { partition: 11 },
             Key::Emitted,
             Key::Retired,
+            Key::Resumed { partition: 2 },
         ] {
             assert_eq!(Key::decode(&k.encode()), Some(k));
         }
@@ -281,6 +306,8 @@ mod tests {
             b"pane/1",
             b"progress/1/2",
             b"emitted/1",
+            b"resumed/",
+            b"resumed/1/2",
             b"\xff",
             b"",
         ] {
