@@ -313,10 +313,11 @@ pub fn partition_count(
 }
 
 /// Every message of `topic`/`partition` from its start up to the marker whose payload is
-/// `nonce` (written by the caller just before), in order, as (key, payload). Markers are
-/// left out. Aborted transactions' messages are included (`read_uncommitted`): the
-/// caller tells them apart by the offset each value is tagged with, as it must anyway on
-/// a broker whose `read_committed` shows them (Tansu 0.6.0). Under `read_committed` a
+/// `nonce` (written by the caller just before), in order, as (key, payload). Earlier
+/// markers are included, each one a take-over by an earlier reader; the caller's own is
+/// not. Aborted transactions' messages are included (`read_uncommitted`): the caller
+/// must tell usable values apart by their content, as it must anyway on a broker whose
+/// `read_committed` shows them (Tansu 0.6.0). Under `read_committed` a
 /// take-over on Tansu once never reached its marker (the last stable offset stayed
 /// behind some transaction; scripts/scale_out_stress.sh).
 pub fn read_to_marker(
@@ -361,11 +362,8 @@ pub fn read_to_marker(
         };
         let m = m.map_err(|e| err(format!("reading {topic:?}/{partition}"), e))?;
         let key = m.key().unwrap_or_default();
-        if key == MARKER_KEY {
-            if m.payload() == Some(nonce) {
-                return Ok(out);
-            }
-            continue;
+        if key == MARKER_KEY && m.payload() == Some(nonce) {
+            return Ok(out);
         }
         out.push((key.to_vec(), m.payload().map(<[u8]>::to_vec)));
     }

@@ -15,7 +15,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ldpstream_connectors::kafka::committed::committed_offset;
 use ldpstream_connectors::kafka::transactions::{
     new_nonce, read_to_marker, KeyedPayload, TxnOffsets, TxnProducer, MARKER_KEY,
 };
@@ -23,7 +22,7 @@ use ldpstream_connectors::kafka::{GroupMetadata, PartitionHandler, PartitionedSo
 use ldpstream_connectors::position::{KafkaPosition, TopicPartition};
 use ldpstream_connectors::{ConnectorError, Position, SourceBatch, SourceEvents};
 use ldpstream_engine::stream::{fold_paned_batch, PanedDelta};
-use ldpstream_engine::window::{PaneStore, RestoredPanes};
+use ldpstream_engine::window::{Grouped, PaneStore, RestoredPanes};
 use tracing::{debug, error, info, warn};
 
 use super::partial::{
@@ -43,7 +42,8 @@ struct Owned {
     store: PaneStore,
     /// The offset after the last message taken, once one was.
     next: Option<i64>,
-    /// The offset the partition's last committed transaction committed (where it resumed).
+    /// The input offset the partition's last finished batch ends at (where it resumed,
+    /// then where its last transaction ended).
     committed: Option<i64>,
     /// Panes changed since the last commit.
     dirty: BTreeSet<Pane>,
@@ -78,12 +78,13 @@ impl FoldHandler {
         )?;
         let messages = read_to_marker(&s.kafka, &s.changelog, partition, &nonce, RESTORE_TIMEOUT)?;
         let read = messages.len();
-        // After the fencing above no transaction on the partition is open, and this is the
-        // offset its last committed one committed.
-        let committed = committed_offset(&s.kafka, &s.app, &s.topic, partition)?;
-        // Tells the merge that the partition's values tagged above `committed` that it has
-        // read are from the fenced owner's aborted transaction: a broker that shows
-        // aborted transactions (Tansu 0.6.0) would otherwise let the merge count them.
+        let (mut parts, progress, skipped) = restore_partition(s, partition, messages)?;
+        // The restored state is the changelog's last finished batch, which says itself
+        // which input offset it ends at. The group's committed offset is not asked: Tansu
+        // 0.6.0 does not always apply a transaction's offsets (benches/RESULTS.md).
+        let committed = progress.next;
+        // Tells the merge that values of the partition's unfinished batch it has read
+        // will never be finished.
         let resumed = Resumed { committed };
         producer.commit(
             &[s.to_partials(
@@ -92,7 +93,6 @@ impl FoldHandler {
             )],
             None,
         )?;
-        let (mut parts, progress, skipped) = restore_partition(s, partition, messages, committed)?;
         parts.max_event = progress.max_event;
         parts.late = progress.late;
         let mut store = PaneStore::restore(s.width, s.lateness, s.config.max_groups, parts)?;
@@ -105,20 +105,25 @@ impl FoldHandler {
             changelog_messages = read,
             panes = store.panes().len(),
             ended = progress.ended,
-            committed_offset = ?committed,
-            uncommitted_values_skipped = skipped,
+            resumes_at_offset = ?committed,
+            unfinished_values_skipped = skipped,
             secs = t0.elapsed().as_secs_f64(),
             "took the partition over: state restored from the changelog"
         );
+        // Its first transaction publishes the whole state again: a kill between the
+        // changelog's and the partials topic's messages of one transaction can leave the
+        // partials topic without the batch restored here.
+        let mut dirty: BTreeSet<Pane> = store.panes().keys().map(|&t| Pane::At(t)).collect();
+        dirty.insert(Pane::Untimed);
         Ok(Owned {
             producer,
             store,
             next: None,
             committed,
-            dirty: BTreeSet::new(),
+            dirty,
             dropped: Vec::new(),
             ended: progress.ended,
-            changed: false,
+            changed: true,
         })
     }
 
@@ -201,35 +206,81 @@ impl PartitionHandler for FoldHandler {
     }
 }
 
-/// A partition's state from its changelog messages, in log order: the newest value of each
-/// key, skipping values tagged with an input offset after `committed`.
+/// One changelog message of a partition's batch.
+enum Change {
+    Put(Pane, Grouped, Option<i64>),
+    Delete(i64),
+}
+
+/// A partition's state from its changelog messages, in log order: the state the last
+/// finished batch left, where a batch is the messages up to a progress, which each fold
+/// transaction writes last. A batch a kill cut has no progress, and an earlier take-over's
+/// marker says it never will. Whether a finished batch's transaction committed does not
+/// matter: it holds the state after the first `progress.next` reports of the partition,
+/// and the fold resumes right there. Returns the state, the progress, and how many values
+/// were left out (an unfinished batch's, or tagged past their batch's end).
 fn restore_partition(
     s: &ScaleOutStream,
     partition: i32,
     messages: Vec<KeyedPayload>,
-    committed: Option<i64>,
 ) -> Result<(RestoredPanes, Progress, usize), Error> {
-    // A value tagged with a later offset is from a transaction that did not commit (the
-    // changelog is read `read_uncommitted`, and Tansu's `read_committed` would show it
-    // too): taking it would count the reports after the committed offset twice. One
-    // tagged with the committed offset itself holds the same reports as the committed
-    // value (the tag moves with every report folded).
-    let after_commit = |tag: Option<i64>| match (tag, committed) {
-        (Some(t), Some(c)) => t > c,
-        (Some(_), None) => true,
-        (None, _) => false,
-    };
     let mut parts = RestoredPanes::default();
     let mut progress = Progress::default();
+    let mut batch: Vec<Change> = Vec::new();
     let mut skipped = 0usize;
     for (key, payload) in messages {
+        if key == MARKER_KEY {
+            skipped += batch.len();
+            batch.clear();
+            continue;
+        }
         let Some(key) = Key::decode(&key) else {
             continue;
         };
         match (key, payload) {
             (Key::Pane { partition: p, pane }, Some(bytes)) if p == partition => {
                 let (g, tag) = decode_tagged_pane(&s.config, pane, &bytes)?;
-                if after_commit(tag) {
+                batch.push(Change::Put(pane, g, tag));
+            }
+            (
+                Key::Pane {
+                    partition: p,
+                    pane: Pane::At(t),
+                },
+                None,
+            ) if p == partition => batch.push(Change::Delete(t)),
+            (Key::Progress { partition: p }, Some(bytes)) if p == partition => {
+                let read: Progress = decode_json(&bytes, &s.config.name, "progress")?;
+                skipped += apply_batch(&mut parts, batch.drain(..), read.next);
+                progress = read;
+            }
+            _ => {}
+        }
+    }
+    skipped += batch.len();
+    parts.first_pane = parts.panes.keys().next().copied();
+    Ok((parts, progress, skipped))
+}
+
+/// Applies a finished batch that ends at input offset `through`, in log order. A value
+/// tagged past it is left out (a cut batch's, followed by a batch of an owner that
+/// resumed from further back); an older one is still the state (after a compaction its
+/// own batch's progress is gone). Returns how many were left out.
+fn apply_batch(
+    parts: &mut RestoredPanes,
+    batch: impl Iterator<Item = Change>,
+    through: Option<i64>,
+) -> usize {
+    let mut skipped = 0;
+    for change in batch {
+        match change {
+            Change::Put(pane, g, tag) => {
+                let past = match (tag, through) {
+                    (Some(t), Some(end)) => t > end,
+                    (Some(_), None) => true,
+                    (None, _) => false,
+                };
+                if past {
                     skipped += 1;
                     continue;
                 }
@@ -240,28 +291,12 @@ fn restore_partition(
                     Pane::Untimed => parts.retired = g,
                 }
             }
-            (
-                Key::Pane {
-                    partition: p,
-                    pane: Pane::At(t),
-                },
-                None,
-            ) if p == partition => {
+            Change::Delete(t) => {
                 parts.panes.remove(&t);
             }
-            (Key::Progress { partition: p }, Some(bytes)) if p == partition => {
-                let read: Progress = decode_json(&bytes, &s.config.name, "progress")?;
-                if after_commit(read.next) {
-                    skipped += 1;
-                    continue;
-                }
-                progress = read;
-            }
-            _ => {}
         }
     }
-    parts.first_pane = parts.panes.keys().next().copied();
-    Ok((parts, progress, skipped))
+    skipped
 }
 
 /// Folds a batch of the partition's reports into its store, and takes its position: the
@@ -335,7 +370,7 @@ fn commit_partition(
         return Ok(());
     }
     let mut messages = Vec::new();
-    let mut both = |key: Key, payload: Option<Vec<u8>>| {
+    let both = |messages: &mut Vec<_>, key: Key, payload: Option<Vec<u8>>| {
         messages.push(s.to_changelog(partition, key.encode(), payload.clone()));
         messages.push(s.to_partials(key.encode(), payload));
     };
@@ -349,6 +384,7 @@ fn commit_partition(
         if let Some(g) = grouped {
             let tagged = tag.map(|t| (s.topic.as_str(), partition, t));
             both(
+                &mut messages,
                 Key::Pane {
                     partition,
                     pane: *pane,
@@ -357,13 +393,6 @@ fn commit_partition(
             );
         }
     }
-    let progress = Progress {
-        max_event: o.store.max_event(),
-        late: o.store.late(),
-        ended: o.ended,
-        next: tag,
-    };
-    both(Key::Progress { partition }, Some(encode_json(&progress)));
     for t in &o.dropped {
         let pane = Key::Pane {
             partition,
@@ -371,6 +400,19 @@ fn commit_partition(
         };
         messages.push(s.to_changelog(partition, pane.encode(), None));
     }
+    // Last: the progress ends the batch; a reader uses none of it before (restore_partition,
+    // PartialsView).
+    let progress = Progress {
+        max_event: o.store.max_event(),
+        late: o.store.late(),
+        ended: o.ended,
+        next: tag,
+    };
+    both(
+        &mut messages,
+        Key::Progress { partition },
+        Some(encode_json(&progress)),
+    );
     let offsets = o.next.map(|next| TxnOffsets {
         group,
         topic: &s.topic,
@@ -516,23 +558,33 @@ mod tests {
         parts.panes[&t].values().map(|k| k.n()).sum()
     }
 
-    /// Tansu 0.6.0's `read_committed` returns the messages of an aborted transaction
-    /// (checked with confluent-kafka: a transaction aborted, or left open by a producer
-    /// that a new one with its id fenced, is read back). Its values would count the
-    /// reports after the committed offset twice, so the restore leaves them out.
+    fn tombstone(t: i64) -> KeyedPayload {
+        let key = Key::Pane {
+            partition: 1,
+            pane: Pane::At(t),
+        };
+        (key.encode(), None)
+    }
+
+    fn restored(s: &ScaleOutStream, messages: &[KeyedPayload]) -> (RestoredPanes, Progress, usize) {
+        restore_partition(s, 1, messages.to_vec()).unwrap()
+    }
+
+    /// Issue 34, items 9-10: Tansu 0.6.0 shows aborted transactions and does not always
+    /// report a transaction's committed offsets, so the restore takes the state the last
+    /// finished batch left (it says which offset it ends at), never a cut batch's values.
     #[test]
-    fn the_restore_skips_values_of_transactions_that_did_not_commit() {
+    fn the_restore_takes_the_last_finished_batch_and_nothing_of_a_cut_one() {
         let s = stream();
-        let messages = vec![
+        let mut messages = vec![
             value(&s, 0, 3, 100),
             progress(10, 100),
-            // Committed at 250: the pane grew, a second one appeared.
+            // Through offset 250: the pane grew, a second one appeared.
             value(&s, 0, 5, 250),
             value(&s, 60_000, 2, 250),
             progress(60_010, 250),
-            // Aborted (the owner was killed mid-commit): tagged with 400.
+            // The owner is killed mid-commit: no progress ends this batch.
             value(&s, 0, 9, 400),
-            progress(70_000, 400),
             // Another partition's key and an unknown key are not this partition's state.
             (
                 Key::Progress { partition: 0 }.encode(),
@@ -540,33 +592,45 @@ mod tests {
             ),
             (b"something/else".to_vec(), Some(b"x".to_vec())),
         ];
-        let (parts, progress_read, skipped) =
-            restore_partition(&s, 1, messages.clone(), Some(250)).unwrap();
+        let (parts, read, skipped) = restored(&s, &messages);
         assert_eq!((n(&parts, 0), n(&parts, 60_000)), (5, 2));
-        assert_eq!(progress_read.max_event, Some(60_010));
-        assert_eq!(skipped, 2);
-        // Had the third transaction committed, it would be the state.
-        let (parts, progress_read, skipped) =
-            restore_partition(&s, 1, messages.clone(), Some(400)).unwrap();
+        assert_eq!(
+            (read.max_event, read.next, skipped),
+            (Some(60_010), Some(250), 1)
+        );
+        // Finished, the batch is the state (whether its transaction committed or not: it
+        // holds the partition's first 400 reports, and the fold resumes at 400).
+        let mut finished = messages.clone();
+        finished.push(progress(70_000, 400));
+        let (parts, read, skipped) = restored(&s, &finished);
         assert_eq!(n(&parts, 0), 9);
-        assert_eq!((progress_read.max_event, skipped), (Some(70_000), 0));
-        // Nothing committed yet: nothing tagged is state.
-        let (parts, _, skipped) = restore_partition(&s, 1, messages, None).unwrap();
-        assert!(parts.panes.is_empty());
-        assert_eq!(skipped, 7);
-        // A tombstone deletes the pane whatever its transaction.
-        let gone = vec![
-            value(&s, 0, 3, 100),
-            (
-                Key::Pane {
-                    partition: 1,
-                    pane: Pane::At(0),
-                }
-                .encode(),
-                None,
-            ),
+        assert_eq!(
+            (read.max_event, read.next, skipped),
+            (Some(70_000), Some(400), 0)
+        );
+        // The next owner's marker, then its own batch from 250: the cut value never joins
+        // a later batch.
+        messages.push((MARKER_KEY.to_vec(), Some(b"earlier owner".to_vec())));
+        messages.push(value(&s, 0, 7, 300));
+        messages.push(progress(60_020, 300));
+        let (parts, read, skipped) = restored(&s, &messages);
+        assert_eq!((n(&parts, 0), read.next, skipped), (7, Some(300), 1));
+        // Without the marker (compacted away), a value tagged past its batch is left out.
+        let unmarked = vec![
+            value(&s, 0, 9, 400),
+            value(&s, 0, 6, 300),
+            progress(60_020, 300),
         ];
-        let (parts, _, _) = restore_partition(&s, 1, gone, Some(100)).unwrap();
+        let (parts, _, skipped) = restored(&s, &unmarked);
+        assert_eq!((n(&parts, 0), skipped), (6, 1));
+        // A tombstone counts once its batch is finished.
+        let dropped = vec![value(&s, 0, 3, 100), tombstone(0), progress(10, 100)];
+        assert!(restored(&s, &dropped).0.panes.is_empty());
+        let cut = vec![value(&s, 0, 3, 100), progress(10, 100), tombstone(0)];
+        assert_eq!(n(&restored(&s, &cut).0, 0), 3);
+        // Nothing consumed yet: nothing tagged is state.
+        let (parts, read, skipped) = restored(&s, &[value(&s, 0, 3, 100)]);
         assert!(parts.panes.is_empty());
+        assert_eq!((read.next, skipped), (None, 1));
     }
 }

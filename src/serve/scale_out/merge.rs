@@ -1,8 +1,8 @@
 //! Stage 2 of the scale-out mode: the one instance that owns the partials topic (its single
-//! partition, through the consumer group `<group_id>-merge`) keeps the newest committed
-//! partial of every (input partition, pane) ([`PartialsView`]), merges them exactly, and
-//! runs the tests. A window is final once every input partition's committed watermark has
-//! passed its end; its final records go to `results_topic` in the same transaction as the
+//! partition, through the consumer group `<group_id>-merge`) keeps the newest partial of
+//! every (input partition, pane) from a finished fold batch ([`PartialsView`]), merges
+//! them exactly, and runs the tests. A window is final once every input partition's
+//! watermark has passed its end; its final records go to `results_topic` in the same transaction as the
 //! emitted-through marker (written to the partials topic itself) and the merge group's
 //! offset on the partials topic. A new owner reads the partials topic from its start up
 //! to a marker of its own (after fencing the previous owner), so it knows what was
@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ldpstream_connectors::kafka::committed::{committed_offset, CommittedOffsets};
+use ldpstream_connectors::kafka::committed::committed_offset;
 use ldpstream_connectors::kafka::transactions::{
     new_nonce, Outgoing, TxnOffsets, TxnProducer, MARKER_KEY,
 };
@@ -46,8 +46,6 @@ struct MergeState {
     read: Option<i64>,
     /// The tag of this owner's last transaction, committed or not (at first: `committed`).
     last_tag: Option<i64>,
-    /// Since when fold values wait for their commit (for the log).
-    waiting_since: Option<Instant>,
     view: PartialsView,
 }
 
@@ -78,7 +76,6 @@ impl MergeHandler {
             committed,
             read: None,
             last_tag: committed,
-            waiting_since: None,
             view: PartialsView::default(),
         })
     }
@@ -186,7 +183,6 @@ pub(super) fn run(
         handler,
         None,
     )?;
-    let fold_offsets = CommittedOffsets::open(&s.kafka, &s.app)?;
     let mut ownership = Ownership::new(&s, &shared);
     let mut latches = SequentialLatches::default();
     let mut last_round = Instant::now();
@@ -200,7 +196,6 @@ pub(super) fn run(
             let merge = Merge {
                 s: &s,
                 consumer: &consumer,
-                fold_offsets: &fold_offsets,
                 shared: &shared,
             };
             if merge.round(&mut latches)? && !ended {
@@ -273,7 +268,6 @@ impl<'a> Ownership<'a> {
 struct Merge<'a> {
     s: &'a ScaleOutStream,
     consumer: &'a GroupConsumer<MergeHandler>,
-    fold_offsets: &'a CommittedOffsets,
     shared: &'a Shared,
 }
 
@@ -290,7 +284,6 @@ impl Merge<'_> {
         if !state.caught_up {
             return Ok(false);
         }
-        self.promote(state);
         let t0 = Instant::now();
         let mut store = state.view.merged_store(s)?;
         let due = take_due(&s.config, &mut store, true)?;
@@ -337,35 +330,6 @@ impl Merge<'_> {
             .snapshot_seconds
             .observe(t0.elapsed().as_secs_f64());
         Ok(ended)
-    }
-
-    /// Uses the fold values whose transaction the fold group's offsets say committed.
-    /// Values that keep waiting are logged every 10 s: a fold that commits nothing holds
-    /// every window open.
-    fn promote(&self, state: &mut MergeState) {
-        let s = self.s;
-        if !state.view.has_pending() {
-            return;
-        }
-        match self
-            .fold_offsets
-            .of_partitions(&s.topic, s.input_partitions)
-        {
-            Ok(committed) => {
-                let used = state.view.promote(s, &committed);
-                let waiting = state.view.pending_tags();
-                let since = *state.waiting_since.get_or_insert_with(Instant::now);
-                if waiting.is_empty() || used > 0 {
-                    state.waiting_since = None;
-                } else if since.elapsed() >= Duration::from_secs(10) {
-                    info!(stream = %s.config.name, waiting = ?waiting, committed = ?committed, "merge: fold values (lowest, highest tag per partition) still wait for a committed offset at their tag");
-                    state.waiting_since = Some(Instant::now());
-                }
-            }
-            Err(e) => {
-                warn!(stream = %s.config.name, error = %e, "merge: the fold's committed offsets could not be read; its newest partials wait for the next round")
-            }
-        }
     }
 
     /// Commits the final records of `records`, the emitted marker, the retired sketch and
@@ -505,6 +469,7 @@ mod tests {
             streams: vec![s.config.clone()],
             serve: Default::default(),
             max_state_memory: None,
+            ledger: None,
         };
         let shared = shared_state(&config).unwrap();
         let gauge = || {

@@ -1,13 +1,24 @@
-//! The merge's view of the partials topic: the newest *committed* value of every key it
-//! uses. A broker that implements KIP-98 hides aborted transactions from a
-//! `read_committed` reader; Tansu 0.6.0 does not, and a merge that took a killed fold
-//! instance's aborted pane and watermark counted reports twice (issue 34, item 9). So a
-//! fold value is used only once its tag (the input offset its transaction commits) is at
-//! or below the fold group's committed offset for its partition, and a fold take-over's
-//! [`Resumed`] message drops every earlier value of the partition tagged above the
-//! committed offset. The merge's own values are taken only if their tag is at or below
-//! the merge group's committed offset on the partials topic. So the merge needs no
-//! `read_committed` from the broker, and reads the topic `read_uncommitted`.
+//! The merge's view of the partials topic: the newest usable value of every key it uses.
+//!
+//! Fold values are used batch by batch. Each fold transaction writes a partition's
+//! changed panes and then its progress, tagged alike with the input offset the batch
+//! ends at; a pane value is used only once the progress that ends its batch is read, so
+//! a batch cut by a kill is never half used. Whether the batch's transaction committed
+//! is not asked: on Tansu 0.6.0 neither `read_committed` nor the consumer group's
+//! committed offsets say it reliably (it shows aborted transactions to `read_committed`
+//! readers, and leaves a transaction's offsets unapplied while another producer's
+//! transaction on the same partition is open, which every fold transaction here is:
+//! benches/RESULTS.md, "Scale-out stress"). None is needed: a complete batch holds the
+//! partition's state after its first `tag` reports, which is the same whichever
+//! instance folded them, so an aborted batch holds no report that is not in the input.
+//! What must not happen is a report counted twice or a pane value going back in time,
+//! and both are kept out per partition: a batch tagged below the newest one used (a new
+//! owner that resumed from an older state and reads the same reports again) is
+//! dropped, and a pane the retired sketch holds takes no value any more. A fold
+//! take-over's [`Resumed`] message drops the partition's values of a batch its previous
+//! owner never finished. The merge's own values are taken only if their tag is at or
+//! below the merge group's committed offset, so that a final record a consumer of the
+//! results topic may not see is never taken for emitted.
 
 use std::collections::BTreeMap;
 
@@ -30,12 +41,13 @@ pub(super) enum OwnValues {
     Ignore,
 }
 
-/// A fold value whose transaction is not known to have committed yet.
+/// A pane value read before the progress that ends its batch.
 #[derive(Debug, Clone)]
 struct Pending {
     partition: i32,
     tag: i64,
-    value: FoldValue,
+    pane: Pane,
+    grouped: Grouped,
 }
 
 #[derive(Debug, Clone)]
@@ -44,15 +56,17 @@ enum FoldValue {
     Progress(Progress),
 }
 
-/// The newest committed value of every key of the partials topic that the merge uses.
+/// The newest usable value of every key of the partials topic that the merge uses.
 #[derive(Default)]
 pub(super) struct PartialsView {
     pub(super) panes: BTreeMap<(Pane, i32), Grouped>,
     pub(super) progress: BTreeMap<i32, Progress>,
     pub(super) emitted: Option<Emitted>,
     pub(super) retired: Grouped,
-    /// Fold values read, in log order, whose transaction may not have committed.
+    /// Pane values read, in log order, whose batch's progress is not read yet.
     pending: Vec<Pending>,
+    /// Per partition, the tag of the newest batch used.
+    used_through: BTreeMap<i32, i64>,
 }
 
 impl PartialsView {
@@ -70,16 +84,26 @@ impl PartialsView {
         let name = &s.config.name;
         match (key, payload) {
             (Key::Pane { partition, pane }, Some(p)) => {
-                let (g, tag) = decode_tagged_pane(&s.config, pane, p)?;
-                self.fold_value(s, partition, tag, FoldValue::Pane(pane, g));
+                let (grouped, tag) = decode_tagged_pane(&s.config, pane, p)?;
+                match tag {
+                    // Nothing of the partition was consumed yet: it holds no report.
+                    None => self.take(s, partition, FoldValue::Pane(pane, grouped)),
+                    Some(tag) => self.pending.push(Pending {
+                        partition,
+                        tag,
+                        pane,
+                        grouped,
+                    }),
+                }
             }
             (Key::Progress { partition }, Some(p)) => {
                 let progress: Progress = decode_json(p, name, "progress")?;
-                self.fold_value(s, partition, progress.next, FoldValue::Progress(progress));
+                self.end_batch(s, partition, progress);
             }
             (Key::Resumed { partition }, Some(p)) => {
-                let resumed: Resumed = decode_json(p, name, "resumed")?;
-                self.resumed(s, partition, resumed.committed);
+                // Decoded to refuse a damaged message; what it says is not needed.
+                let _: Resumed = decode_json(p, name, "resumed")?;
+                self.pending.retain(|v| v.partition != partition);
             }
             (Key::Emitted, Some(p)) => {
                 let emitted: Emitted = decode_json(p, name, "emitted")?;
@@ -102,59 +126,31 @@ impl PartialsView {
         Ok(())
     }
 
-    /// A fold value: used now if untagged (nothing of the partition was ever consumed,
-    /// so it holds no report), else once its tag is committed.
-    fn fold_value(&mut self, s: &ScaleOutStream, partition: i32, tag: Option<i64>, v: FoldValue) {
-        match tag {
-            None => self.take(s, partition, v),
-            Some(tag) => self.pending.push(Pending {
-                partition,
-                tag,
-                value: v,
-            }),
+    /// The progress that ends a batch of `partition`: its pane values tagged at or below
+    /// the batch's tag are used, in log order, unless an equal or newer batch was used
+    /// already (then the whole batch is an older state of the partition, dropped). After
+    /// a compaction a batch's older values may come before it without their own
+    /// progress: they are still the partition's state at this tag. Values tagged above
+    /// it are from a batch not finished yet, or never.
+    fn end_batch(&mut self, s: &ScaleOutStream, partition: i32, progress: Progress) {
+        let Some(tag) = progress.next else {
+            // Nothing of the partition consumed yet.
+            self.take(s, partition, FoldValue::Progress(progress));
+            return;
+        };
+        let older = self.used_through.get(&partition).is_some_and(|&u| tag < u);
+        let (batch, rest): (Vec<Pending>, Vec<Pending>) = std::mem::take(&mut self.pending)
+            .into_iter()
+            .partition(|v| v.partition == partition && v.tag <= tag);
+        self.pending = rest;
+        if older {
+            return;
         }
-    }
-
-    /// A fold instance took `partition` over from `committed`: the partition's pending
-    /// values tagged above it are from transactions that were aborted (every transaction
-    /// of the fenced owner that committed is at or below it), the others committed.
-    fn resumed(&mut self, s: &ScaleOutStream, partition: i32, committed: Option<i64>) {
-        self.pending
-            .retain(|p| p.partition != partition || committed.is_some_and(|c| p.tag <= c));
-        if let Some(c) = committed {
-            self.promote(s, &BTreeMap::from([(partition, c)]));
+        for v in batch {
+            self.take(s, partition, FoldValue::Pane(v.pane, v.grouped));
         }
-    }
-
-    /// Uses, in log order, every pending value whose tag is at or below its partition's
-    /// committed offset in `committed` (the fold group's); returns how many.
-    pub(super) fn promote(&mut self, s: &ScaleOutStream, committed: &BTreeMap<i32, i64>) -> usize {
-        let pending = std::mem::take(&mut self.pending);
-        let mut used = 0;
-        for p in pending {
-            if committed.get(&p.partition).is_some_and(|&c| p.tag <= c) {
-                self.take(s, p.partition, p.value);
-                used += 1;
-            } else {
-                self.pending.push(p);
-            }
-        }
-        used
-    }
-
-    /// Whether some fold value waits for its transaction's commit.
-    pub(super) fn has_pending(&self) -> bool {
-        !self.pending.is_empty()
-    }
-
-    /// The lowest and highest tag waiting, per partition.
-    pub(super) fn pending_tags(&self) -> BTreeMap<i32, (i64, i64)> {
-        let mut tags: BTreeMap<i32, (i64, i64)> = BTreeMap::new();
-        for p in &self.pending {
-            let e = tags.entry(p.partition).or_insert((p.tag, p.tag));
-            *e = (e.0.min(p.tag), e.1.max(p.tag));
-        }
-        tags
+        self.take(s, partition, FoldValue::Progress(progress));
+        self.used_through.insert(partition, tag);
     }
 
     fn take(&mut self, s: &ScaleOutStream, partition: i32, v: FoldValue) {
@@ -357,32 +353,31 @@ mod tests {
         assert_eq!(finals(&s, &v), vec![(Some(0), 7), (Some(0), 7)]);
     }
 
+    fn n_of(v: &PartialsView, partition: i32) -> Option<u64> {
+        v.panes
+            .get(&(Pane::At(0), partition))
+            .map(|g| g.values().map(|k| k.n()).sum())
+    }
+
     /// Issue 34, item 9: a fold instance killed mid-transaction left partition 1's pane
-    /// and watermark of an aborted transaction in the partials topic, which Tansu 0.6.0's
-    /// `read_committed` shows. The merge closed the window on that watermark and counted
-    /// the pane, whose reports the partition's next owner then read and counted again.
+    /// and watermark in the partials topic; the merge closed the window on them and
+    /// counted the pane, whose reports the partition's next owner then read and counted
+    /// again. A finished batch is the partition's state after its first `tag` reports
+    /// whoever folded it, committed or not; a cut batch is never used, and the older
+    /// states a new owner publishes while it reads the same reports again are dropped.
     #[test]
-    fn values_of_an_aborted_fold_transaction_are_never_merged() {
+    fn a_resumed_partition_counts_no_report_twice_and_a_cut_batch_is_never_used() {
         let s = stream();
         let mut v = PartialsView::default();
-        // Committed: partition 0 through offset 100, partition 1 through offset 50.
         put_pane(&mut v, &s, (0, 0, Some(100)), &pane(&s, 1, 3));
         put_progress(&mut v, &s, (0, Some(100)), (Some(2 * MINUTE), 0, false));
         put_pane(&mut v, &s, (1, 0, Some(50)), &pane(&s, 2, 4));
         put_progress(&mut v, &s, (1, Some(50)), (Some(MINUTE - 1), 0, false));
-        // Partition 1's owner is killed mid-commit: its transaction to offset 80 (5 more
-        // reports, a watermark past the minute) is aborted, yet read.
-        put_pane(&mut v, &s, (1, 0, Some(80)), &pane(&s, 2, 9));
-        put_progress(&mut v, &s, (1, Some(80)), (Some(2 * MINUTE), 0, false));
-        // Nothing is used before the fold group's committed offsets say so.
+        // A batch cut by a kill: its pane value waits for a progress that never comes.
+        put_pane(&mut v, &s, (1, 0, Some(60)), &pane(&s, 2, 5));
+        assert_eq!(n_of(&v, 1), Some(4));
         assert_eq!(finals(&s, &v), vec![]);
-        v.promote(&s, &BTreeMap::from([(0, 100), (1, 50)]));
-        assert_eq!(
-            finals(&s, &v),
-            vec![],
-            "the aborted watermark closes nothing"
-        );
-        // The new owner resumes partition 1 from offset 50: the aborted values go.
+        // The next owner resumes from 50: the cut value is dropped.
         let resumed = encode_json(&Resumed {
             committed: Some(50),
         });
@@ -393,14 +388,23 @@ mod tests {
             CATCHING_UP,
         )
         .unwrap();
-        // It reads the 5 reports again and commits through offset 70, then 90.
-        put_pane(&mut v, &s, (1, 0, Some(70)), &pane(&s, 2, 9));
-        put_progress(&mut v, &s, (1, Some(70)), (Some(MINUTE), 0, false));
-        assert_eq!(finals(&s, &v), vec![]);
-        // Offsets past the aborted tag bring none of its values back.
-        v.promote(&s, &BTreeMap::from([(0, 100), (1, 90)]));
+        // It finishes a batch through 80 (aborted or not: 9 reports, watermark past the
+        // minute), and the window closes on it.
+        put_pane(&mut v, &s, (1, 0, Some(80)), &pane(&s, 2, 9));
+        put_progress(&mut v, &s, (1, Some(80)), (Some(2 * MINUTE), 0, false));
         assert_eq!(finals(&s, &v), vec![(Some(0), 12)]);
-        assert!(!v.has_pending());
+        // Killed; the owner after it resumed from 50 and publishes its state there, then
+        // through 70: older states of the partition, dropped.
+        for (tag, n, max_event) in [(50, 4, MINUTE - 1), (70, 7, MINUTE + 1)] {
+            put_pane(&mut v, &s, (1, 0, Some(tag)), &pane(&s, 2, n));
+            put_progress(&mut v, &s, (1, Some(tag)), (Some(max_event), 0, false));
+            assert_eq!(n_of(&v, 1), Some(9), "tag {tag}");
+            assert_eq!(finals(&s, &v), vec![(Some(0), 12)], "tag {tag}");
+        }
+        // Past 80 its batches are used again.
+        put_pane(&mut v, &s, (1, 0, Some(90)), &pane(&s, 2, 10));
+        put_progress(&mut v, &s, (1, Some(90)), (Some(3 * MINUTE), 0, false));
+        assert_eq!(finals(&s, &v), vec![(Some(0), 13)]);
     }
 
     /// The merge's own values are tagged with the merge group's offset their transaction
