@@ -85,16 +85,12 @@ impl PartialsView {
         match (key, payload) {
             (Key::Pane { partition, pane }, Some(p)) => {
                 let (grouped, tag) = decode_tagged_pane(&s.config, pane, p)?;
-                match tag {
-                    // Nothing of the partition was consumed yet: it holds no report.
-                    None => self.take(s, partition, FoldValue::Pane(pane, grouped)),
-                    Some(tag) => self.pending.push(Pending {
-                        partition,
-                        tag,
-                        pane,
-                        grouped,
-                    }),
-                }
+                self.pending.push(Pending {
+                    partition,
+                    tag: batch_tag(tag),
+                    pane,
+                    grouped,
+                });
             }
             (Key::Progress { partition }, Some(p)) => {
                 let progress: Progress = decode_json(p, name, "progress")?;
@@ -127,17 +123,13 @@ impl PartialsView {
     }
 
     /// The progress that ends a batch of `partition`: its pane values tagged at or below
-    /// the batch's tag are used, in log order, unless an equal or newer batch was used
-    /// already (then the whole batch is an older state of the partition, dropped). After
-    /// a compaction a batch's older values may come before it without their own
-    /// progress: they are still the partition's state at this tag. Values tagged above
-    /// it are from a batch not finished yet, or never.
+    /// the batch's tag are used, in log order, unless a newer batch was used already
+    /// (then the whole batch is an older state of the partition, dropped). After a
+    /// compaction a batch's older values may come before it without their own progress:
+    /// they are still the partition's state at this tag. Values tagged above it are from
+    /// a batch not finished yet, or never.
     fn end_batch(&mut self, s: &ScaleOutStream, partition: i32, progress: Progress) {
-        let Some(tag) = progress.next else {
-            // Nothing of the partition consumed yet.
-            self.take(s, partition, FoldValue::Progress(progress));
-            return;
-        };
+        let tag = batch_tag(progress.next);
         let older = self.used_through.get(&partition).is_some_and(|&u| tag < u);
         let (batch, rest): (Vec<Pending>, Vec<Pending>) = std::mem::take(&mut self.pending)
             .into_iter()
@@ -258,6 +250,13 @@ impl PartialsView {
         }
         Ok((retired, stale))
     }
+}
+
+/// A fold value's batch tag. Untagged: nothing of the partition was consumed when it was
+/// written (a new owner that restored no finished batch), older than any tagged batch, so
+/// that such an owner's first batch cannot take a watermark back.
+fn batch_tag(tag: Option<i64>) -> i64 {
+    tag.unwrap_or(-1)
 }
 
 impl OwnValues {
@@ -401,6 +400,12 @@ mod tests {
             assert_eq!(n_of(&v, 1), Some(9), "tag {tag}");
             assert_eq!(finals(&s, &v), vec![(Some(0), 12)], "tag {tag}");
         }
+        // An owner that restored no finished batch publishes an untagged state: older
+        // than any batch, it takes no watermark or pane back.
+        put_pane(&mut v, &s, (1, 0, None), &pane(&s, 2, 0));
+        put_progress(&mut v, &s, (1, None), (None, 0, false));
+        assert_eq!(n_of(&v, 1), Some(9));
+        assert_eq!(finals(&s, &v), vec![(Some(0), 12)]);
         // Past 80 its batches are used again.
         put_pane(&mut v, &s, (1, 0, Some(90)), &pane(&s, 2, 10));
         put_progress(&mut v, &s, (1, Some(90)), (Some(3 * MINUTE), 0, false));
