@@ -327,22 +327,7 @@ pub fn read_to_marker(
     nonce: &[u8],
     within: Duration,
 ) -> Result<Vec<KeyedPayload>, ConnectorError> {
-    let mut config = base_config(kafka, &format!("reader of {topic:?}"))?;
-    config
-        .set("group.id", "ldpstream-restore")
-        .set("enable.auto.commit", "false")
-        .set("isolation.level", "read_uncommitted")
-        .set("fetch.queue.backoff.ms", "10")
-        .set("fetch.message.max.bytes", "16000000");
-    let consumer: BaseConsumer = config
-        .create()
-        .map_err(|e| err(format!("reader of {topic:?}"), e))?;
-    let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(topic, partition, Offset::Beginning)
-        .map_err(|e| err(format!("assigning {topic:?}/{partition}"), e))?;
-    consumer
-        .assign(&tpl)
-        .map_err(|e| err(format!("assigning {topic:?}/{partition}"), e))?;
+    let tail = PartitionTail::open(kafka, topic, partition)?;
     let deadline = Instant::now() + within;
     let mut out = Vec::new();
     loop {
@@ -357,15 +342,62 @@ pub fn read_to_marker(
                 ),
             });
         }
-        let Some(m) = consumer.poll(Duration::from_millis(100)) else {
+        let Some((key, payload)) = tail.next(Duration::from_millis(100))? else {
             continue;
         };
-        let m = m.map_err(|e| err(format!("reading {topic:?}/{partition}"), e))?;
-        let key = m.key().unwrap_or_default();
-        if key == MARKER_KEY && m.payload() == Some(nonce) {
+        if key == MARKER_KEY && payload.as_deref() == Some(nonce) {
             return Ok(out);
         }
-        out.push((key.to_vec(), m.payload().map(<[u8]>::to_vec)));
+        out.push((key, payload));
+    }
+}
+
+/// One partition read from its start, `read_uncommitted`, without joining a consumer
+/// group: a take-over's read-back, or an instance watching a state topic it does not own.
+pub struct PartitionTail {
+    consumer: BaseConsumer,
+    topic: String,
+    partition: i32,
+}
+
+impl PartitionTail {
+    pub fn open(kafka: &KafkaConfig, topic: &str, partition: i32) -> Result<Self, ConnectorError> {
+        let mut config = base_config(kafka, &format!("reader of {topic:?}"))?;
+        config
+            .set("group.id", "ldpstream-restore")
+            .set("enable.auto.commit", "false")
+            .set("isolation.level", "read_uncommitted")
+            .set("fetch.queue.backoff.ms", "10")
+            .set("fetch.message.max.bytes", "16000000");
+        let consumer: BaseConsumer = config
+            .create()
+            .map_err(|e| err(format!("reader of {topic:?}"), e))?;
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(topic, partition, Offset::Beginning)
+            .map_err(|e| err(format!("assigning {topic:?}/{partition}"), e))?;
+        consumer
+            .assign(&tpl)
+            .map_err(|e| err(format!("assigning {topic:?}/{partition}"), e))?;
+        Ok(PartitionTail {
+            consumer,
+            topic: topic.to_string(),
+            partition,
+        })
+    }
+
+    /// The next message, waiting at most `wait`; None if none came.
+    pub fn next(&self, wait: Duration) -> Result<Option<KeyedPayload>, ConnectorError> {
+        match self.consumer.poll(wait) {
+            None => Ok(None),
+            Some(Err(e)) => Err(err(
+                format!("reading {:?}/{}", self.topic, self.partition),
+                e,
+            )),
+            Some(Ok(m)) => Ok(Some((
+                m.key().unwrap_or_default().to_vec(),
+                m.payload().map(<[u8]>::to_vec),
+            ))),
+        }
     }
 }
 

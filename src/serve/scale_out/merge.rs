@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use ldpstream_connectors::kafka::committed::committed_offset;
 use ldpstream_connectors::kafka::transactions::{
-    new_nonce, Outgoing, TxnOffsets, TxnProducer, MARKER_KEY,
+    new_nonce, Outgoing, PartitionTail, TxnOffsets, TxnProducer, MARKER_KEY,
 };
 use ldpstream_connectors::kafka::{
     record_key, GroupConsumer, Isolation, PartitionHandler, StartAt,
@@ -149,10 +149,11 @@ impl MergeState {
     /// Every input partition has ended and the final records of every window are out.
     fn ended(&self) -> bool {
         self.caught_up
-            && self
-                .view
-                .emitted
-                .is_some_and(|e| e.finalized_through == i64::MAX)
+            && (self.view.done
+                || self
+                    .view
+                    .emitted
+                    .is_some_and(|e| e.finalized_through == i64::MAX))
     }
 }
 
@@ -183,6 +184,11 @@ pub(super) fn run(
         handler,
         None,
     )?;
+    // Every instance watches the partials topic for the owner's `done`, and leaves on it:
+    // leaving on taking the merge over after the owner left needs a rebalance, which on
+    // Tansu 0.6.0 sometimes never assigns the topic again (2 of 20 stress runs kept
+    // running, benches/RESULTS.md).
+    let done_watch = PartitionTail::open(&s.kafka, &s.partials, 0)?;
     let mut ownership = Ownership::new(&s, &shared);
     let mut latches = SequentialLatches::default();
     let mut last_round = Instant::now();
@@ -204,6 +210,11 @@ pub(super) fn run(
                 on_end();
             }
         }
+        if !ended && saw_done(&s, &done_watch) {
+            ended = true;
+            info!(stream = %s.config.name, "merge: the owner says every final record is out; stopping (end_marker)");
+            on_end();
+        }
         ownership.observe(lock(&consumer.handler().state).is_some());
         let Some(message) = consumer.next_message(Duration::from_millis(50)) else {
             continue;
@@ -214,6 +225,24 @@ pub(super) fn run(
         }
     }
     Ok(())
+}
+
+/// Whether the messages of the partials topic read since the last call include the
+/// owner's `done`. Reads what has arrived, without waiting, at most a bounded number.
+fn saw_done(s: &ScaleOutStream, watch: &PartitionTail) -> bool {
+    let done = Key::Done.encode();
+    for _ in 0..10_000 {
+        match watch.next(Duration::ZERO) {
+            Ok(Some((key, _))) if key == done => return true,
+            Ok(Some(_)) => {}
+            Ok(None) => return false,
+            Err(e) => {
+                warn!(stream = %s.config.name, error = %e, "merge: reading the partials topic for the end failed; trying again");
+                return false;
+            }
+        }
+    }
+    false
 }
 
 /// Who owns the merge, as the gauge, the log and the HTTP API say.
@@ -283,6 +312,9 @@ impl Merge<'_> {
         };
         if !state.caught_up {
             return Ok(false);
+        }
+        if state.view.done {
+            return Ok(true);
         }
         let t0 = Instant::now();
         let mut store = state.view.merged_store(s)?;
@@ -401,6 +433,12 @@ impl Merge<'_> {
                 state.view.forget_retired(s);
                 if emitted.finalized_through == i64::MAX {
                     info!(stream = %s.config.name, finals = finals.len(), "merge: every input partition ended; the last final records are out");
+                    // Only now, after that commit: `done` is true whatever becomes of
+                    // its own transaction.
+                    let done = s.to_partials(Key::Done.encode(), Some(encode_json(&emitted)));
+                    if let Err(e) = state.producer.commit(&[done], None) {
+                        warn!(stream = %s.config.name, error = %e, "merge: writing done failed; the other instances leave when they take the merge over");
+                    }
                 }
                 info!(stream = %s.config.name, finals = finals.len(), "merge: final records emitted");
                 Ok(true)

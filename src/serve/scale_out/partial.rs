@@ -41,6 +41,9 @@ pub enum Key {
     Resumed {
         partition: i32,
     },
+    /// Every input partition ended and the merge transaction with the last final records
+    /// committed: written by the merge owner after that commit succeeded.
+    Done,
 }
 
 impl Key {
@@ -58,6 +61,7 @@ impl Key {
             Key::Emitted => "emitted".to_string(),
             Key::Retired => "retired".to_string(),
             Key::Resumed { partition } => format!("resumed/{partition}"),
+            Key::Done => "done".to_string(),
         }
         .into_bytes()
     }
@@ -83,6 +87,7 @@ impl Key {
             },
             ("emitted", None, None) => Key::Emitted,
             ("retired", None, None) => Key::Retired,
+            ("done", None, None) => Key::Done,
             _ => return None,
         };
         parts.next().is_none().then_some(key)
@@ -298,6 +303,7 @@ mod tests {
             Key::Emitted,
             Key::Retired,
             Key::Resumed { partition: 2 },
+            Key::Done,
         ] {
             assert_eq!(Key::decode(&k.encode()), Some(k));
         }
@@ -308,6 +314,7 @@ mod tests {
             b"emitted/1",
             b"resumed/",
             b"resumed/1/2",
+            b"done/1",
             b"\xff",
             b"",
         ] {

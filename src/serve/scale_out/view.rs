@@ -67,6 +67,8 @@ pub(super) struct PartialsView {
     pending: Vec<Pending>,
     /// Per partition, the tag of the newest batch used.
     used_through: BTreeMap<i32, i64>,
+    /// The last final records are out ([`Key::Done`]).
+    pub(super) done: bool,
 }
 
 impl PartialsView {
@@ -114,6 +116,9 @@ impl PartialsView {
                     self.retired = retired;
                 }
             }
+            // Written only once the last final records' transaction committed, so it is
+            // true whatever became of its own transaction.
+            (Key::Done, Some(_)) => self.done = true,
             // Tombstones are the merge's, for compaction: a pane leaves the view when a
             // committed emitted value retires it, never on a tombstone that an aborted
             // merge transaction may have left visible without its retired sketch.
@@ -410,6 +415,19 @@ mod tests {
         put_pane(&mut v, &s, (1, 0, Some(90)), &pane(&s, 2, 10));
         put_progress(&mut v, &s, (1, Some(90)), (Some(3 * MINUTE), 0, false));
         assert_eq!(finals(&s, &v), vec![(Some(0), 13)]);
+    }
+
+    /// The owner writes `done` only after the last final records' transaction
+    /// committed, so a new owner (and every instance watching) takes it from any
+    /// transaction, even while catching up with nothing committed.
+    #[test]
+    fn done_is_taken_whatever_its_transaction() {
+        let s = stream();
+        let mut v = PartialsView::default();
+        assert!(!v.done);
+        v.apply(&s, &Key::Done.encode(), Some(b"{}"), CATCHING_UP)
+            .unwrap();
+        assert!(v.done);
     }
 
     /// The merge's own values are tagged with the merge group's offset their transaction
