@@ -5,7 +5,7 @@
 //! results topic holds exactly one final record per window, equal to `batch`'s over the
 //! same reports.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -146,13 +146,30 @@ fn key(r: &Value) -> String {
     format!("{}|{}|{}", r["test"], r["window_start"], r["group"])
 }
 
-/// Every committed record of the results topic, read until `count` arrived, then for
-/// `settle` longer, so that a duplicate emitted late would be seen too.
+/// Whether the broker is Tansu 0.6.0 (`LDPSTREAM_BROKER_SHOWS_ABORTED=1`, set by
+/// scripts/test.sh and scripts/scale_out_stress.sh): its `read_committed` returns aborted
+/// transactions, and its last stable offset can stay behind a transaction it never
+/// finishes (README, "Scale-out").
+fn broker_shows_aborted() -> bool {
+    std::env::var("LDPSTREAM_BROKER_SHOWS_ABORTED").as_deref() == Ok("1")
+}
+
+/// Every committed record of the results topic, read until `count` windows arrived, then
+/// for `settle` longer, so that a duplicate emitted late would be seen too. On Tansu the
+/// topic is read `read_uncommitted`: its `read_committed` shows aborted records as well,
+/// so the two differ only where a transaction Tansu never finishes holds the last stable
+/// offset, and every record after it, back (seen once in 40 stress runs: the last 8
+/// final records, written and committed, stayed out of sight).
 fn committed_results(brokers: &str, topic: &str, count: usize, settle: Duration) -> Vec<Value> {
+    let isolation = if broker_shows_aborted() {
+        "read_uncommitted"
+    } else {
+        "read_committed"
+    };
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", brokers)
         .set("group.id", unique("check"))
-        .set("isolation.level", "read_committed")
+        .set("isolation.level", isolation)
         .create()
         .unwrap();
     let mut all = TopicPartitionList::new();
@@ -165,7 +182,10 @@ fn committed_results(brokers: &str, topic: &str, count: usize, settle: Duration)
     let deadline = Instant::now() + Duration::from_secs(180);
     let mut complete_at: Option<Instant> = None;
     while Instant::now() < deadline {
-        if out.len() >= count && complete_at.get_or_insert_with(Instant::now).elapsed() >= settle {
+        let windows: BTreeSet<String> = out.iter().map(key).collect();
+        if windows.len() >= count
+            && complete_at.get_or_insert_with(Instant::now).elapsed() >= settle
+        {
             break;
         }
         if let Some(Ok(m)) = consumer.poll(Duration::from_millis(200)) {
@@ -181,7 +201,7 @@ fn committed_results(brokers: &str, topic: &str, count: usize, settle: Duration)
 /// merge transaction a kill cut, each equal to batch's as well: they are counted and
 /// printed (`DUPLICATE_FINALS`), never a different count.
 fn assert_once_and_equal(got: &[Value], expected: &BTreeMap<String, Value>) {
-    let shows_aborted = std::env::var("LDPSTREAM_BROKER_SHOWS_ABORTED").as_deref() == Ok("1");
+    let shows_aborted = broker_shows_aborted();
     let mut seen: BTreeMap<String, Vec<&Value>> = BTreeMap::new();
     for r in got {
         assert_eq!(
