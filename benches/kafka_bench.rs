@@ -137,7 +137,7 @@ fn produce(
                 (true, Some(g)) => format!(r#"{{"report":{r},"ts":{ts},"g":"{g}"}}"#).into_bytes(),
                 (true, None) => format!(r#"{{"report":{r},"ts":{ts}}}"#).into_bytes(),
                 (false, _) => {
-                    ldpstream_connectors::kafka::decode::encode_binary_u32(Some(ts), r, &group)
+                    ldpstream_connectors::messages::encode_binary_u32(Some(ts), r, &group)
                 }
             }
         };

@@ -12,7 +12,7 @@
 use std::time::Instant;
 
 use ldpstream_config::MechanismConfig;
-use ldpstream_engine::fold::fold_batch;
+use ldpstream_engine::kernels::fold_batch;
 use ldpstream_engine::mechanism::{privatize_batch, Mechanism};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

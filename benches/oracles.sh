@@ -28,10 +28,10 @@ else
   runs=${LDPSTREAM_ORACLE_RUNS:-1000} rows=${ORACLE_FOLD_ROWS:-1048576} repeats=${ORACLE_FOLD_REPEATS:-21}
 fi
 echo "# estimates: oracle | d | ε | datasets | var / closed form | max |mean − p|/s.e. | share beyond 3 s.e."
-LDPSTREAM_ORACLE_RUNS=$runs cargo test --quiet --workspace --test oue -- --nocapture --test-threads 1 2>&1 \
+LDPSTREAM_ORACLE_RUNS=$runs cargo test --quiet --workspace --lib -- tests::oue:: --nocapture --test-threads 1 2>&1 \
   | grep -E '^\| |^oue|test result|panicked'
 echo "# subset estimates: oracle | d | k | ε | datasets | var / closed form | max |mean − p|/s.e. | share beyond 3 s.e."
-LDPSTREAM_ORACLE_RUNS=$runs cargo test --quiet --workspace --test subset -- --nocapture --test-threads 1 2>&1 \
+LDPSTREAM_ORACLE_RUNS=$runs cargo test --quiet --workspace --lib -- tests::subset:: --nocapture --test-threads 1 2>&1 \
   | grep -oE '^\| .*|subset (gof|sequential|power|Monte).*|test result.*|panicked.*'
 # OLH: in smoke mode the CI-sized tests only; in full mode also the #[ignore]d full runs.
 if [ "${SMOKE:-0}" = 1 ]; then
@@ -39,7 +39,7 @@ if [ "${SMOKE:-0}" = 1 ]; then
 else
   olh_args=(--include-ignored --skip estimate_full_runs)
 fi
-LDPSTREAM_ORACLE_RUNS=$runs cargo test --quiet --workspace --test olh -- --nocapture --test-threads 1 "${olh_args[@]}" 2>&1 \
+LDPSTREAM_ORACLE_RUNS=$runs cargo test --quiet --workspace --lib -- tests::olh:: --nocapture --test-threads 1 "${olh_args[@]}" 2>&1 \
   | grep -E '^\| |^olh|test result|panicked'
 echo "# fold speed ($rows reports, median of $repeats folds, test profile: opt-level 3)"
 # The test profile: the one scripts/test.sh has already built, so no second compile.

@@ -5,7 +5,7 @@
 #   - multiplicity: the false discovery rate across 1,000 groups (50 non-null) of alerting
 #     on the anytime q-value, over 200 simulated monitors;
 #   - Monte Carlo ties: the size of the simulated-p-value GOF at n = 2, 6, 20;
-#   - power: median reports to detection at the planner's README example, with the
+#   - power: median reports to detection at the planner's example (docs/user-guide.md, "plan"), with the
 #     equal-weight mixture and with `design_n`, and `plan --sequential`'s prediction beside
 #     the e-processes (1,000 streams each);
 #   - confidence sequences: coverage over 500 looks and the width over n, with and without
@@ -25,7 +25,7 @@ fi
 run() {
   local name=$1
   shift
-  cargo test --quiet --workspace --test "$name" -- "$@" --nocapture --test-threads 1 2>&1 \
+  cargo test --quiet --workspace --lib -- "tests::$name::" "$@" --nocapture --test-threads 1 2>&1 \
     | grep -E '\| |test result|panicked'
 }
 echo "# small epsilon, ${LDPSTREAM_SEQ_GROUPS} null groups x 40 looks x 1000 reports"

@@ -1,7 +1,15 @@
 #!/usr/bin/env python3
-"""Fails when the modules of a crate import each other in a circle.
+"""Fails when the modules of a crate import each other in a circle, or when a crate
+depends on one it must not (the layering of ARCHITECTURE.md).
 
-    scripts/check_module_cycles.py [CRATE_SRC_DIR ...]   (default: every crate's src/)
+    scripts/check_module_cycles.py [CRATE_SRC_DIR ...]   (default: every crates/*/src)
+
+Crates: each workspace crate may depend only on the workspace crates below it,
+config <- engine <- connectors <- jobs <- serve <- cli, and the Python extension
+(crates/python) on jobs, engine, config and connectors only. The Python extension's
+normal dependency tree (`cargo tree -p ldpstream-python -e normal`) must hold none of
+the service's heavy crates (rdkafka, openssl, tokio, axum, hyper, prometheus), and
+neither may the jobs'. Skipped with a warning when cargo is not on PATH.
 
 A module is a source file (`a/mod.rs` is module `a`). Module A depends on module B when A
 names a path into B: `crate::b::…`, `super::b…` or `super::Item` (its parent), or
@@ -12,6 +20,7 @@ ones shared by sibling tests) are skipped. This
 is the check `cargo modules dependencies --acyclic` makes, without compiling
 rust-analyzer to run it.
 """
+import json
 import os
 import re
 import sys
@@ -114,9 +123,58 @@ def cycles(graph):
     return out
 
 
-def main():
-    srcs = sys.argv[1:] or [os.path.join(ROOT, d, "src") for d in ("config", "engine", "connectors", "")]
+# Which workspace crates each crate may depend on (normal dependencies).
+ALLOWED = {
+    "ldpstream-config": set(),
+    "ldpstream-engine": {"ldpstream-config"},
+    "ldpstream-connectors": {"ldpstream-config", "ldpstream-engine"},
+    "ldpstream-jobs": {"ldpstream-config", "ldpstream-engine", "ldpstream-connectors"},
+    "ldpstream-serve": {"ldpstream-config", "ldpstream-engine", "ldpstream-connectors", "ldpstream-jobs"},
+    "ldpstream": {"ldpstream-config", "ldpstream-engine", "ldpstream-connectors", "ldpstream-jobs",
+                  "ldpstream-serve"},
+    "ldpstream-python": {"ldpstream-config", "ldpstream-engine", "ldpstream-connectors", "ldpstream-jobs"},
+}
+# Crates that must not reach these, in their whole normal dependency tree.
+HEAVY = ("rdkafka", "rdkafka-sys", "openssl", "openssl-sys", "tokio", "axum", "hyper", "prometheus")
+LIGHT = ("ldpstream-python", "ldpstream-jobs", "ldpstream-engine", "ldpstream-config")
+
+
+def crate_checks():
+    import shutil
+    import subprocess
+    if shutil.which("cargo") is None:
+        print("WARNING: cargo not found; crate dependency checks SKIPPED")
+        return 0
     bad = 0
+    meta = json.loads(subprocess.run(
+        ["cargo", "metadata", "--format-version", "1", "--no-deps"],
+        cwd=ROOT, check=True, capture_output=True, text=True).stdout)
+    names = {p["name"] for p in meta["packages"]}
+    for p in meta["packages"]:
+        if p["name"] not in ALLOWED:
+            continue
+        deps = {d["name"] for d in p["dependencies"] if d["kind"] is None and d["name"] in names}
+        for d in sorted(deps - ALLOWED[p["name"]]):
+            print(f"{p['name']}: depends on {d}, which is not below it (ARCHITECTURE.md)")
+            bad += 1
+    for crate in LIGHT:
+        tree = subprocess.run(
+            ["cargo", "tree", "-p", crate, "-e", "normal", "--prefix", "none", "--format", "{p}"],
+            cwd=ROOT, check=True, capture_output=True, text=True).stdout
+        reached = sorted({line.split()[0] for line in tree.splitlines() if line.strip()}
+                         & set(HEAVY))
+        for h in reached:
+            print(f"{crate}: its dependency tree holds {h} (cargo tree -p {crate} -e normal -i {h})")
+            bad += 1
+        print(f"{crate}: {len(tree.splitlines())} crates in its tree, none of {', '.join(HEAVY)}"
+              if not reached else f"{crate}: reaches {', '.join(reached)}")
+    return bad
+
+
+def main():
+    srcs = sys.argv[1:] or sorted(
+        os.path.join(ROOT, "crates", d, "src") for d in os.listdir(os.path.join(ROOT, "crates")))
+    bad = 0 if sys.argv[1:] else crate_checks()
     for src in srcs:
         mods = modules(src)
         graph = {m: edges(mods, m, strip(open(p).read())) for m, p in mods.items()}

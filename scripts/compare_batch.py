@@ -4,8 +4,8 @@ records are byte-identical: the proof that a refactoring changed no result.
 
     scripts/compare_batch.py OLD_BINARY NEW_BINARY
 
-Configs: every TOML file under examples/ and config/, and every TOML block with a
-[[stream]] table written into the integration tests (tests/**/*.rs), with format!
+Configs: every TOML file under examples/, and every TOML block with a [[stream]] table
+written into the end-to-end tests (crates/cli/tests/**/*.rs), with format!
 placeholders filled in. For each config the OLD binary simulates matching input (the
 stream's mechanism and parameters, a `group` column when it groups, event time when a
 test windows by time); both binaries then run `batch` over it with the same
@@ -25,10 +25,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def configs():
-    for path in sorted(glob.glob(os.path.join(ROOT, "examples", "*.toml")) +
-                       glob.glob(os.path.join(ROOT, "config", "*.toml"))):
+    for path in sorted(glob.glob(os.path.join(ROOT, "examples", "*.toml"))):
         yield os.path.relpath(path, ROOT), open(path).read()
-    for path in sorted(glob.glob(os.path.join(ROOT, "tests", "**", "*.rs"), recursive=True)):
+    for path in sorted(glob.glob(os.path.join(ROOT, "crates", "cli", "tests", "**", "*.rs"), recursive=True)):
         text = open(path).read()
         # The mechanism tables a test file passes into its templates, e.g.
         # "{ kind = \"grr\", epsilon = 1.0, domain = 4 }".

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The demo service: `ldpstream serve` on config/demo.toml. A built-in simulator privatizes
+# The demo service: `ldpstream serve` on examples/demo.toml. A built-in simulator privatizes
 # 20,000 GenRR reports per second; after 75 s its true distribution switches away from
 # uniform and the goodness-of-fit tests start rejecting.
 #   Metrics:  curl -s 127.0.0.1:9898/metrics | grep ldpstream_test_
@@ -14,4 +14,4 @@ if [ ! -x "${CARGO_TARGET_DIR:-target}/release/ldpstream" ]; then
   echo "demo: building ldpstream (release) for the first time; this takes a few minutes..." >&2
 fi
 cargo build --release --bin ldpstream
-exec "${CARGO_TARGET_DIR:-target}/release/ldpstream" serve --config config/demo.toml "$@"
+exec "${CARGO_TARGET_DIR:-target}/release/ldpstream" serve --config examples/demo.toml "$@"

@@ -10,6 +10,9 @@
 # librdkafka) and compiles only pyo3 and the python crate: seconds, not the ~13 minutes of
 # a cold release build on 2 cores.
 #
+# The connectors' `parquet-codecs` feature, which a user's install leaves out (the package
+# opens no Parquet file), keeps the dependency graph equal to the test build's.
+#
 # The test install adds the python crate's feature `conformance-replay`: the test-only
 # `ldpstream._conformance` that the golden conformance replay needs
 # (python/tests/test_conformance.py). A user's `pip install ./python` never has it.
@@ -38,7 +41,7 @@ started=$(date +%s)
 if [ "${LDPSTREAM_PY_RELEASE:-0}" = 1 ]; then
   "${pip[@]}" install --force-reinstall --no-deps ./python >&2
 else
-  MATURIN_PEP517_ARGS="--profile dev --features conformance-replay" "${pip[@]}" install --force-reinstall --no-deps ./python >&2
+  MATURIN_PEP517_ARGS="--profile dev --features conformance-replay,ldpstream-connectors/parquet-codecs" "${pip[@]}" install --force-reinstall --no-deps ./python >&2
 fi
 echo "ldpstream package installed in $(( $(date +%s) - started )) s" >&2
 "$venv/bin/python" -c 'import ldpstream' >&2

@@ -12,7 +12,7 @@
 #
 # On Tansu 0.6.0 (the default, LDPSTREAM_BROKER_SHOWS_ABORTED=1) a window may also have
 # copies of its final record from a merge transaction that a kill cut, since that
-# broker's read_committed returns aborted transactions (README, "Scale-out"); each copy
+# broker's read_committed returns aborted transactions (docs/kafka.md, "Scale-out"); each copy
 # must equal batch's too, and the runs that had any are counted. Against a broker that
 # hides aborted transactions (Apache Kafka) set LDPSTREAM_BROKER_SHOWS_ABORTED=0: exactly
 # one final record per window.
@@ -31,15 +31,15 @@ first="${2:-1}"
 export LDPSTREAM_BROKER_SHOWS_ABORTED="${LDPSTREAM_BROKER_SHOWS_ABORTED:-1}"
 logs="${LDPSTREAM_STRESS_LOGS:-$(mktemp -d /tmp/scale-out-stress.XXXXXX)}"
 mkdir -p "$logs"
-test_name=instances_join_and_die_yet_each_window_has_one_final_equal_to_batch
+test_name=kafka::scale_out::instances_join_and_die_yet_each_window_has_one_final_equal_to_batch
 
 echo "building the test (cargo's progress follows)..." >&2
-cargo test --workspace --test kafka_scale_out --no-run 2>&1 | tail -n 3 >&2
-exe=$(cargo test --workspace --test kafka_scale_out --no-run --message-format=json 2>/dev/null |
+cargo test --workspace --features ldpstream/kafka-integration-tests --test integration --no-run 2>&1 | tail -n 3 >&2
+exe=$(cargo test --workspace --features ldpstream/kafka-integration-tests --test integration --no-run --message-format=json 2>/dev/null |
   python3 -c 'import json,sys
 for line in sys.stdin:
     m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "kafka_scale_out" and m.get("executable"):
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "integration" and m["package_id"].find("crates/cli") >= 0 and m.get("executable"):
         print(m["executable"])')
 echo "test binary: $exe; logs in $logs" >&2
 

@@ -50,7 +50,7 @@ trap cleanup EXIT
 sed -e 's/^snapshot_interval = .*/snapshot_interval = "1s"/' \
     -e 's/^switch_at = .*/switch_at = "12s"/' \
     -e "s#^sink = .*#sink = [{ kind = \"jsonl\", path = \"$work/out.jsonl\" }]#" \
-    config/demo.toml > "$work/config.toml"
+    examples/demo.toml > "$work/config.toml"
 cat >> "$work/config.toml" <<'EOF'
 
 [[stream]]

@@ -10,6 +10,6 @@ LDPSTREAM_TANSU_USERS=$(./deploy/kafka/install-tansu-users.sh)
 export LDPSTREAM_TANSU_USERS
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-cargo test --test kafka_security -- --ignored --exact \
-  a_scram_user_reads_a_topic_and_a_wrong_password_is_refused 2>&1 | tee "$log"
+cargo test --workspace --features ldpstream/kafka-integration-tests --test integration -- --ignored --exact \
+  kafka::security::a_scram_user_reads_a_topic_and_a_wrong_password_is_refused 2>&1 | tee "$log"
 grep -q "test result: ok. 1 passed" "$log" || { echo "error: the SCRAM test did not pass" >&2; exit 1; }

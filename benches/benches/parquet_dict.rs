@@ -15,7 +15,7 @@ use ldpstream_config::MechanismConfig;
 use ldpstream_connectors::parquet::dictionary::count_report_keys;
 use ldpstream_connectors::parquet::files::{inspect, InputFile};
 use ldpstream_connectors::parquet::reader::read_row_group_batches;
-use ldpstream_engine::fold::fold_key_counts;
+use ldpstream_engine::kernels::fold_key_counts;
 use ldpstream_engine::mechanism::Mechanism;
 use ldpstream_engine::sketch::Sketch;
 use ldpstream_engine::stream::{fold_paned_batch, PanedDelta, ReportLayout};

@@ -5,9 +5,9 @@
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use ldpstream_config::Config;
+use ldpstream_engine::hypothesis::{evaluate, Scope};
 use ldpstream_engine::mechanism::Mechanism;
 use ldpstream_engine::sketch::{BitSketch, Sketch};
-use ldpstream_engine::snapshot_test::{evaluate, Scope};
 use ldpstream_engine::stream::{evaluate_snapshot, take_due, Private};
 use ldpstream_engine::window::{Grouped, PaneStore};
 use rand::rngs::StdRng;

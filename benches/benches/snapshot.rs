@@ -5,10 +5,10 @@
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use ldpstream_config::{Config, TestMethod};
+use ldpstream_engine::hypothesis::{evaluate, Scope};
+use ldpstream_engine::internals::{gof_statistic, local_exp_ind};
 use ldpstream_engine::mechanism::Mechanism;
 use ldpstream_engine::sketch::{BitSketch, Sketch};
-use ldpstream_engine::snapshot_test::{evaluate, Scope};
-use ldpstream_engine::stats::{gof_statistic, local_exp_ind};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::hint::black_box;
@@ -65,7 +65,7 @@ fn bitflip_snapshot(c: &mut Criterion) {
 
 fn local_exp_ind_snapshot(c: &mut Criterion) {
     // A null table whose maximum sits on the boundary (the slow case for plain EM: about
-    // 2·10⁶ steps), from engine/tests/independence_two_sample.rs.
+    // 2·10⁶ steps), from crates/engine/src/tests/independence_two_sample.rs.
     let counts: [u64; 20] = [
         5038, 5111, 4996, 5093, 5069, 4900, 5053, 4997, 5035, 4994, 5052, 5119, 4998, 4901, 4979,
         4867, 4897, 5014, 4897, 4990,

@@ -14,7 +14,7 @@ cargo build --release --locked --bin ldpstream
 target="${CARGO_TARGET_DIR:-target}"
 install -D -m 0755 "$target/release/ldpstream" "$dest/usr/local/bin/ldpstream"
 install -D -m 0755 deploy/docker/healthcheck.sh "$dest/usr/local/bin/ldpstream-healthcheck"
-install -D -m 0644 config/demo.toml "$dest/etc/ldpstream/config.toml"
+install -D -m 0644 examples/demo.toml "$dest/etc/ldpstream/config.toml"
 
 # Libraries of packages with Priority required in Debian 12 (libc6, libgcc-s1, zlib1g),
 # which the slim image keeps. Anything else would have to be apt-get installed there.

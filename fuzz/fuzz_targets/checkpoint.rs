@@ -3,7 +3,7 @@
 //! fuzzer also reaches the decoding behind the checksum.
 
 #![no_main]
-use ldpstream::state_codec::decode;
+use ldpstream_jobs::state_codec::decode;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -10,6 +10,6 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     if let Ok(config) = Config::from_toml_str(text, "fuzz") {
-        let _ = ldpstream::state_memory::estimates(&config, None, &Default::default());
+        let _ = ldpstream_jobs::state_memory::estimates(&config, None, &Default::default());
     }
 });

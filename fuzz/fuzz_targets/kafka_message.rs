@@ -3,7 +3,7 @@
 
 #![no_main]
 use ldpstream_config::MessageFormat;
-use ldpstream_connectors::kafka::MessageDecoder;
+use ldpstream_connectors::messages::MessageDecoder;
 use libfuzzer_sys::fuzz_target;
 use std::sync::OnceLock;
 
@@ -30,8 +30,8 @@ fuzz_target!(|data: &[u8]| {
     for message in rest.split(|&b| b == 0xFF) {
         // A report the fold will reject is still a row: the fold counts it by reason.
         if let Ok(
-            ldpstream_connectors::kafka::Decoded::Report
-            | ldpstream_connectors::kafka::Decoded::Invalid(_),
+            ldpstream_connectors::messages::Decoded::Report
+            | ldpstream_connectors::messages::Decoded::Invalid(_),
         ) = decoder.push(message)
         {
             accepted += 1;

@@ -2,7 +2,7 @@
 //! bytes (a damaged or tampered file is an error naming it, never an empty ledger).
 
 #![no_main]
-use ldpstream::ledger_file::LedgerBook;
+use ldpstream_jobs::ledger::file::LedgerBook;
 use libfuzzer_sys::fuzz_target;
 use std::io::Write;
 

@@ -5,7 +5,7 @@
 #![no_main]
 use ldpstream_connectors::parquet::inspect;
 use ldpstream_connectors::{ParallelFiles, RowGroupInput};
-use ldpstream_engine::fold::fold_key_counts;
+use ldpstream_engine::kernels::fold_key_counts;
 use ldpstream_engine::sketch::Sketch;
 use ldpstream_engine::stream::{fold_paned_batch, PanedDelta, ReportLayout};
 use ldpstream_engine::window::pane_start;

@@ -23,7 +23,7 @@ fuzz_target!(|data: &[u8]| {
     let mut bytes = data.to_vec();
     let sum = crc32c::crc32c(&bytes);
     bytes.extend_from_slice(&sum.to_le_bytes());
-    if ldpstream::partials::decode(&bytes, "fuzz").is_err() {
+    if ldpstream_jobs::sketch_file::decode(&bytes, "fuzz").is_err() {
         return;
     }
     let (Ok(config), Ok(dir)) = (
@@ -34,6 +34,6 @@ fuzz_target!(|data: &[u8]| {
     };
     let (a, b) = (dir.path().join("a.ldpp"), dir.path().join("b.ldpp"));
     if std::fs::write(&a, &bytes).is_ok() && std::fs::write(&b, &bytes).is_ok() {
-        let _ = ldpstream::partials::merge_files(&config, &[a, b]);
+        let _ = ldpstream_jobs::sketch_file::merge_files(&config, &[a, b]);
     }
 });

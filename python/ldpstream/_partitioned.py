@@ -5,7 +5,7 @@ partition into serialized sketches with an input identity of its own.
 Spark and Ray hand a worker Arrow batches in their own types: Spark has no unsigned
 integers (a Parquet UInt32 column arrives as Int64) and no fixed-size binary or list
 (bit-flip reports arrive as Binary, noise vectors as List). `Job.fold` refuses any type
-but the report schema's (README "Input schema"), as `ldpstream batch` refuses such a
+but the report schema's (docs/user-guide.md, "Input schema"), as `ldpstream batch` refuses such a
 Parquet file, so each batch is cast back here, column by column, before it is folded.
 """
 

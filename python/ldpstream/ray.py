@@ -57,7 +57,7 @@ def fold(
     Parameters
     ----------
     dataset
-        A Ray Dataset with the stream's columns (README "Input schema"); Ray keeps
+        A Ray Dataset with the stream's columns (docs/user-guide.md, "Input schema"); Ray keeps
         Parquet's Arrow types. Int64, Binary and List columns are cast as in
         `ldpstream.spark.fold`.
     config, stream, ledger

@@ -60,7 +60,7 @@ def fold(
     Parameters
     ----------
     df
-        A Spark DataFrame with the stream's columns (README "Input schema"). Spark's own
+        A Spark DataFrame with the stream's columns (docs/user-guide.md, "Input schema"). Spark's own
         types for them are cast back per batch: Int64 to UInt32, Binary to
         FixedSizeBinary, List to FixedSizeList.
     config

@@ -7,7 +7,7 @@
 //
 // The true values are exact quotas: round(N·p_k) users hold category k, interleaved.
 import { Kafka, logLevel } from "kafkajs";
-import { Randomizer } from "../dist/src/index.js";
+import { Randomizer } from "../dist/index.js";
 
 const [brokers, topic, mechanismJson, pArg, nArg, partitionsArg] = process.argv.slice(2);
 const randomizer = new Randomizer(JSON.parse(mechanismJson));

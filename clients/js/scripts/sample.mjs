@@ -13,8 +13,8 @@
 // --items per category, the number of reports holding it; olh: per seed·g + report (the
 // audit's numbering of the S × g table). With --pairs,
 // gauss and laplace give the audit's bin of the first coordinate.
-import { Randomizer } from "../dist/src/index.js";
-import { prepare } from "../dist/src/mechanisms.js";
+import { Randomizer } from "../dist/index.js";
+import { prepare } from "../dist/mechanisms.js";
 
 const [mechanismJson, valueArg, nArg, mode] = process.argv.slice(2);
 const config = JSON.parse(mechanismJson);

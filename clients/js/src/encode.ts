@@ -2,7 +2,7 @@ import { LdpClientError } from "./errors.js";
 import { fingerprintHex } from "./fingerprint.js";
 import { Report } from "./mechanisms.js";
 
-/** What goes into a Kafka message beside the report (README "Kafka messages"). */
+/** What goes into a Kafka message beside the report (docs/clients.md, "Kafka messages"). */
 export interface MessageOptions {
   /** Event time, integer milliseconds since the epoch. */
   ts?: number;

@@ -2,7 +2,7 @@ import { MechanismConfig, OLH_DEFAULT_POOL_SIZE } from "./config.js";
 import { defaultK } from "./mechanisms.js";
 import { defaultG } from "./olh.js";
 
-// The mechanism fingerprint stamped on every message (README "Clients"): FNV-1a (32 bits)
+// The mechanism fingerprint stamped on every message (docs/clients.md): FNV-1a (32 bits)
 // over the kind, a 0 byte and the parameters little-endian, exactly as the server computes
 // it (engine/src/mechanism/fingerprint.rs). A report randomized under other parameters is
 // refused as `mechanism_mismatch` instead of being folded into the wrong estimate.

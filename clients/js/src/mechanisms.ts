@@ -137,7 +137,7 @@ function cumulativeColumns(matrix: number[][]): number[][] {
   return out;
 }
 
-/** The cohort family's public sign f_c(x) (config/README.md, `cohort`). */
+/** The cohort family's public sign f_c(x) (docs/configuration.md, `cohort`). */
 export function cohortSign(seed: bigint, cohort: number, x: number): 1 | -1 {
   const h = splitmix64(seed ^ splitmix64((BigInt(cohort) << 32n) | BigInt(x)));
   return (h & 1n) === 0n ? 1 : -1;

@@ -1,4 +1,4 @@
-// README "Clients": the Node snippet, run verbatim as a module that imports the package by
+// docs/clients.md: the Node snippet, run verbatim as a module that imports the package by
 // its name (Node resolves a package's own name through its "exports").
 import { test } from "node:test";
 import assert from "node:assert/strict";

@@ -141,7 +141,7 @@ test("bad parameters and inputs are refused naming the parameter", () => {
   refuses(() => r.json(1, { groups: { g: "x".repeat(129) } }), "groups.g");
 });
 
-test("messages follow README 'Kafka messages'", () => {
+test("messages follow docs/clients.md, 'Kafka messages'", () => {
   const grr = { kind: "grr" as const, report: 3 };
   assert.equal(encodeJson(grr, { ts: 1767225600000, groups: { group: "a" } }), '{"report":3,"ts":1767225600000,"group":"a"}');
   assert.equal(encodeJson({ kind: "bitflip", report: new Uint8Array([10, 1]) }), '{"report":"0a01"}');

@@ -1,0 +1,31 @@
+//! The stream layer that the batch job and the service share: which columns a stream
+//! reads ([`layout`]), dense group ids for a batch ([`groups`]), the grouped and paned
+//! fold of a decoded batch ([`grouped`], [`paned`]), which windows are due a result
+//! ([`due`]), the state a stream will hold ([`memory`]), a window's test records with their q-values ([`window_results`]), and the running
+//! state of sequential tests across looks ([`latches`]).
+//!
+//! Everything here takes Arrow batches and sketches and returns sketches and records: no
+//! files, sockets or clocks, so `batch` and `serve` cannot disagree on a result.
+
+pub mod due;
+pub mod error;
+pub mod grouped;
+pub mod groups;
+pub mod latches;
+pub mod layout;
+pub mod looks;
+pub mod memory;
+pub mod paned;
+pub mod window_results;
+
+pub use due::{longest_window, rfc3339, stream_pane_width, take_due, WindowSnapshot};
+pub use error::StreamError;
+pub use grouped::fold_record_batch;
+pub use latches::{LatchEntry, SequentialLatches};
+pub use layout::{block_column, with_block_columns, ReportLayout};
+pub use looks::{take_looks, Look};
+pub use memory::StateEstimate;
+pub use paned::{fold_paned_batch, is_event_time, PanedDelta};
+pub use window_results::{
+    evaluate_look, evaluate_snapshot, evaluate_stream, evaluate_test_groups, Private,
+};

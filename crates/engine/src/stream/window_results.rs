@@ -1,0 +1,293 @@
+//! A window's test results: sketches merged down to each test's groups, two-sample tests
+//! paired, curator-model tests charged to the ledger, and Benjamini–Hochberg q-values
+//! across the groups of one test and window.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet};
+
+use ldpstream_config::{StreamConfig, TestConfig, TestSpec};
+use rand::rngs::StdRng;
+use tracing::warn;
+
+use super::due::{for_each_due, rfc3339, stream_pane_width, WindowSnapshot};
+use super::error::StreamError;
+use super::latches::SequentialLatches;
+use super::layout::{block_column, ReportLayout};
+use super::looks::{for_each_look, Look};
+use super::paned::PanedDelta;
+use crate::curator::ledger::PrivacyLedger;
+use crate::hypothesis::{evaluate, evaluate_private, evaluate_two_sample, BlockCounts, Scope};
+use crate::mechanism::Mechanism;
+use crate::record::TestRecord;
+use crate::sketch::Sketch;
+use crate::stats::bh_q_values;
+use crate::window::{Bounds, GroupKey, Grouped, PaneStore};
+use crate::EngineError;
+
+/// Project a fold key (values of `fold_columns`) onto `wanted` columns.
+fn project(key: &GroupKey, fold_columns: &[String], wanted: &[String]) -> GroupKey {
+    wanted
+        .iter()
+        .map(|w| {
+            fold_columns
+                .iter()
+                .position(|c| c == w)
+                .and_then(|i| key.get(i).cloned())
+                .flatten()
+        })
+        .collect()
+}
+
+/// Merges the sketches whose projected keys agree. A group that is one fold key (the
+/// usual case: a test grouped as the stream folds) is borrowed, not copied: at d = 2^24 a
+/// copy of every group's table would double the window's memory.
+fn merge_by<'a>(
+    sketches: &'a Grouped,
+    fold_columns: &[String],
+    wanted: &[String],
+    keep: impl Fn(&GroupKey) -> bool,
+) -> Result<BTreeMap<GroupKey, Cow<'a, Sketch>>, StreamError> {
+    let mut out: BTreeMap<GroupKey, Cow<'a, Sketch>> = BTreeMap::new();
+    for (key, sketch) in sketches.iter().filter(|(k, _)| keep(k)) {
+        match out.entry(project(key, fold_columns, wanted)) {
+            std::collections::btree_map::Entry::Occupied(mut e) => {
+                e.get_mut().to_mut().merge(sketch)?
+            }
+            std::collections::btree_map::Entry::Vacant(e) => {
+                e.insert(Cow::Borrowed(sketch));
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn scope(columns: &[String], key: &GroupKey, bounds: Option<Bounds>) -> Scope {
+    Scope {
+        group: (!columns.is_empty())
+            .then(|| columns.iter().cloned().zip(key.iter().cloned()).collect()),
+        window_start: bounds.map(|b| rfc3339(b.start)),
+        window_end: bounds.map(|b| rfc3339(b.end)),
+    }
+}
+
+/// What curator-model tests need: the stream's ledger (None when it has no budget) and
+/// the noise generator (a CSPRNG unless the caller asked for an insecure seed).
+pub struct Private<'a> {
+    pub ledger: Option<&'a mut PrivacyLedger>,
+    pub noise: &'a mut StdRng,
+}
+
+/// The records of one test over one window's sketches, keyed by `key_columns`: sketches are
+/// merged down to the test's groups, two-sample tests pair their labelled samples,
+/// curator-model tests spend from the ledger, and every record gets its Benjamini–Hochberg
+/// q-value across the window's groups.
+pub fn evaluate_test_groups(
+    stream: &StreamConfig,
+    test: &TestConfig,
+    mechanism: &Mechanism,
+    sketches: &Grouped,
+    fold_columns: &[String],
+    bounds: Option<Bounds>,
+    private: &mut Private,
+) -> Result<Vec<TestRecord>, StreamError> {
+    let window = (bounds.map(|b| b.start), bounds.map(|b| b.end));
+    let fold_columns = fold_columns.to_vec();
+    let empty_group;
+    let sketches = if sketches.is_empty() && stream.columns.group_by.is_empty() {
+        empty_group = Grouped::from([(vec![None; fold_columns.len()], mechanism.new_sketch())]);
+        &empty_group
+    } else {
+        sketches
+    };
+    let group_by = &stream.columns.group_by;
+    let mut batch = Vec::new();
+    {
+        match &test.spec {
+            TestSpec::TwoSample { by, a, b } => {
+                let record_columns: Vec<String> =
+                    group_by.iter().filter(|c| *c != by).cloned().collect();
+                let by_index = fold_columns.iter().position(|c| c == by);
+                let side = |value: &String| {
+                    merge_by(sketches, &fold_columns, &record_columns, |k| {
+                        by_index
+                            .and_then(|i| k.get(i))
+                            .is_some_and(|v| v.as_ref() == Some(value))
+                    })
+                };
+                let (sa, sb) = (side(a)?, side(b)?);
+                let keys: BTreeSet<&GroupKey> = sa.keys().chain(sb.keys()).collect();
+                let empty = mechanism.new_sketch();
+                for key in keys {
+                    let x = sa.get(key).map_or(&empty, |s| &**s);
+                    let y = sb.get(key).map_or(&empty, |s| &**s);
+                    batch.push(evaluate_two_sample(
+                        stream,
+                        test,
+                        mechanism,
+                        scope(&record_columns, key, bounds),
+                        x,
+                        y,
+                    )?);
+                }
+            }
+            TestSpec::Uniformity(_) | TestSpec::Identity { .. } => {
+                let ledger =
+                    private
+                        .ledger
+                        .as_deref_mut()
+                        .ok_or_else(|| StreamError::NoBudget {
+                            stream: stream.name.clone(),
+                        })?;
+                let by_block = match test.method.block_size() {
+                    Some(size) => {
+                        let mut wanted = group_by.clone();
+                        wanted.push(block_column(size));
+                        Some(merge_by(sketches, &fold_columns, &wanted, |_| true)?)
+                    }
+                    None => None,
+                };
+                for (key, sketch) in merge_by(sketches, &fold_columns, group_by, |_| true)? {
+                    let d = mechanism.domain();
+                    let block_counts = |b: u64| -> Result<Vec<u64>, EngineError> {
+                        let mut k = key.clone();
+                        k.push(Some(b.to_string()));
+                        Ok(
+                            match by_block.as_ref().and_then(|m| m.get(&k)).map(|s| &**s) {
+                                Some(Sketch::Counts(c)) => c.counts().into_owned(),
+                                _ => vec![0; d],
+                            },
+                        )
+                    };
+                    let blocks: Option<BlockCounts> =
+                        by_block.as_ref().map(|_| &block_counts as BlockCounts);
+                    batch.push(evaluate_private(
+                        stream,
+                        test,
+                        mechanism,
+                        scope(group_by, &key, bounds),
+                        &sketch,
+                        window,
+                        ledger,
+                        &mut *private.noise,
+                        blocks,
+                    )?);
+                }
+            }
+            TestSpec::Gof { .. } | TestSpec::Independence { .. } => {
+                for (key, sketch) in merge_by(sketches, &fold_columns, group_by, |_| true)? {
+                    batch.push(evaluate(
+                        stream,
+                        test,
+                        mechanism,
+                        scope(group_by, &key, bounds),
+                        &sketch,
+                    )?);
+                }
+            }
+        }
+    }
+    let q = bh_q_values(&batch.iter().map(|r| r.p_value).collect::<Vec<_>>());
+    for (r, q) in batch.iter_mut().zip(q) {
+        r.q_value = q;
+    }
+    Ok(batch)
+}
+
+/// One record per (test, window, group). The input is exhausted, so every window is final
+/// and no report is late: each one lands in its window whatever order files were read in.
+pub fn evaluate_stream(
+    stream: &StreamConfig,
+    mechanism: &Mechanism,
+    folded: PanedDelta,
+    private: &mut Private,
+) -> Result<Vec<TestRecord>, StreamError> {
+    if stream.tests.is_empty() {
+        warn!(stream = %stream.name, "stream has no [[stream.test]] entries; nothing to report");
+    }
+    let mut store = PaneStore::new(stream_pane_width(stream), 0).with_max_groups(stream.max_groups);
+    // Moved in, not copied: the folded sketches are held once.
+    folded.apply(&mut store)?;
+    // A real group whose values are literally "__other__" is in the overflow group's key
+    // too; only a full store can have overflowed.
+    if store.holds_overflow() && store.groups_kept() >= stream.max_groups {
+        warn!(
+            stream = %stream.name,
+            max_groups = stream.max_groups,
+            "the input has more groups than max_groups; the reports of the rest are tested as \
+             the \"__other__\" group"
+        );
+    }
+    store.finish();
+    // Looks first: taking the finals retires panes. Each look is evaluated as it is taken
+    // (only its records are kept), and its records go out before its window's final one.
+    let mut look_records: BTreeMap<(usize, Option<i64>), Vec<TestRecord>> = BTreeMap::new();
+    for_each_look(stream, &store, None, i64::MAX, |look| {
+        let key = (look.snapshot.test, look.snapshot.bounds.map(|b| b.start));
+        let records = evaluate_look(stream, mechanism, &look, private)?;
+        look_records.entry(key).or_default().extend(records);
+        Ok::<(), StreamError>(())
+    })?;
+    let mut records = Vec::new();
+    // One window at a time, borrowed from the store where it can be: the store is this
+    // function's own, so nothing needs a copy taken under a lock.
+    for_each_due(stream, &mut store, false, |snapshot| {
+        let key = (snapshot.test, snapshot.bounds.map(|b| b.start));
+        records.extend(look_records.remove(&key).unwrap_or_default());
+        records.extend(evaluate_snapshot(stream, mechanism, &snapshot, private)?);
+        Ok::<(), StreamError>(())
+    })?;
+    // A sequential test's rejection at any look stands at its final record (and the
+    // anytime p-value is the smallest over the looks), as in serve.
+    SequentialLatches::for_stream(stream).observe(&mut records);
+    Ok(records)
+}
+
+/// The records of one event-time look: provisional, with `look_end` set.
+pub fn evaluate_look(
+    stream: &StreamConfig,
+    mechanism: &Mechanism,
+    look: &Look,
+    private: &mut Private,
+) -> Result<Vec<TestRecord>, StreamError> {
+    let mut records = evaluate_snapshot(stream, mechanism, &look.snapshot, private)?;
+    let end = rfc3339(look.end);
+    for r in &mut records {
+        r.look_end = Some(end.clone());
+    }
+    Ok(records)
+}
+
+/// The records of one window snapshot. Curator-model (private) tests release only final
+/// windows: every release spends privacy budget, and provisional snapshots repeat.
+pub fn evaluate_snapshot(
+    stream: &StreamConfig,
+    mechanism: &Mechanism,
+    snapshot: &WindowSnapshot,
+    private: &mut Private,
+) -> Result<Vec<TestRecord>, StreamError> {
+    let test = &stream.tests[snapshot.test];
+    if test.spec.curator().is_some() && !snapshot.is_final {
+        return Ok(Vec::new());
+    }
+    let key_columns = ReportLayout::of(stream, mechanism).key_columns();
+    let mut records = evaluate_test_groups(
+        stream,
+        test,
+        mechanism,
+        &snapshot.sketches,
+        &key_columns,
+        snapshot.bounds,
+        private,
+    )?;
+    // A private test releases no count of raw reports, late ones included (they stay 0).
+    let late = if test.spec.curator().is_some() {
+        0
+    } else {
+        snapshot.late
+    };
+    for record in &mut records {
+        record.is_final = snapshot.is_final;
+        record.late_reports = late;
+    }
+    Ok(records)
+}

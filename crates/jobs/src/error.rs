@@ -1,0 +1,90 @@
+//! Errors of the jobs (batch, merge, ledger, state codec), which the service wraps in its
+//! own. Each keeps its source error and says whose
+//! fault it is ([`Fault`]), which the binary turns into the exit code.
+
+use ldpstream_config::ConfigError;
+use ldpstream_connectors::ConnectorError;
+pub use ldpstream_connectors::Fault;
+use ldpstream_engine::stream::StreamError;
+use ldpstream_engine::EngineError;
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum Error {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Connector(#[from] ConnectorError),
+    #[error(transparent)]
+    Stream(#[from] StreamError),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// `batch` reads Parquet only.
+    #[error("stream {stream:?} has a simulator or Kafka source, which only `serve` runs; give `batch` Parquet files with --input")]
+    NotBatchSource { stream: String },
+    /// A bounded input that leaves a stream or a test nothing to test (see
+    /// `batch::check_testable`).
+    #[error("stream {stream:?}: {message}")]
+    NothingToTest { stream: String, message: String },
+    /// A checkpoint that cannot be restored; the service refuses to start rather than
+    /// count reports twice or lose them.
+    #[error("checkpoint {path}: {message}")]
+    Checkpoint { path: String, message: String },
+    #[error("privacy ledger {path}: {message}")]
+    Ledger { path: String, message: String },
+    /// No ledger file named for budgeted streams, or one that is not absolute, or one
+    /// inside the recoverable state (see `ledger_store::LedgerFile::locate`).
+    #[error("privacy ledger: {message}")]
+    LedgerLocation { message: String },
+    /// The config no longer matches a kept privacy ledger (see `ledger_file::open_ledger`).
+    #[error("privacy ledger {origin}: stream {stream:?}: {message}")]
+    LedgerConflict {
+        origin: String,
+        stream: String,
+        message: String,
+    },
+    #[error("--reset-ledger {stream:?}: {reason}")]
+    ResetLedger { stream: String, reason: String },
+    /// A partial sketch file (`batch --emit-sketches`) that cannot be read.
+    #[error("sketch file {path}: {message}")]
+    Partial { path: String, message: String },
+    /// Partial sketch files that cannot be merged under this config without counting a
+    /// report twice or under other settings.
+    #[error("merge: {message}")]
+    PartialConflict { message: String },
+    /// The config's state does not fit `max_state_memory` (see `ldpstream check`).
+    #[error(
+        "the configured streams would hold an estimated {total} of state, over \
+         max_state_memory = {limit}; the largest is stream {stream:?}, {term}. Lower its \
+         max_groups, window length or domain, or raise max_state_memory \
+         (`ldpstream check --config FILE` shows every term)"
+    )]
+    StateMemory {
+        total: bytesize::ByteSize,
+        limit: bytesize::ByteSize,
+        stream: String,
+        term: String,
+    },
+}
+
+impl Error {
+    pub fn fault(&self) -> Fault {
+        match self {
+            Error::Config(_)
+            | Error::NotBatchSource { .. }
+            | Error::LedgerConflict { .. }
+            | Error::LedgerLocation { .. }
+            | Error::ResetLedger { .. }
+            | Error::PartialConflict { .. }
+            | Error::StateMemory { .. } => Fault::User,
+            Error::Connector(e) => e.fault(),
+            Error::Stream(e) if e.is_input() => Fault::External,
+            // Exit 1, like other bad input data, not 2: the config and command line are fine.
+            Error::NothingToTest { .. }
+            | Error::Checkpoint { .. }
+            | Error::Partial { .. }
+            | Error::Ledger { .. } => Fault::External,
+            Error::Stream(_) | Error::Engine(_) => Fault::Internal,
+        }
+    }
+}

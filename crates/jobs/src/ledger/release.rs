@@ -1,0 +1,82 @@
+//! Releasing records of curator-model (private) tests, in the one order that keeps the
+//! privacy budget honest: the ledger with the new spends is saved (written atomically,
+//! fsynced) before any record that used them leaves the process. A crash between the two
+//! then loses records, which can be computed again, never spends, which would give budget
+//! back. The spends are made on the ledger as read under its lock
+//! ([`crate::ledger::store`]), held until they are saved, so that another process spending
+//! from the same file meanwhile loses nothing. `batch`, `merge` and `serve` all release
+//! through here.
+
+use ldpstream_engine::record::TestRecord;
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+
+use crate::error::Error;
+use crate::ledger::store::{LedgerFile, LockedLedger};
+use crate::output::write_records;
+
+/// Where the records of curator-model tests spend, and the noise they draw.
+pub struct Release<'a> {
+    /// The deployment's ledger file; None when no stream has a budget.
+    pub ledger: Option<&'a LedgerFile>,
+    /// The streams whose ledgers start afresh.
+    pub reset: &'a [String],
+    pub noise: &'a mut StdRng,
+}
+
+/// What a bounded job computed: its records, and the ledger (still locked) they spent
+/// from, to be saved before the records are written.
+pub struct Released {
+    pub records: Vec<TestRecord>,
+    pub spends: Option<LockedLedger>,
+}
+
+/// How a bounded job (`batch`, `merge`) releases its records.
+pub struct ReleaseOptions<'a> {
+    /// The privacy-budget ledger file; created if missing.
+    pub ledger: Option<&'a LedgerFile>,
+    /// Streams whose ledgers start afresh.
+    pub reset: &'a [String],
+    /// Seeded, reproducible noise: NOT private, for tests only.
+    pub insecure_seed: Option<u64>,
+    /// Where the JSON lines go; "-" for stdout.
+    pub output: &'a str,
+}
+
+/// Sets up the noise, lets `compute` make the records (spending from the ledger, which it
+/// locks and hands back), then saves the spends and only then writes the records.
+/// Returns them.
+pub fn release_records<E: From<Error>>(
+    options: &ReleaseOptions<'_>,
+    compute: impl FnOnce(Release<'_>) -> Result<Released, E>,
+) -> Result<Vec<TestRecord>, E> {
+    let mut noise = match options.insecure_seed {
+        Some(seed) => {
+            tracing::warn!(
+                seed,
+                "--insecure-seed: private releases use seeded, reproducible noise"
+            );
+            StdRng::seed_from_u64(seed)
+        }
+        None => ldpstream_engine::curator::secure_rng(),
+    };
+    let Released { records, spends } = compute(Release {
+        ledger: options.ledger,
+        reset: options.reset,
+        noise: &mut noise,
+    })?;
+    spend_then_publish(spends, || write_records(options.output, &records))?;
+    Ok(records)
+}
+
+/// Saves `spends` (and so unlocks the ledger), then runs `publish`: the rule every release
+/// follows. Nothing is published when the spends cannot be saved.
+pub fn spend_then_publish<T>(
+    spends: Option<LockedLedger>,
+    publish: impl FnOnce() -> Result<T, Error>,
+) -> Result<T, Error> {
+    if let Some(locked) = spends {
+        locked.save()?;
+    }
+    publish()
+}

@@ -1,0 +1,76 @@
+//! The batch job's fold over in-memory Arrow batches (the Python package's `Job.fold`):
+//! the same per-batch fold as a Parquet row group's batches in [`crate::batch_job`]
+//! (`fold_paned_batch`, block columns in stream order, every report in its pane), run in
+//! parallel on the current rayon pool and merged exactly, so the sketches equal those of
+//! `batch` over a Parquet file with the same rows.
+
+use arrow::record_batch::RecordBatch;
+use ldpstream_config::StreamConfig;
+use ldpstream_connectors::parquet::check_schema;
+use ldpstream_engine::mechanism::Mechanism;
+use ldpstream_engine::stream::{
+    fold_paned_batch, stream_pane_width, with_block_columns, PanedDelta, ReportLayout, StreamError,
+};
+use ldpstream_engine::window::pane_start;
+use rayon::prelude::*;
+
+use crate::error::Error;
+
+/// Folds `batches` (in stream order: block columns count rows from the first batch) into
+/// one stream's per-pane, per-group sketches. `origin` names the data in errors.
+pub fn fold_batches(
+    stream: &StreamConfig,
+    mechanism: &Mechanism,
+    batches: &[RecordBatch],
+    origin: &str,
+) -> Result<PanedDelta, Error> {
+    let layout = ReportLayout::of(stream, mechanism);
+    // The columns are checked as `batch` checks a Parquet file's schema, before any row is
+    // read: a wrong type is refused naming the column, never cast.
+    for b in batches {
+        check_schema(origin, &b.schema(), &layout)?;
+    }
+    let pane_ms = stream_pane_width(stream);
+    let mut first_rows = Vec::with_capacity(batches.len());
+    let mut row = 0u64;
+    for b in batches {
+        first_rows.push(row);
+        row += b.num_rows() as u64;
+    }
+    let folded = batches
+        .par_iter()
+        .zip(first_rows)
+        .map(|(batch, first_row)| {
+            let mut delta = PanedDelta::default();
+            fold_one(&mut delta, batch, first_row, &layout, pane_ms, origin)?;
+            Ok(delta)
+        })
+        .try_reduce(PanedDelta::default, |mut a, b| {
+            a.merge(b)?;
+            Ok::<_, StreamError>(a)
+        })?;
+    Ok(folded)
+}
+
+/// One batch, as `batch` folds a Parquet batch: a bounded input has no late reports.
+fn fold_one(
+    delta: &mut PanedDelta,
+    batch: &RecordBatch,
+    first_row: u64,
+    layout: &ReportLayout,
+    pane_ms: i64,
+    origin: &str,
+) -> Result<(), StreamError> {
+    let batch = with_block_columns(batch, first_row, &layout.block_sizes).map_err(|source| {
+        StreamError::Arrow {
+            origin: origin.to_string(),
+            source,
+        }
+    })?;
+    let ts = batch
+        .schema()
+        .column_with_name(&layout.ts)
+        .map(|_| layout.ts.as_str());
+    let pane_of = |t: i64| Some(pane_start(t, pane_ms));
+    fold_paned_batch(&batch, layout, origin, ts, &pane_of, delta)
+}
