@@ -9,6 +9,7 @@ pub enum ConnectorError {
         #[source]
         source: std::io::Error,
     },
+    #[cfg(feature = "parquet")]
     #[error("{path}: not a readable Parquet file: {source}")]
     Parquet {
         path: String,
@@ -65,9 +66,10 @@ pub enum ConnectorError {
         #[source]
         source: rdkafka::error::KafkaError,
     },
-    /// A Kafka source or sink in a build without the `kafka` feature (the Python package).
-    #[error("{what} reads or writes Kafka, which this build of ldpstream does not include; run it with the `ldpstream` binary")]
-    NoKafka { what: String },
+    /// A Kafka or Parquet source or sink in a build without its feature (the Python
+    /// package has neither).
+    #[error("{what} needs the connectors' `{feature}` feature, which this build of ldpstream does not include; run it with the `ldpstream` binary")]
+    NotBuilt { what: String, feature: &'static str },
     #[error("Kafka topic {topic:?} does not exist (or has no partitions) on {brokers}")]
     NoSuchTopic { topic: String, brokers: String },
     /// The first request to the brokers failed: unreachable, a failed TLS handshake, or
@@ -124,10 +126,9 @@ impl ConnectorError {
             | NoFileName { .. }
             | Distribution { .. }
             | MissingEnv { .. }
-            | NoKafka { .. } => Fault::User,
+            | NotBuilt { .. } => Fault::User,
             Io { .. }
             | NoMatch { .. }
-            | Parquet { .. }
             | Arrow { .. }
             | MissingColumn { .. }
             | WrongType { .. }
@@ -140,6 +141,8 @@ impl ConnectorError {
             | Delivery { .. } => Fault::External,
             #[cfg(feature = "kafka")]
             Kafka { .. } => Fault::External,
+            #[cfg(feature = "parquet")]
+            Parquet { .. } => Fault::External,
             Stream(e) if e.is_input() => Fault::External,
             Stream(_) | Serialize(_) | Engine(_) => Fault::Internal,
         }

@@ -10,6 +10,7 @@ use ldpstream_engine::record::TestRecord;
 use crate::error::ConnectorError;
 #[cfg(feature = "kafka")]
 use crate::kafka::KafkaSink;
+#[cfg(feature = "parquet")]
 use crate::parquet::ParquetSink;
 
 enum Sink {
@@ -20,6 +21,7 @@ enum Sink {
     Stdout,
     #[cfg(feature = "kafka")]
     Kafka(Box<KafkaSink>),
+    #[cfg(feature = "parquet")]
     Parquet(Box<ParquetSink>),
 }
 
@@ -48,12 +50,21 @@ impl Sinks {
                 )?)),
                 #[cfg(not(feature = "kafka"))]
                 SinkConfig::Kafka { topic, .. } => {
-                    return Err(ConnectorError::NoKafka {
+                    return Err(ConnectorError::NotBuilt {
                         what: format!("the Kafka sink to topic {topic:?}"),
+                        feature: "kafka",
                     })
                 }
+                #[cfg(feature = "parquet")]
                 SinkConfig::Parquet { dir, roll_interval } => {
                     Sink::Parquet(Box::new(ParquetSink::open(dir, roll_interval.as_std())?))
+                }
+                #[cfg(not(feature = "parquet"))]
+                SinkConfig::Parquet { dir, .. } => {
+                    return Err(ConnectorError::NotBuilt {
+                        what: format!("the Parquet sink to {dir:?}"),
+                        feature: "parquet",
+                    })
                 }
                 SinkConfig::Jsonl { path } => {
                     let io = |source| ConnectorError::Io {
@@ -114,6 +125,7 @@ impl Sinks {
                 }
                 #[cfg(feature = "kafka")]
                 Sink::Kafka(k) => k.write(records)?,
+                #[cfg(feature = "parquet")]
                 Sink::Parquet(p) => p.write(records)?,
             }
         }
@@ -122,6 +134,7 @@ impl Sinks {
 
     /// On shutdown: completes what a sink holds open (the current Parquet file).
     pub fn close(&mut self) -> Result<(), ConnectorError> {
+        #[cfg(feature = "parquet")]
         for sink in &mut self.sinks {
             if let Sink::Parquet(p) = sink {
                 p.close()?;

@@ -7,13 +7,18 @@ use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 use std::time::Instant;
 
-use ldpstream_config::{KafkaConfig, SimulatorConfig, SourceConfig, StreamConfig};
+#[cfg(feature = "kafka")]
+use ldpstream_config::KafkaConfig;
+use ldpstream_config::{SimulatorConfig, SourceConfig, StreamConfig};
 use ldpstream_engine::mechanism::Mechanism;
 use ldpstream_engine::stream::ReportLayout;
 
 use crate::emit::{SourceBatch, SourceEvents};
 use crate::error::ConnectorError;
-use crate::parquet::files::{inspect, resolve_inputs, InputFile};
+#[cfg(feature = "parquet")]
+use crate::inputs::resolve_inputs;
+#[cfg(feature = "parquet")]
+use crate::parquet::files::{inspect, InputFile};
 use crate::position::Position;
 
 /// How a source's run ended.
@@ -34,6 +39,7 @@ pub enum Source {
         started: Instant,
         resume: Position,
     },
+    #[cfg(feature = "parquet")]
     Replay {
         files: Vec<InputFile>,
         layout: ReportLayout,
@@ -62,6 +68,9 @@ impl Source {
         started: Instant,
         events: Arc<dyn SourceEvents>,
     ) -> Result<Source, ConnectorError> {
+        // Only the Kafka source reports events (lag, bad messages, connection).
+        #[cfg(not(feature = "kafka"))]
+        let _ = events;
         Ok(match &stream.source {
             SourceConfig::Simulator(sim) => Source::Simulator {
                 stream: stream.clone(),
@@ -70,6 +79,7 @@ impl Source {
                 started,
                 resume,
             },
+            #[cfg(feature = "parquet")]
             SourceConfig::Parquet { paths, rate } => Source::Replay {
                 files: inspect(&resolve_inputs(paths)?, layout)?,
                 layout: layout.clone(),
@@ -77,6 +87,13 @@ impl Source {
                 rate: *rate,
                 resume,
             },
+            #[cfg(not(feature = "parquet"))]
+            SourceConfig::Parquet { .. } => {
+                return Err(ConnectorError::NotBuilt {
+                    what: format!("stream {:?}'s Parquet source", stream.name),
+                    feature: "parquet",
+                })
+            }
             #[cfg(feature = "kafka")]
             SourceConfig::Kafka(kafka) => Source::Kafka {
                 stream: stream.clone(),
@@ -87,8 +104,9 @@ impl Source {
             },
             #[cfg(not(feature = "kafka"))]
             SourceConfig::Kafka(_) => {
-                return Err(ConnectorError::NoKafka {
-                    what: format!("stream {:?}'s source", stream.name),
+                return Err(ConnectorError::NotBuilt {
+                    what: format!("stream {:?}'s Kafka source", stream.name),
+                    feature: "kafka",
                 })
             }
         })
@@ -123,6 +141,7 @@ impl Source {
                 )?;
                 Ok(SourceEnd::Stopped)
             }
+            #[cfg(feature = "parquet")]
             Source::Replay {
                 files,
                 layout,

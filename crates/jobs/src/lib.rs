@@ -1,5 +1,6 @@
 //! ldpstream's jobs over bounded input and the pieces the service shares with them: the
-//! batch job over Parquet files ([`batch_job`]), partial sketch files and their exact merge
+//! batch job over Parquet files (`batch_job`, feature `parquet`, on by default), the tests
+//! of folded sketches every bounded job ends in ([`evaluate`]), partial sketch files and their exact merge
 //! ([`sketch_file`]), the in-memory fold of Arrow data and its identity ([`memory_fold`],
 //! [`memory_id`]), the versioned state encoding ([`state_codec`]), the state a config will
 //! hold ([`state_memory`]) and the privacy ledger ([`ledger`]). It reads through the
@@ -7,9 +8,11 @@
 //! builds no Kafka client, async runtime or HTTP server: the service (`ldpstream-serve`)
 //! and the Python package (`ldpstream-python`) both sit on it.
 
+#[cfg(feature = "parquet")]
 pub mod batch_job;
 pub mod digest;
 pub mod error;
+pub mod evaluate;
 pub mod ledger;
 pub mod mechanisms;
 pub mod memory_fold;

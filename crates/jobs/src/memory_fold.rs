@@ -6,7 +6,7 @@
 
 use arrow::record_batch::RecordBatch;
 use ldpstream_config::StreamConfig;
-use ldpstream_connectors::parquet::check_schema;
+use ldpstream_connectors::schema_check::check_schema;
 use ldpstream_engine::mechanism::Mechanism;
 use ldpstream_engine::stream::{
     fold_paned_batch, stream_pane_width, with_block_columns, PanedDelta, ReportLayout, StreamError,

@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use ldpstream_connectors::jsonl::write_jsonl;
+#[cfg(feature = "parquet")]
 use ldpstream_connectors::parquet::write_records_parquet;
 use ldpstream_engine::record::TestRecord;
 
@@ -16,7 +17,14 @@ pub fn write_records(path: &str, records: &[TestRecord]) -> Result<(), Error> {
             .extension()
             .is_some_and(|e| e.eq_ignore_ascii_case("parquet"));
     if parquet {
+        #[cfg(feature = "parquet")]
         write_records_parquet(target, records)?;
+        #[cfg(not(feature = "parquet"))]
+        return Err(ldpstream_connectors::ConnectorError::NotBuilt {
+            what: format!("--output {path}"),
+            feature: "parquet",
+        }
+        .into());
     } else {
         write_jsonl(path, records)?;
     }

@@ -7,11 +7,11 @@ use std::path::PathBuf;
 
 use arrow::record_batch::RecordBatch;
 use ldpstream_config::{Config, StreamConfig};
-use ldpstream_connectors::parquet::{records_to_batch, BATCH_ROWS};
+use ldpstream_connectors::records::{records_to_batch, BATCH_ROWS};
 use ldpstream_engine::mechanism::Mechanism;
 use ldpstream_engine::record::TestRecord;
 use ldpstream_engine::stream::ReportLayout;
-use ldpstream_jobs::batch_job::{test_streams, Release};
+use ldpstream_jobs::evaluate::{test_streams, Release};
 use ldpstream_jobs::ledger::file::input_fingerprint;
 use ldpstream_jobs::ledger::release::spend_then_publish;
 use ldpstream_jobs::ledger::store::LedgerFile;

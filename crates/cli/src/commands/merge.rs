@@ -3,7 +3,7 @@
 
 use anyhow::Result;
 use ldpstream_connectors::parquet::resolve_inputs;
-use ldpstream_jobs::batch_job::test_streams;
+use ldpstream_jobs::evaluate::test_streams;
 use ldpstream_jobs::ledger::file::input_fingerprint;
 use ldpstream_jobs::sketch_file::merge_files;
 

@@ -1,19 +1,18 @@
-//! The Parquet files of a bounded source: paths and globs resolved, footers read and the
-//! report and group columns checked before any data is read, so that a bad file fails a
+//! The Parquet files of a bounded source: footers read and the report and group columns
+//! checked before any data is read, so that a bad file fails a
 //! job in seconds rather than after an hour.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use arrow::datatypes::{DataType, Schema};
-use ldpstream_engine::kernels::report_schema;
-use ldpstream_engine::stream::{is_event_time, ReportLayout};
+use ldpstream_engine::stream::ReportLayout;
 use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
 };
 use parquet::file::metadata::ParquetMetaData;
 
 use crate::error::ConnectorError;
+use crate::schema_check::check_schema;
 
 /// One Parquet file with its row-group sizes, checked against a layout.
 #[derive(Debug, Clone)]
@@ -27,73 +26,6 @@ pub struct InputFile {
     /// the footer per row group costs time linear in the number of row groups, so a file
     /// of many small row groups took time quadratic in their number.
     pub metadata: ArrowReaderMetadata,
-}
-
-/// Expands paths and glob patterns into a sorted, de-duplicated file list. A pattern that
-/// matches nothing, or a path that does not exist, is an error naming it.
-pub fn resolve_inputs(patterns: &[String]) -> Result<Vec<PathBuf>, ConnectorError> {
-    let mut files = Vec::new();
-    for pattern in patterns {
-        // A path that exists is that path, even when its name has glob characters
-        // (`x[1].parquet`).
-        let is_glob = pattern.contains(['*', '?', '[']) && !Path::new(pattern).exists();
-        if !is_glob {
-            let path = PathBuf::from(pattern);
-            std::fs::metadata(&path).map_err(|source| ConnectorError::Io {
-                path: pattern.clone(),
-                source,
-            })?;
-            files.push(path);
-            continue;
-        }
-        let paths = glob::glob(pattern).map_err(|e| ConnectorError::BadPattern {
-            pattern: pattern.clone(),
-            message: e.to_string(),
-        })?;
-        let before = files.len();
-        for entry in paths {
-            let path = entry.map_err(|e| ConnectorError::Io {
-                path: e.path().display().to_string(),
-                source: std::io::Error::other(e.to_string()),
-            })?;
-            if path.is_file() {
-                files.push(path);
-            }
-        }
-        if files.len() == before {
-            return Err(ConnectorError::NoMatch {
-                pattern: pattern.clone(),
-            });
-        }
-    }
-    unique_files(files)
-}
-
-/// The files once each, by what they are rather than how they were spelled: canonical
-/// paths (no `./`, `..` or symlinked directories), and one entry per (device, inode), so
-/// that `data/*.parquet` beside `./data/a.parquet`, or a hard link, is not read twice.
-fn unique_files(files: Vec<PathBuf>) -> Result<Vec<PathBuf>, ConnectorError> {
-    use std::os::unix::fs::MetadataExt;
-    let mut by_inode = std::collections::BTreeMap::new();
-    for file in files {
-        let io = |source| ConnectorError::Io {
-            path: file.display().to_string(),
-            source,
-        };
-        let canonical = std::fs::canonicalize(&file).map_err(io)?;
-        let meta = std::fs::metadata(&canonical).map_err(io)?;
-        by_inode
-            .entry((meta.dev(), meta.ino()))
-            .and_modify(|kept: &mut PathBuf| {
-                if canonical < *kept {
-                    *kept = canonical.clone();
-                }
-            })
-            .or_insert(canonical);
-    }
-    let mut files: Vec<PathBuf> = by_inode.into_values().collect();
-    files.sort();
-    Ok(files)
 }
 
 pub fn open(path: &Path) -> Result<ParquetRecordBatchReaderBuilder<File>, ConnectorError> {
@@ -120,78 +52,6 @@ pub fn open_inspected(
         opened,
         file.metadata.clone(),
     ))
-}
-
-fn is_string(t: &DataType) -> bool {
-    match t {
-        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => true,
-        DataType::Dictionary(_, v) => matches!(**v, DataType::Utf8 | DataType::LargeUtf8),
-        _ => false,
-    }
-}
-
-fn check_column(
-    origin: &str,
-    schema: &Schema,
-    column: &str,
-    expected: &str,
-    accepts: impl Fn(&DataType) -> bool,
-) -> Result<(), ConnectorError> {
-    let field = schema
-        .field_with_name(column)
-        .map_err(|_| ConnectorError::MissingColumn {
-            path: origin.to_string(),
-            column: column.to_string(),
-            expected: expected.to_string(),
-            available: schema
-                .fields()
-                .iter()
-                .map(|f| format!("{} ({})", f.name(), f.data_type()))
-                .collect::<Vec<_>>()
-                .join(", "),
-        })?;
-    if accepts(field.data_type()) {
-        Ok(())
-    } else {
-        Err(ConnectorError::WrongType {
-            path: origin.to_string(),
-            column: column.to_string(),
-            expected: expected.to_string(),
-            found: field.data_type().to_string(),
-        })
-    }
-}
-
-/// Checks the report, index, group and event-time columns of `schema` against `layout`
-/// (`origin` names the data in errors); returns whether it has the event-time column.
-/// Parquet files and in-memory Arrow data (the Python package) are checked alike.
-pub fn check_schema(
-    origin: &str,
-    schema: &Schema,
-    layout: &ReportLayout,
-) -> Result<bool, ConnectorError> {
-    let expected = report_schema(&layout.mechanism);
-    let d = layout.mechanism.domain();
-    check_column(origin, schema, &layout.report, &expected.report_type, |t| {
-        (expected.accepts_report)(t, d)
-    })?;
-    if let Some(index) = &layout.index {
-        check_column(origin, schema, index, "UInt32", |t| *t == DataType::UInt32)?;
-    }
-    for g in &layout.group_by {
-        check_column(origin, schema, g, "Utf8", is_string)?;
-    }
-    let has_ts = schema.field_with_name(&layout.ts).is_ok();
-    if has_ts {
-        check_column(
-            origin,
-            schema,
-            &layout.ts,
-            "Timestamp (ms, UTC) or Int64 milliseconds",
-            is_event_time,
-        )?;
-    }
-    Ok(has_ts)
 }
 
 /// Opens every file's footer and checks the report and group columns before any data is

@@ -13,7 +13,9 @@ pub mod replay;
 pub mod rle_hybrid;
 pub mod sink;
 
-pub use files::{check_schema, inspect, resolve_inputs, InputFile};
+pub use crate::inputs::resolve_inputs;
+pub use crate::schema_check::check_schema;
+pub use files::{inspect, InputFile};
 pub use reader::BATCH_ROWS;
 pub use record_schema::{record_schema, records_to_batch, write_records_parquet};
 pub use sink::ParquetSink;

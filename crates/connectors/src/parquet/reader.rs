@@ -9,9 +9,7 @@ use parquet::arrow::ProjectionMask;
 use super::files::{open_inspected, InputFile};
 use crate::error::ConnectorError;
 
-/// Rows per decoded batch: large enough to amortise per-batch work, small enough that a
-/// batch of a few columns stays in L2.
-pub const BATCH_ROWS: usize = 64 * 1024;
+pub use crate::records::BATCH_ROWS;
 
 /// Reads row group `rg` of `file` batch by batch (every layout and encoding), with the
 /// stream-order block columns added (`first_row` is the row group's first row in stream

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use ldpstream_config::{compact, Config, SourceConfig, StreamConfig};
-use ldpstream_connectors::parquet::resolve_inputs;
+use ldpstream_connectors::inputs::resolve_inputs;
 use ldpstream_engine::curator::ledger::PrivacyLedger;
 use tracing::warn;
 
