@@ -60,7 +60,7 @@ TOML
 
 # start NAME CONFIG: starts an instance, logging at info into $dir/NAME.log
 start() {
-  RUST_LOG=ldpstream::serve::scale_out=info NO_COLOR=1 \
+  RUST_LOG=ldpstream_serve::scale_out=info NO_COLOR=1 \
     "$BIN_DIR/ldpstream" serve --config "$2" 2>"$dir/$1.log" >/dev/null &
   pids+=($!)
   echo $!

@@ -25,7 +25,7 @@ fi
 run() {
   local name=$1
   shift
-  cargo test --quiet --workspace --lib -- "tests::$name::" "$@" --nocapture --test-threads 1 2>&1 \
+  cargo test --quiet --workspace --features ldpstream/kafka-integration-tests --lib -- "tests::$name::" "$@" --nocapture --test-threads 1 2>&1 \
     | grep -E '\| |test result|panicked'
 }
 echo "# small epsilon, ${LDPSTREAM_SEQ_GROUPS} null groups x 40 looks x 1000 reports"

@@ -26,12 +26,13 @@ failed=0
 for s in "${scripts[@]}"; do
   echo "== benches/$s (smoke)" >&2
   log=$(mktemp)
+  started=$(date +%s)
   if timeout 900 "benches/$s" >"$log" 2>&1; then
     tail -5 "$log" >&2
-    echo "test result: ok. 1 passed; 0 failed; 0 ignored (benches/$s smoke)"
+    echo "test result: ok. 1 passed; 0 failed; 0 ignored (benches/$s smoke, $(( $(date +%s) - started )) s)"
   else
     cat "$log" >&2
-    echo "test result: FAILED. 0 passed; 1 failed; 0 ignored (benches/$s smoke)"
+    echo "test result: FAILED. 0 passed; 1 failed; 0 ignored (benches/$s smoke, $(( $(date +%s) - started )) s)"
     failed=1
   fi
   rm -f "$log"

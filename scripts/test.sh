@@ -18,6 +18,16 @@ cleanup() {
   ./deploy/kafka/stop-local.sh || true
 }
 trap cleanup EXIT
+# Wall time per stage, printed at the end, so a slow CI run says where its time went.
+suite_started=$(date +%s)
+stage_started=$suite_started
+timings=()
+stage() {
+  local now
+  now=$(date +%s)
+  timings+=("$(printf '%6d s  %s' $((now - stage_started)) "$1")")
+  stage_started=$now
+}
 
 if ! command -v promtool >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -41,6 +51,7 @@ export LDPSTREAM_KAFKA_BROKERS
 # kill cut (docs/kafka.md, "Scale-out"). Against Apache Kafka set it to 0: exactly one.
 export LDPSTREAM_BROKER_SHOWS_ABORTED="${LDPSTREAM_BROKER_SHOWS_ABORTED:-1}"
 echo "Kafka-protocol broker (Tansu) at $LDPSTREAM_KAFKA_BROKERS" >&2
+stage "promtool and the Kafka broker"
 
 # No module of a crate imports another in a circle, and no crate depends on one above it
 # (the Python extension reaches no Kafka, TLS or async runtime) (ARCHITECTURE.md); no
@@ -52,9 +63,15 @@ for check in check_module_cycles.py check_sizes.py check_doc_links.py; do
     echo "test result: FAILED. 0 passed; 1 failed; 0 ignored (scripts/$check)" | tee -a "$log"
   fi
 done
+stage "layout checks"
 
+# Built first on its own, so the timings below tell compiling from testing.
+cargo test --workspace --all-targets --features ldpstream/kafka-integration-tests --no-run 2>&1 | tee -a "$log"
+stage "cargo test: compile"
 cargo test --workspace --all-targets --features ldpstream/kafka-integration-tests 2>&1 | tee -a "$log"
+stage "cargo test: run"
 cargo test --workspace --doc 2>&1 | tee -a "$log"
+stage "doc tests"
 
 # The Python package (python/): `pip install ./python` into the git-ignored venv .venv-py,
 # reusing the test build's compiled dependencies (scripts/python_env.sh), then its pytest
@@ -73,6 +90,7 @@ if [ "${py_passed:-0}" -eq 0 ] && [ "$py_failed" -eq 0 ]; then
 fi
 echo "test result: $([ "$py_failed" -eq 0 ] && echo ok || echo FAILED). ${py_passed:-0} passed; $py_failed failed; 0 ignored (python/tests, $(( $(date +%s) - py_started )) s)" | tee -a "$log"
 rm -f "$log.py"
+stage "Python package (install and pytest)"
 
 # The status page in a real browser (headless Chromium, installed when missing): every
 # configured test renders a card with its p-value plot and estimate bars.
@@ -81,6 +99,7 @@ if LDPSTREAM_BIN="${CARGO_TARGET_DIR:-target}/debug/ldpstream" scripts/status_pa
 else
   echo "test result: FAILED. 0 passed; 1 failed; 0 ignored (status_page_check.sh)" | tee -a "$log"
 fi
+stage "status page"
 
 # The TypeScript client (scripts/js_client_test.sh: npm ci against
 # clients/js/package-lock.json, node:test with the golden conformance replay, then the
@@ -89,6 +108,7 @@ fi
 if ! scripts/js_client_test.sh 2>&1 | tee -a "$log"; then
   echo "test result: FAILED. 0 passed; 1 failed; 0 ignored (scripts/js_client_test.sh)" | tee -a "$log"
 fi
+stage "JS client"
 
 # The deployment artifacts against real tools and a real Prometheus scraping a running
 # serve (deploy/check.sh: hadolint, shellcheck, compose schema, promtool rule tests,
@@ -99,19 +119,25 @@ if LDPSTREAM_BIN="${CARGO_TARGET_DIR:-target}/debug/ldpstream" deploy/check.sh 2
 else
   echo "test result: FAILED. 0 passed; 1 failed; 0 ignored (deploy/check.sh)" | tee -a "$log"
 fi
+stage "deploy check"
 # Every bench script in its smoke mode (a tiny input, one run), with the binaries the tests
 # just built, so that a bench that stops working fails here. It prints its own
 # "test result:" line per script.
 if ! LDPSTREAM_BIN_DIR="${CARGO_TARGET_DIR:-target}/debug" benches/smoke.sh 2>&1 | tee -a "$log"; then
   echo "test result: FAILED. 0 passed; 1 failed; 0 ignored (benches/smoke.sh)" | tee -a "$log"
 fi
+stage "bench smoke"
 # Every dependency's license, source and known advisories (deny.toml; cargo-deny is built
 # into .tools/ the first time). It prints its own "test result:" lines.
 if ! scripts/deny.sh 2>&1 | tee -a "$log"; then
   echo "test result: FAILED. 0 passed; 1 failed; 0 ignored (scripts/deny.sh)" | tee -a "$log"
 fi
+stage "cargo deny"
 passed=$(grep -E '^test result: ' "$log" | sed -E 's/.* ([0-9]+) passed.*/\1/' | awk '{s+=$1} END {print s+0}')
 failed=$(grep -E '^test result: ' "$log" | sed -E 's/.* ([0-9]+) failed.*/\1/' | awk '{s+=$1} END {print s+0}')
+echo "== wall time per stage"
+printf '%s\n' "${timings[@]}"
+echo "$(printf '%6d' $(( $(date +%s) - suite_started ))) s  in all"
 echo "$passed passed, $failed failed"
 if [ "$passed" -eq 0 ]; then
   echo "error: no tests ran" >&2
