@@ -13,10 +13,10 @@ tools=.tools
 deny="$tools/bin/cargo-deny"
 if ! "$deny" --version 2>/dev/null | grep -qF "$version"; then
   echo "installing cargo-deny $version into $tools/ (once)..." >&2
-  # Its release profile is fat LTO with one codegen unit: minutes more to build a tool
-  # that runs for seconds.
-  CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
-    cargo install --locked --quiet cargo-deny --version "$version" --root "$tools"
+  # Unoptimised and without debug info: its release profile (fat LTO, one codegen unit)
+  # took minutes of every fresh CI run to build a tool that then runs for seconds.
+  CARGO_PROFILE_DEV_DEBUG=false \
+    cargo install --locked --quiet --debug cargo-deny --version "$version" --root "$tools"
 fi
 
 status=0
