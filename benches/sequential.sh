@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # The sequential tests' simulations at full size, with their tables (issue 31):
+#   - level: P(ever e >= 1/alpha | H0) of every e-process over 2,000 null streams x 500
+#     looks (CI runs 500 streams), beside the fixed-n test looked at as often;
 #   - small ε: P(ever e >= 1/alpha | H0) of the independence and two-sample e-processes at
 #     ε ∈ {1e-9, 0.03, 0.25, 1}, 500 null groups × 40 looks of 1,000 reports;
 #   - multiplicity: the false discovery rate across 1,000 groups (50 non-null) of alerting
@@ -19,6 +21,7 @@ if [ "${SMOKE:-0}" = 1 ]; then
   export LDPSTREAM_SEQ_GROUPS=10 LDPSTREAM_FDR_MONITORS=3
 else
   export LDPSTREAM_SEQ_GROUPS=${LDPSTREAM_SEQ_GROUPS:-500} LDPSTREAM_FDR_MONITORS=${LDPSTREAM_FDR_MONITORS:-200}
+  export LDPSTREAM_SEQ_STREAMS=${LDPSTREAM_SEQ_STREAMS:-2000}
 fi
 # --workspace, not -p: the same features as scripts/test.sh's build, so no second compile.
 # run TEST [FILTER...]
@@ -33,6 +36,8 @@ run sequential_small_eps
 echo "# FDR across groups, ${LDPSTREAM_FDR_MONITORS} monitors"
 run sequential_fdr
 if [ "${SMOKE:-0}" != 1 ]; then
+  echo "# level: P(ever reject) over ${LDPSTREAM_SEQ_STREAMS} null streams x 500 looks, and the fixed-n test's"
+  run sequential validity
   echo "# Monte Carlo p-value ties (20,000 null datasets per n)"
   run small_n monte_carlo_size
   echo "# power: median reports to detection / fixed-n n, and the planner's prediction"

@@ -6,7 +6,8 @@
 //! alarm once its anytime q-value is ≤ α at any look.
 //!
 //! `cargo test -p ldpstream-engine --test sequential_fdr -- --nocapture` prints the table;
-//! 200 monitors by default; `LDPSTREAM_FDR_MONITORS` sets another count.
+//! 100 monitors by default (CI); `LDPSTREAM_FDR_MONITORS` sets another count
+//! (benches/sequential.sh: 200).
 
 use crate::eprocess::{gof_e_process, SequentialState};
 use crate::mechanism::{Grr, Mechanism};
@@ -25,7 +26,7 @@ fn monitors() -> usize {
     std::env::var("LDPSTREAM_FDR_MONITORS")
         .ok()
         .and_then(|m| m.parse().ok())
-        .unwrap_or(200)
+        .unwrap_or(100)
 }
 
 /// One monitor: (false alarms, true alarms) with alarms by the anytime q-value, and the

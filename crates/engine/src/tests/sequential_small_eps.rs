@@ -21,12 +21,12 @@ const LOOKS: usize = 40;
 const STEP: u64 = 1000;
 const EPSILONS: [f64; 4] = [1e-9, 0.03, 0.25, 1.0];
 
-/// Groups per case: `LDPSTREAM_SEQ_GROUPS` (the bench script sets 500), else 200.
+/// Groups per case: `LDPSTREAM_SEQ_GROUPS` (the bench script sets 500), else 100 (CI).
 fn groups() -> usize {
     std::env::var("LDPSTREAM_SEQ_GROUPS")
         .ok()
         .and_then(|g| g.parse().ok())
-        .unwrap_or(200)
+        .unwrap_or(100)
 }
 
 fn outer(a: &[f64], b: &[f64]) -> Vec<f64> {
