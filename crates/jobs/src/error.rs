@@ -45,6 +45,14 @@ pub enum Error {
     },
     #[error("--reset-ledger {stream:?}: {reason}")]
     ResetLedger { stream: String, reason: String },
+    /// In-memory Arrow data whose buffers do not hold what their type says (offsets past
+    /// the data, strings that are not UTF-8): see `memory_check`.
+    #[error("{origin}: column {column:?} is not valid Arrow data: {message}")]
+    InvalidColumn {
+        origin: String,
+        column: String,
+        message: String,
+    },
     /// A partial sketch file (`batch --emit-sketches`) that cannot be read.
     #[error("sketch file {path}: {message}")]
     Partial { path: String, message: String },
@@ -83,6 +91,7 @@ impl Error {
             Error::NothingToTest { .. }
             | Error::Checkpoint { .. }
             | Error::Partial { .. }
+            | Error::InvalidColumn { .. }
             | Error::Ledger { .. } => Fault::External,
             Error::Stream(_) | Error::Engine(_) => Fault::Internal,
         }

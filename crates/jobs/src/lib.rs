@@ -15,6 +15,7 @@ pub mod error;
 pub mod evaluate;
 pub mod ledger;
 pub mod mechanisms;
+pub mod memory_check;
 pub mod memory_fold;
 pub mod memory_id;
 pub mod output;
