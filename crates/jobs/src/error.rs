@@ -59,7 +59,7 @@ pub enum Error {
     /// Partial sketch files that cannot be merged under this config without counting a
     /// report twice or under other settings.
     #[error("merge: {message}")]
-    PartialConflict { message: String },
+    PartialConflict { kind: Conflict, message: String },
     /// The config's state does not fit `max_state_memory` (see `ldpstream check`).
     #[error(
         "the configured streams would hold an estimated {total} of state, over \
@@ -73,6 +73,18 @@ pub enum Error {
         stream: String,
         term: String,
     },
+}
+
+/// Why partial sketches cannot be merged: what the Python package tells apart by
+/// exception class (a mechanism mismatch, or bad input).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Conflict {
+    /// Counted under other settings (mechanism, columns, windows) or another config.
+    Settings,
+    /// An input would be counted twice, or nothing shows that it is not.
+    DoubleCount,
+    /// Sketches that cannot be added: another shape, or counts that would overflow.
+    Shape,
 }
 
 impl Error {
