@@ -100,7 +100,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("column \"g\"") && e.contains("in-memory data") && e.contains("UTF-8"),
+            e.contains("column \"g\"") && e.contains("in-memory data") && e.contains("UTF8"),
             "{e}"
         );
     }

@@ -419,22 +419,23 @@ mod tests {
             .to_string();
         assert!(e.contains("stream \"s\" has two sections"), "{e}");
         assert!(decode(&encode(&[ck("s"), ck("t")]), "f").is_ok());
-        // The fixture's panes start at 0, 1000 and 5000: make the last start at 1000.
-        let panes = encode(&[ck("s")]);
-        let twice = reframed(&panes, |b| {
-            let five = 5000i64.to_le_bytes();
-            replace(b, &five, &1000i64.to_le_bytes())
+        // The fixture keeps one open pane, at 5000: add one at 6000, then make it 5000.
+        let mut two_panes = ck("s");
+        let open = two_panes.panes.panes[&5000].clone();
+        two_panes.panes.panes.insert(6000, open);
+        let twice = reframed(&encode(&[two_panes]), |b| {
+            replace(b, &6000i64.to_le_bytes(), &5000i64.to_le_bytes())
         });
         let e = decode(&twice, "f").unwrap_err().to_string();
-        assert!(e.contains("two panes starting at 1000"), "{e}");
-        // Two groups "a" and "b" in one pane, then "b" renamed "a".
+        assert!(e.contains("two panes starting at 5000"), "{e}");
+        // Two groups "b" and "c" in one pane, then "c" renamed "b".
         let mut grouped = ck("s");
-        let pane = grouped.panes.panes.get_mut(&0).unwrap();
+        let pane = grouped.panes.panes.get_mut(&5000).unwrap();
         let sketch = pane.values().next().unwrap().clone();
-        pane.insert(vec![Some("b".into())], sketch);
+        pane.insert(vec![Some("c".into())], sketch);
         let bytes = encode(&[grouped]);
         let key = |v: u8| [1u8, 1, 0, 0, 0, v];
-        let twice = reframed(&bytes, |b| replace(b, &key(b'b'), &key(b'a')));
+        let twice = reframed(&bytes, |b| replace(b, &key(b'c'), &key(b'b')));
         let e = decode(&twice, "f").unwrap_err().to_string();
         assert!(e.contains("is stored twice"), "{e}");
     }
