@@ -54,7 +54,7 @@ pub fn _conformance<'py>(
     ts: Option<i64>,
     groups: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let groups = group_pairs(groups, mechanism.kind())?;
+    let groups = group_pairs(groups, mechanism.kind_name())?;
     let mut replay = Replay { words, at: 0 };
     let array = contained("replaying", || mechanism.reports(&[value], &mut replay))?;
     let out = PyDict::new(py);

@@ -303,7 +303,7 @@ impl Mechanism {
         let max_group_value_bytes: usize =
             opt_int_arg("max_group_value_bytes", max_group_value_bytes)?.unwrap_or(128);
         let format = Format::parse(format).map_err(config_error)?;
-        let groups = group_pairs(groups, self.engine.kind())?;
+        let groups = group_pairs(groups, self.kind_name())?;
         let envelope = Envelope {
             ts,
             groups: &groups,
@@ -330,6 +330,11 @@ impl Mechanism {
     #[cfg(feature = "conformance-replay")]
     pub(crate) fn engine(&self) -> &Engine {
         &self.engine
+    }
+
+    /// The mechanism kind, for Rust callers (the getter `kind` is Python's).
+    pub(crate) fn kind_name(&self) -> &'static str {
+        self.engine.kind()
     }
 
     /// `values` privatized with `rng`, in the layout `randomize` returns: the one report
