@@ -54,13 +54,12 @@ def _reports_table(reports: Any, mechanism: Mechanism) -> Any:
 
 
 def _report_type(array: pa.Array, mechanism: Mechanism) -> pa.Array:
-    if mechanism.kind not in _CATEGORY_KINDS or array.type == pa.uint32():
-        return array  # Job.fold names the expected type of any other mismatch
-    if not pa.types.is_integer(array.type):
-        raise InputError(
-            f"reports: an array of {array.type}; {mechanism.kind} reports are UInt32 "
-            "categories (integers from 0 to d - 1)"
-        )
+    # Any other mismatch (floats, strings, another mechanism's reports) is left for
+    # Job.fold, whose error names the column with both types, as `ldpstream batch` does.
+    if mechanism.kind not in _CATEGORY_KINDS or not pa.types.is_integer(array.type):
+        return array
+    if array.type == pa.uint32():
+        return array
     try:
         return pc.cast(array, pa.uint32())
     except pa.ArrowInvalid:

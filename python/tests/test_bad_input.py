@@ -237,7 +237,7 @@ def test_sketches_that_cannot_be_added_are_an_input_error_not_internal(counts, n
 # Issue 43 (py_misc): floats were truncated and strings parsed as categories.
 @pytest.mark.parametrize(
     "values, type_name",
-    [(pa.array([2.9, 0.5]), "double"), (pa.array(["1", "3"]), "string"), (pa.array([True]), "bool")],
+    [(pa.array([2.9, 0.5]), "Float64"), (pa.array(["1", "3"]), "Utf8"), (pa.array([True]), "Boolean")],
 )
 def test_randomize_refuses_values_that_are_not_integers_naming_the_type(values, type_name):
     m = ldpstream.Mechanism.grr(epsilon=1.0, domain=4)

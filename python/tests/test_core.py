@@ -424,7 +424,7 @@ def test_one_liners_take_numpy_lists_series_and_chunked_arrays():
         assert (got["n"], got["statistic"], got["p_value"]) == (
             expected["n"], expected["statistic"], expected["p_value"]), label
     assert ldpstream.estimate(np.array(values), m)["n"] == 1200
-    with pytest.raises(ldpstream.InputError, match="double"):
+    with pytest.raises(ldpstream.InputError, match="column \"report\" has type Float64"):
         ldpstream.gof(np.array([0.5, 1.5]), m)
     with pytest.raises(ldpstream.InputError, match="outside 0 to 2"):
         ldpstream.gof(np.array([-1, 2]), m)
