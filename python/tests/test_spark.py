@@ -274,7 +274,7 @@ def test_a_bitflip_report_of_the_wrong_size_is_a_value_error_naming_the_column(s
 def test_a_workers_ldpstream_error_keeps_its_class(spark, tmp_path):
     # A group value longer than max_group_value_bytes stops the fold in the executor with
     # an InputError; the driver raises that class, with the worker's message.
-    config = RAW_CONFIG.replace("budget_epsilon = 1.5", "max_group_value_bytes = 4\ncolumns = { group_by = [\"g\"] }\nbudget_epsilon = 1.5")
+    config = RAW_CONFIG.replace("budget_epsilon = 1.5", "max_group_value_bytes = 4\ncolumns = {{ group_by = [\"g\"] }}\nbudget_epsilon = 1.5")
     config = write_config(config, tmp_path, "raw.toml")
     df = spark.createDataFrame([(1, "much too long")], "report long, g string")
     with pytest.raises(InputError, match="much too long|max_group_value_bytes"):
