@@ -12,12 +12,27 @@ Example:
     >>> ldpstream.gof(reports, m, null="uniform")["p_value"]  # doctest: +SKIP
 """
 
+# The exceptions first: the native module raises them, and checks at import that they load.
+from .exceptions import (
+    BudgetError,
+    ConfigError,
+    InputError,
+    InternalError,
+    LdpError,
+    MechanismMismatchError,
+)
 from ._ldpstream import Job, Mechanism, Sketches, __version__
 from ._oneliners import estimate, gof, independence, plan, two_sample
 
 __all__ = [
+    "BudgetError",
+    "ConfigError",
+    "InputError",
+    "InternalError",
     "Job",
+    "LdpError",
     "Mechanism",
+    "MechanismMismatchError",
     "Sketches",
     "__version__",
     "estimate",

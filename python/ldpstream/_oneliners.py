@@ -6,32 +6,67 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ._ldpstream import Job, Mechanism, _plan
+from .exceptions import InputError
 
 #: The source a one-liner's config names: never read, the data comes from memory.
 _IN_MEMORY = {"kind": "parquet", "paths": ["<in-memory>"]}
 
 
-def _reports_table(reports: Any) -> Any:
-    """``reports`` as table-like Arrow data with the canonical report columns."""
+# Kinds whose reports are one UInt32 category per report.
+_CATEGORY_KINDS = ("grr", "matrix", "raw")
+
+
+def _reports_table(reports: Any, mechanism: Mechanism) -> Any:
+    """``reports`` as table-like Arrow data with the canonical report columns.
+
+    Taken as a data scientist has them: ``Mechanism.randomize``'s output, any Arrow table
+    or array (pyarrow, or anything with ``__arrow_c_stream__`` or ``__arrow_c_array__``:
+    a polars Series or DataFrame, a DuckDB result), a numpy array, a pandas Series or a
+    list. Integer categories of another width are cast to UInt32 when every value fits;
+    anything else that is not the report type is refused naming its type.
+    """
+    if isinstance(reports, (pa.Table, pa.RecordBatch, pa.RecordBatchReader)):
+        return reports
     if isinstance(reports, pa.ChunkedArray):
-        reports = reports.combine_chunks()
-    if not isinstance(reports, pa.Array):
-        if hasattr(reports, "__arrow_c_stream__"):
-            return reports
-        if hasattr(reports, "__arrow_c_array__") and not isinstance(reports, pa.RecordBatch):
-            reports = pa.array(reports)
-        elif isinstance(reports, pa.RecordBatch):
-            return reports
-        else:
-            raise TypeError(
-                "reports: expected the output of Mechanism.randomize, a pyarrow Array or "
-                f"Arrow table-like data, got {type(reports).__name__}"
-            )
-    if pa.types.is_struct(reports.type):
-        return pa.RecordBatch.from_struct_array(reports)
-    return pa.table({"report": reports})
+        array = reports.combine_chunks()
+    elif isinstance(reports, pa.Array):
+        array = reports
+    elif hasattr(reports, "__arrow_c_stream__"):
+        chunked = pa.chunked_array(reports)
+        if pa.types.is_struct(chunked.type):
+            return pa.table(reports)  # a table: a polars DataFrame, a DuckDB result
+        array = chunked.combine_chunks()
+    else:
+        # __arrow_c_array__, numpy, pandas, a list: whatever pyarrow makes an array of.
+        try:
+            array = pa.array(reports)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as e:
+            raise InputError(
+                f"reports: cannot read a {type(reports).__name__} as an Arrow array ({e}); "
+                "pass Mechanism.randomize's output, Arrow data, a numpy array or a list"
+            ) from None
+    if pa.types.is_struct(array.type):
+        return pa.RecordBatch.from_struct_array(array)
+    return pa.table({"report": _report_type(array, mechanism)})
+
+
+def _report_type(array: pa.Array, mechanism: Mechanism) -> pa.Array:
+    # Any other mismatch (floats, strings, another mechanism's reports) is left for
+    # Job.fold, whose error names the column with both types, as `ldpstream batch` does.
+    if mechanism.kind not in _CATEGORY_KINDS or not pa.types.is_integer(array.type):
+        return array
+    if array.type == pa.uint32():
+        return array
+    try:
+        return pc.cast(array, pa.uint32())
+    except pa.ArrowInvalid:
+        raise InputError(
+            f"reports: {array.type} values outside 0 to 2^32 - 1; {mechanism.kind} "
+            "reports are UInt32 categories (integers from 0 to d - 1)"
+        ) from None
 
 
 def _run(mechanism: Mechanism, test: Dict[str, Any], data: Any,
@@ -55,8 +90,9 @@ def gof(reports: Any, mechanism: Mechanism, null: Union[str, Sequence[float]] = 
         calibration: Optional[str] = None) -> Dict[str, Any]:
     """Goodness of fit: H0 is that the true distribution is ``null``.
 
-    ``reports`` are the mechanism's reports (``Mechanism.randomize``'s output or Arrow
-    data with its report columns). Returns the test's record as a dict (``p_value``,
+    ``reports`` are the mechanism's reports: ``Mechanism.randomize``'s output, Arrow data
+    with its report columns, or a column of categories as a numpy array, a polars or
+    pandas Series or a list. Returns the test's record as a dict (``p_value``,
     ``reject``, ``estimate``, ``std_error``, ...), as ``ldpstream batch`` writes it.
 
     Example:
@@ -66,7 +102,7 @@ def gof(reports: Any, mechanism: Mechanism, null: Union[str, Sequence[float]] = 
     """
     test = {"name": "gof", "kind": "gof", "null": null, "alpha": alpha,
             "method": method, "calibration": calibration}
-    return _run(mechanism, test, _reports_table(reports))[0]
+    return _run(mechanism, test, _reports_table(reports, mechanism))[0]
 
 
 def independence(reports: Any, mechanism: Mechanism, rows: int, cols: int, *,
@@ -80,7 +116,7 @@ def independence(reports: Any, mechanism: Mechanism, rows: int, cols: int, *,
     """
     test = {"name": "independence", "kind": "independence", "rows": rows, "cols": cols,
             "alpha": alpha, "method": method}
-    return _run(mechanism, test, _reports_table(reports))[0]
+    return _run(mechanism, test, _reports_table(reports, mechanism))[0]
 
 
 def two_sample(reports_a: Any, reports_b: Any, mechanism: Mechanism, *,
@@ -93,7 +129,7 @@ def two_sample(reports_a: Any, reports_b: Any, mechanism: Mechanism, *,
     """
     tables = []
     for label, reports in (("a", reports_a), ("b", reports_b)):
-        t = _reports_table(reports)
+        t = _reports_table(reports, mechanism)
         t = pa.table(t) if not isinstance(t, pa.Table) else t
         tables.append(t.append_column("sample", pa.array([label] * t.num_rows, pa.string())))
     test = {"name": "two_sample", "kind": "two_sample", "by": "sample", "a": "a", "b": "b",
@@ -114,7 +150,7 @@ def estimate(reports: Any, mechanism: Mechanism) -> Dict[str, Any]:
     # took 0.9-3.3 s for an estimate that is milliseconds.
     test = {"name": "estimate", "kind": "gof", "null": "uniform", "alpha": 0.5,
             "mc_samples": 3}
-    record = _run(mechanism, test, _reports_table(reports))[0]
+    record = _run(mechanism, test, _reports_table(reports, mechanism))[0]
     return {"n": record["n"], "estimate": record["estimate"], "std_error": record["std_error"]}
 
 

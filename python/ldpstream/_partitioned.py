@@ -3,19 +3,22 @@ config, the cast of an engine's batches back to the report schema, and the fold 
 partition into serialized sketches with an input identity of its own.
 
 Spark and Ray hand a worker Arrow batches in their own types: Spark has no unsigned
-integers (a Parquet UInt32 column arrives as Int64) and no fixed-size binary or list
-(bit-flip reports arrive as Binary, noise vectors as List). `Job.fold` refuses any type
-but the report schema's (docs/user-guide.md, "Input schema"), as `ldpstream batch` refuses such a
-Parquet file, so each batch is cast back here, column by column, before it is folded.
+integers (a Parquet UInt32 column arrives as Int64, a List(UInt32) as List(Int64)) and no
+fixed-size binary or list (bit-flip reports arrive as Binary, noise vectors as List).
+`Job.fold` refuses any type but the report schema's (docs/user-guide.md, "Input schema"),
+as `ldpstream batch` refuses such a Parquet file, so each batch is cast back here, column
+by column, before it is folded. `_LAYOUT` says how for every mechanism kind; a kind
+missing from it is refused, so a new mechanism cannot silently go uncast (the tests check
+it against the kinds the native module lists).
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
+import os  # noqa: F401 - ConfigLike names os.PathLike
+import re
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 import pyarrow as pa
@@ -28,10 +31,6 @@ CHUNK_BYTES = 256 << 20
 
 _U32_MAX = 2**32 - 1
 
-# Mechanism kinds whose report column is a UInt32 category index.
-_CATEGORY_KINDS = ("grr", "matrix", "raw")
-_NOISE_KINDS = ("gauss", "laplace")
-
 ConfigLike = Union[str, "os.PathLike[str]", Dict[str, Any]]
 
 
@@ -42,7 +41,8 @@ class StreamColumns:
     stream: str
     kind: str
     report: str
-    # Hadamard's `row` or the cohort mechanism's `cohort` column (UInt32), else None.
+    # Hadamard's `row`, the cohort mechanism's `cohort` or OLH's `seed` column (UInt32),
+    # else None.
     index: Optional[str]
     # group_by columns, then two-sample `by` columns not among them.
     labels: Tuple[str, ...]
@@ -54,19 +54,11 @@ class StreamColumns:
         return [self.report, *extra, *self.labels, self.ts]
 
 
-def config_tree(config: ConfigLike) -> Dict[str, Any]:
-    """The config's TOML as a dict, read the way `ldpstream.Job` reads its argument (a
-    dict, TOML text, or a path), for the column names only: `Job` checks everything."""
-    if isinstance(config, dict):
-        return config
-    if isinstance(config, str) and _is_toml_text(config):
-        return _parse_toml(config)
-    return _parse_toml(Path(os.fspath(config)).read_text(encoding="utf-8"))
-
-
-def _is_toml_text(text: str) -> bool:
-    # Job's rule: TOML has a key = value or a [table]; a path has neither a newline nor '='.
-    return "\n" in text or "=" in text or text.lstrip().startswith("[")
+def config_tree(job: Any) -> Dict[str, Any]:
+    """The checked config of `job` (an `ldpstream.Job`) as a dict, for the column names
+    only: the text `Job` read its argument into (a dict, TOML text or a path, by its own
+    rule), so the two cannot read one argument differently."""
+    return _parse_toml(job._config_text)
 
 
 def _parse_toml(text: str) -> Dict[str, Any]:
@@ -102,11 +94,14 @@ def stream_columns(tree: Dict[str, Any], stream: Optional[str]) -> StreamColumns
         by = test.get("by")
         if by is not None and by not in labels:
             labels.append(by)
-    index = None
-    if kind == "hadamard":
-        index = columns.get("row", "row")
-    elif kind == "cohort":
-        index = columns.get("cohort", "cohort")
+    if kind not in _LAYOUT:
+        raise ValueError(
+            f"stream {name!r}: mechanism kind {kind!r} has no column layout in "
+            "ldpstream._partitioned (_LAYOUT), so its reports cannot be cast back from "
+            "Spark's or Ray's types; please report it"
+        )
+    index_key = _LAYOUT[kind][1]
+    index = columns.get(index_key, index_key) if index_key else None
     domain = len(mechanism["matrix"][0]) if kind == "matrix" else int(mechanism.get("domain", 0))
     return StreamColumns(
         stream=name,
@@ -154,22 +149,51 @@ def coerce(batch: pa.RecordBatch, columns: StreamColumns) -> pa.RecordBatch:
 
 
 def _cast_report(array: pa.Array, columns: StreamColumns, name: str) -> pa.Array:
-    kind = columns.kind
-    if kind in _CATEGORY_KINDS:
-        return _to_u32(array)
-    if kind in ("hadamard", "cohort"):
-        return _to_i8(array)
-    if kind == "bitflip":
-        width = (columns.domain + 7) // 8
-        if pa.types.is_binary(array.type) or pa.types.is_large_binary(array.type):
-            return _cast_sized(array, pa.binary(width), name, f"{width}-byte")
-        return array
-    if kind in _NOISE_KINDS:
-        t = array.type
-        if pa.types.is_list(t) or pa.types.is_large_list(t):
-            target = pa.list_(t.value_type, columns.domain)
-            return _cast_sized(array, target, name, f"{columns.domain}-coordinate")
+    return _LAYOUT[columns.kind][0](array, columns, name)
+
+
+def _category(array: pa.Array, columns: StreamColumns, name: str) -> pa.Array:
+    return _to_u32(array)
+
+
+def _sign(array: pa.Array, columns: StreamColumns, name: str) -> pa.Array:
+    return _to_i8(array)
+
+
+def _fixed_binary(array: pa.Array, columns: StreamColumns, name: str) -> pa.Array:
+    width = (columns.domain + 7) // 8
+    if pa.types.is_binary(array.type) or pa.types.is_large_binary(array.type):
+        return _cast_sized(array, pa.binary(width), name, f"{width}-byte")
     return array
+
+
+def _fixed_list(array: pa.Array, columns: StreamColumns, name: str) -> pa.Array:
+    t = array.type
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        target = pa.list_(t.value_type, columns.domain)
+        return _cast_sized(array, target, name, f"{columns.domain}-coordinate")
+    return array
+
+
+def _u32_list(array: pa.Array, columns: StreamColumns, name: str) -> pa.Array:
+    """A list of integers (Spark's `array<bigint>`) as List(UInt32), items cast as
+    `_to_u32` casts them (outside UInt32: u32::MAX, which is outside the domain), null
+    lists kept. Anything else is left for `Job.fold` to refuse, naming the column."""
+    t = array.type
+    if not (pa.types.is_list(t) or pa.types.is_large_list(t)):
+        return array
+    if not pa.types.is_integer(t.value_type):
+        return array
+    if pa.types.is_list(t) and t.value_type == pa.uint32():
+        return array
+    offsets = array.offsets
+    first = offsets[0].as_py()
+    items = array.values.slice(first, offsets[-1].as_py() - first)
+    rebased = pc.cast(pc.subtract(offsets, first), pa.int32())
+    mask = array.is_null() if array.null_count else None
+    return pa.ListArray.from_arrays(
+        rebased, _to_u32(items), type=pa.list_(pa.uint32()), mask=mask
+    )
 
 
 def _to_u32(array: pa.Array) -> pa.Array:
@@ -236,6 +260,54 @@ def check_schema(job: Any, columns: StreamColumns, schema: pa.Schema) -> None:
         [pa.array([], type=f.type) for f in schema], names=schema.names
     )
     job.fold(pa.Table.from_batches([coerce(empty, columns)]), stream=columns.stream, input_id="schema check")
+
+
+# Every mechanism kind: how its report column is cast back from Spark's and Ray's types,
+# and the key of `columns` naming its index column (also its default name), if it has one.
+_LAYOUT: Dict[str, Tuple[Callable[[pa.Array, StreamColumns, str], pa.Array], Optional[str]]] = {
+    "grr": (_category, None),
+    "matrix": (_category, None),
+    "raw": (_category, None),
+    "bitflip": (_fixed_binary, None),
+    "oue": (_fixed_binary, None),
+    "subset": (_u32_list, None),
+    "gauss": (_fixed_list, None),
+    "laplace": (_fixed_list, None),
+    "hadamard": (_sign, "row"),
+    "cohort": (_sign, "cohort"),
+    "olh": (_category, "seed"),
+}
+
+
+def worker_error(error: BaseException) -> BaseException:
+    """The error a Spark or Ray worker raised, as the driver should see it: the worker's
+    ldpstream exception (or ValueError) itself, found in the causes Ray wraps it in, or
+    re-made from the text of a Spark `PythonException` as its class with the worker's
+    message. Any other error is returned unchanged."""
+    from ldpstream import exceptions
+
+    # Ray: a RayTaskError (itself made a subclass of the cause's class) holds the worker's
+    # exception in `cause`, possibly inside further wrappers.
+    seen = set()
+    current: Optional[BaseException] = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        wrapper = type(current).__module__.startswith("ray.")
+        if current is not error and not wrapper and isinstance(current, ValueError):
+            return current
+        cause = getattr(current, "cause", None)
+        current = cause if isinstance(cause, BaseException) else current.__cause__
+    # Spark: only the text of the worker's traceback reaches the driver.
+    if type(error).__name__ != "PythonException":
+        return error
+    matches = list(re.finditer(r"(?:ldpstream\.exceptions\.(\w+)|\bValueError): (.*)", str(error)))
+    if not matches:
+        return error
+    last = matches[-1]
+    cls = getattr(exceptions, last.group(1) or "", None)
+    if not (isinstance(cls, type) and issubclass(cls, exceptions.LdpError)):
+        cls = ValueError
+    return cls(last.group(2).strip())
 
 
 @dataclass

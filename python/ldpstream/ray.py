@@ -33,6 +33,7 @@ from ldpstream._partitioned import (
     merge_partitions,
     select_present,
     stream_columns,
+    worker_error,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -59,7 +60,8 @@ def fold(
     dataset
         A Ray Dataset with the stream's columns (docs/user-guide.md, "Input schema"); Ray keeps
         Parquet's Arrow types. Int64, Binary and List columns are cast as in
-        `ldpstream.spark.fold`.
+        `ldpstream.spark.fold`. A task's error is raised as the worker's ldpstream
+        exception (a ValueError), not as Ray's RayTaskError.
     config, stream, ledger
         As for `ldpstream.Job` and `Job.fold`; the workers get the checked config text.
     input_id
@@ -68,7 +70,9 @@ def fold(
         reports>``: the same block folded again has the same identity and
         `Sketches.merge` and `ldpstream merge` refuse counting it twice. Two blocks with
         the very same reports in the same layout are refused too (they cannot be told
-        apart from one block folded twice): repartition such a dataset.
+        apart from one block folded twice): repartition such a dataset. The privacy
+        ledger knows a budgeted stream's input by the multiset digest of its rows
+        instead, whatever the blocks (docs/SPARK_RAY.md).
     metrics
         When given, filled as by `ldpstream.spark.fold`.
     """
@@ -114,12 +118,24 @@ def _fold(
 ) -> "Sketches":
     import ray
 
-    columns = stream_columns(config_tree(config), stream)
+    columns = stream_columns(config_tree(job), stream)
     schema = _arrow_schema(dataset)
     present = select_present(columns, schema.names)
     selected = dataset.select_columns(present)
     check_schema(job, columns, pa.schema([schema.field(name) for name in present]))
-    out = selected.map_batches(
+    try:
+        tables = ray.get(_fold_blocks(selected, job, columns, input_id).to_arrow_refs())
+    except Exception as e:  # noqa: BLE001 - only a worker's ValueError is re-raised as one
+        error = worker_error(e)
+        if error is e:
+            raise
+        raise error from e
+    folded = pa.concat_tables([t.cast(FOLD_SCHEMA) for t in tables]) if tables else FOLD_SCHEMA.empty_table()
+    return merge_partitions(job, columns, folded, lambda: schema, input_id, metrics)
+
+
+def _fold_blocks(selected: "Dataset", job: Any, columns: StreamColumns, input_id: str) -> "Dataset":
+    return selected.map_batches(
         _fold_block,
         batch_format="pyarrow",
         batch_size=None,
@@ -131,9 +147,6 @@ def _fold(
             "identity": f"{input_id}/block",
         },
     )
-    tables = ray.get(out.to_arrow_refs())
-    folded = pa.concat_tables([t.cast(FOLD_SCHEMA) for t in tables]) if tables else FOLD_SCHEMA.empty_table()
-    return merge_partitions(job, columns, folded, lambda: schema, input_id, metrics)
 
 
 def _fold_block(

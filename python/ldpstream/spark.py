@@ -34,6 +34,7 @@ from ldpstream._partitioned import (
     merge_partitions,
     select_present,
     stream_columns,
+    worker_error,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -61,8 +62,10 @@ def fold(
     ----------
     df
         A Spark DataFrame with the stream's columns (docs/user-guide.md, "Input schema"). Spark's own
-        types for them are cast back per batch: Int64 to UInt32, Binary to
-        FixedSizeBinary, List to FixedSizeList.
+        types for them are cast back per batch, for every mechanism kind: Int64 to UInt32
+        (or Int8), Binary to FixedSizeBinary, List to FixedSizeList, List(Int64) to
+        List(UInt32). An error of a worker (a report of the wrong size, say) is raised
+        on the driver as the worker's ldpstream exception (a ValueError).
     config
         As for `ldpstream.Job`: TOML text, a path to a TOML file, or a dict. It is checked
         on the driver; the executors get the checked text (the path need not exist there).
@@ -76,7 +79,11 @@ def fold(
         ``<input_id>/partition-<p>/<k>:sha256:<digest of its reports>``: the same
         partition folded again has the same identity, so `Sketches.merge` and
         `ldpstream merge` refuse counting it twice, while two partitions never collide,
-        even when they hold the same reports.
+        even when they hold the same reports. The privacy ledger does not go by these
+        names: for a stream with `budget_epsilon` it knows the input by the multiset
+        digest of its rows, so the same rows repartitioned, or run through `Job.run` or
+        `ldpstream.ray`, are the same input (docs/SPARK_RAY.md, "What the ledger counts
+        as the same input").
     metrics
         When given, filled with the partitions, reports, sketch bytes and the seconds the
         executors spent folding and serializing, and the driver merging.
@@ -99,7 +106,7 @@ def _fold(
     input_id: str,
     metrics: Optional[Dict[str, Any]],
 ) -> "Sketches":
-    columns = stream_columns(config_tree(config), stream)
+    columns = stream_columns(config_tree(job), stream)
     selected = df.select(*select_present(columns, df.columns))
     check_schema(job, columns, _arrow_schema(selected))
 
@@ -118,7 +125,10 @@ def _fold(
     try:
         table = _collect(out)
     except Exception as e:  # noqa: BLE001 - only a worker's ValueError is re-raised as one
-        raise _worker_value_error(e) from e
+        error = worker_error(e)
+        if error is e:
+            raise
+        raise error from e
     return merge_partitions(job, columns, table, lambda: _arrow_schema(selected), input_id, metrics)
 
 
@@ -209,17 +219,6 @@ def _collect(out: "DataFrame") -> pa.Table:
         return out.toArrow().cast(FOLD_SCHEMA)
     rows = out.collect()
     return pa.Table.from_pylist([r.asDict() for r in rows], schema=FOLD_SCHEMA)
-
-
-def _worker_value_error(error: Exception) -> Exception:
-    """A ValueError raised in an executor's Python worker (a report of the wrong size, say)
-    as a ValueError on the driver, with the worker's message; other errors unchanged."""
-    text = str(error)
-    marker = "ValueError: "
-    if type(error).__name__ != "PythonException" or marker not in text:
-        return error
-    message = text[text.rindex(marker) + len(marker) :].strip().splitlines()[0]
-    return ValueError(message)
 
 
 def _arrow_schema(df: "DataFrame") -> pa.Schema:

@@ -14,6 +14,7 @@ import pytest
 
 import ldpstream
 from conftest import grr_config, run_cli
+from ldpstream.exceptions import ConfigError, InputError
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -161,6 +162,8 @@ def test_merging_other_configs_is_refused_with_the_message_of_ldpstream_merge(gr
          "max_abs = NaN"),
         (lambda: ldpstream.Mechanism.matrix(matrix=[[0.5, float("nan")], [0.5, 0.5]]),
          r"matrix\[0\]\[1\] = NaN"),
+        # Issue 43 (py_misc): subset skipped the check and said "invalid type: null".
+        (lambda: ldpstream.Mechanism.subset(epsilon=float("nan"), domain=8), "epsilon = NaN"),
     ],
 )
 def test_non_finite_mechanism_parameters_are_named(make, name):
@@ -188,3 +191,130 @@ def test_a_config_dict_value_toml_cannot_hold_is_named():
 def test_an_empty_config_string_is_refused_as_such(text):
     with pytest.raises(ValueError, match="empty string is neither TOML text nor a path"):
         ldpstream.Job(text)
+
+
+# Issue 43 (sketch_dup): two sections for one stream were accepted; Sketches.reports
+# showed the last, Job.evaluate and `ldpstream merge` used the first.
+def test_a_sketch_file_with_two_sections_for_one_stream_is_refused(tmp_path):
+    import sketch_bytes
+
+    job = grr_job(group_by=())
+    sk = job.fold(pa.table({"report": pa.array([0, 1, 2, 3] * 100, pa.uint32())}))
+    header, version, streams = sketch_bytes.parse(sk.to_bytes())
+    second = dict(streams[0], retired=[([], sketch_bytes.counts_sketch([4000, 0, 0, 0, 0, 0]))])
+    data = sketch_bytes.write(header, version, [streams[0], second])
+    with pytest.raises(InputError, match='stream "s" has two sections'):
+        ldpstream.Sketches.from_bytes(data)
+    (tmp_path / "dup.ldpp").write_bytes(data)
+    config = tmp_path / "job.toml"
+    config.write_text('[[stream]]\nname = "s"\nsource = { kind = "parquet", paths = ["x"] }\n'
+                      'mechanism = { kind = "grr", epsilon = 1.0, domain = 6 }\n'
+                      '[[stream.test]]\nname = "g"\nkind = "gof"\nnull = "uniform"\n')
+    cli = run_cli("merge", "--config", str(config), "--input", str(tmp_path / "dup.ldpp"), ok=False)
+    assert 'stream "s" has two sections' in cli.stderr, cli.stderr
+
+
+@pytest.mark.parametrize(
+    "counts, n",
+    [([10, 10, 10, 10, 10, 1000, 5], None), ([2**64 - 4, 1, 1, 1, 0, 0], None)],
+    ids=["another domain", "n past 2^64"],
+)
+def test_sketches_that_cannot_be_added_are_an_input_error_not_internal(counts, n):
+    # Issue 43: a crafted sketch's wrong domain or overflowing n raised RuntimeError (a
+    # fault of ldpstream) from Sketches.merge, whose docstring promises ValueError.
+    import sketch_bytes
+
+    job = grr_job(group_by=())
+    sk = job.fold(pa.table({"report": pa.array([0, 1, 2, 3] * 100, pa.uint32())}))
+    header, version, streams = sketch_bytes.parse(sk.to_bytes())
+    header = dict(header, inputs={"s": ["arrow:other"]}, input_ids={"s": ["other"]})
+    crafted = dict(streams[0], retired=[([], sketch_bytes.counts_sketch(counts, n))])
+    other = ldpstream.Sketches.from_bytes(sketch_bytes.write(header, version, [crafted]))
+    with pytest.raises(InputError, match="cannot be added"):
+        sk.merge(other)
+
+
+# Issue 43 (py_misc): floats were truncated and strings parsed as categories.
+@pytest.mark.parametrize(
+    "values, type_name",
+    [(pa.array([2.9, 0.5]), "Float64"), (pa.array(["1", "3"]), "Utf8"), (pa.array([True]), "Boolean")],
+)
+def test_randomize_refuses_values_that_are_not_integers_naming_the_type(values, type_name):
+    m = ldpstream.Mechanism.grr(epsilon=1.0, domain=4)
+    with pytest.raises(InputError, match=f"an array of {type_name}.*must be integers"):
+        m.randomize(values)
+    assert m.randomize(pa.array([1, 3], pa.int64()), insecure_seed=1) == m.randomize([1, 3], insecure_seed=1)
+    with pytest.raises(InputError):
+        m.randomize(pa.array([-1], pa.int64()))
+
+
+# Issue 43 (py_misc): out-of-range integers raised OverflowError naming nothing.
+@pytest.mark.parametrize(
+    "call, name",
+    [
+        (lambda: ldpstream.Mechanism.grr(epsilon=1.0, domain=-1), "domain = -1"),
+        (lambda: ldpstream.Mechanism.grr(epsilon=1.0, domain=2**32), "domain = 4294967296"),
+        (lambda: ldpstream.Mechanism.cohort(epsilon=1.0, domain=4, cohorts=8, seed=-2), "seed = -2"),
+        (lambda: ldpstream.Mechanism.grr(epsilon=1.0, domain=4).randomize([1], insecure_seed=-1),
+         "insecure_seed = -1"),
+        (lambda: ldpstream.Mechanism.grr(epsilon=1.0, domain=4).messages([1], ts=2**63), "ts = 9223372036854775808"),
+        (lambda: grr_job().run(pa.table({"report": pa.array([1], pa.uint32()), "group": ["a"]}),
+                               insecure_seed=-1), "insecure_seed = -1"),
+        (lambda: ldpstream.plan(-4, 1.0, "paninski:0.2", power=0.8), "domain = -4"),
+    ],
+)
+def test_integers_out_of_range_are_config_errors_naming_the_parameter(call, name):
+    with pytest.raises(ConfigError, match=name + ": must be an integer from"):
+        call()
+
+
+def test_integer_parameters_refuse_other_types():
+    with pytest.raises(TypeError, match="domain must be an integer"):
+        ldpstream.Mechanism.grr(epsilon=1.0, domain=4.0)
+    with pytest.raises(TypeError, match="domain must be an integer"):
+        ldpstream.Mechanism.grr(epsilon=1.0, domain=True)
+
+
+# Issue 43 (py_misc): repeated group names made JSON with duplicate keys, which readers
+# resolve differently (the server takes the first).
+def test_messages_refuse_repeated_group_names_and_the_messages_own_keys():
+    m = ldpstream.Mechanism.grr(epsilon=1.0, domain=4)
+    with pytest.raises(InputError, match='"a" is given twice'):
+        m.messages([1], groups=[("a", "1"), ("a", "2")])
+    for key in ("report", "ts", "fingerprint"):
+        with pytest.raises(InputError, match="key of the message itself"):
+            m.messages([1], groups={key: "x"})
+    olh = ldpstream.Mechanism.olh(epsilon=1.0, domain=4)
+    with pytest.raises(InputError, match="key of the message itself"):
+        olh.messages([1], groups={"seed": "x"})
+    assert m.messages([1], groups={"country": "fr", "os": "ios"})
+
+
+# Issue 43 (py_misc): a str path holding '=' was read as TOML text.
+def test_a_config_path_with_an_equals_sign_is_a_path(tmp_path):
+    run = tmp_path / "run=1"
+    run.mkdir()
+    path = run / "job.toml"
+    path.write_text('[[stream]]\nname = "s"\nsource = { kind = "parquet", paths = ["x"] }\n'
+                    'mechanism = { kind = "grr", epsilon = 1.0, domain = 4 }\n'
+                    '[[stream.test]]\nname = "g"\nkind = "gof"\nnull = "uniform"\n')
+    for config in (str(path), path):
+        assert ldpstream.Job(config).streams == ["s"]
+    one_line = ('stream = [{ name = "t", source = { kind = "parquet", paths = ["x"] }, '
+                'mechanism = { kind = "grr", epsilon = 1.0, domain = 4 }, '
+                'test = [{ name = "g", kind = "gof", null = "uniform" }] }]')
+    assert ldpstream.Job(one_line).streams == ["t"]
+    with pytest.raises(ConfigError, match=r"neither a file \(No such file.*\) nor TOML text"):
+        ldpstream.Job(str(run / "missing.toml"))
+
+
+def test_a_polars_categorical_group_column_folds_as_its_strings():
+    polars = pytest.importorskip("polars")
+    reports = pa.array([0, 1, 2, 3] * 100, pa.uint32())
+    groups = ["a", "b"] * 200
+    expected = grr_job().fold(pa.table({"report": reports, "group": groups})).to_bytes()
+    frame = polars.DataFrame({"report": reports.to_pylist(), "group": groups}).with_columns(
+        polars.col("report").cast(polars.UInt32), polars.col("group").cast(polars.Categorical))
+    from cli_reference import sketch_body
+
+    assert sketch_body(grr_job().fold(frame).to_bytes()) == sketch_body(expected)

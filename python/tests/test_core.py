@@ -380,3 +380,84 @@ def test_sketches_and_jobs_pickle(grr_files):
     again = pickle.loads(pickle.dumps(sk))
     assert again.to_bytes() == sk.to_bytes()
     assert pickle.loads(pickle.dumps(job)).streams == ["s"]
+
+
+def test_every_mechanism_kind_has_a_spark_and_ray_layout_and_a_test_case():
+    # Issue 43 (spark_newmech): the partitioned runners knew some kinds by name only, so
+    # new kinds went uncast. The kinds come from the config's own list.
+    from cli_reference import KIND_CASES
+    from ldpstream._ldpstream import _mechanism_kinds
+    from ldpstream._partitioned import _LAYOUT
+
+    kinds = set(_mechanism_kinds())
+    assert {"grr", "oue", "subset", "olh", "raw"} <= kinds
+    assert set(_LAYOUT) == kinds, set(_LAYOUT) ^ kinds
+    assert set(KIND_CASES) == kinds, set(KIND_CASES) ^ kinds
+
+
+def test_a_kind_without_a_layout_is_refused_by_the_partitioned_runners():
+    from ldpstream._partitioned import stream_columns
+
+    tree = {"stream": [{"name": "s", "mechanism": {"kind": "new_kind", "domain": 4}}]}
+    with pytest.raises(ValueError, match="'new_kind' has no column layout"):
+        stream_columns(tree, None)
+
+
+def test_one_liners_take_numpy_lists_series_and_chunked_arrays():
+    # Issue 43 (py_misc): a numpy array or a list raised TypeError and a polars Series
+    # "C Data interface error"; they are the first thing a data scientist passes.
+    np = pytest.importorskip("numpy")
+    polars = pytest.importorskip("polars")
+    pd = pytest.importorskip("pandas")
+    m = ldpstream.Mechanism.grr(epsilon=1.0, domain=4)
+    reports = m.randomize([0, 1, 2, 3] * 250 + [0] * 200, insecure_seed=3)
+    expected = ldpstream.gof(reports, m)
+    values = reports.to_pylist()
+    for label, data in {
+        "numpy int64": np.array(values, dtype=np.int64),
+        "list": values,
+        "polars Series": polars.Series("r", values),
+        "ChunkedArray": pa.chunked_array([reports.slice(0, 500), reports.slice(500)]),
+        "pandas Series": pd.Series(values),
+    }.items():
+        got = ldpstream.gof(data, m)
+        assert (got["n"], got["statistic"], got["p_value"]) == (
+            expected["n"], expected["statistic"], expected["p_value"]), label
+    assert ldpstream.estimate(np.array(values), m)["n"] == 1200
+    with pytest.raises(ldpstream.InputError, match="column \"report\" has type Float64"):
+        ldpstream.gof(np.array([0.5, 1.5]), m)
+    with pytest.raises(ldpstream.InputError, match="outside 0 to 2"):
+        ldpstream.gof(np.array([-1, 2]), m)
+    with pytest.raises(ldpstream.InputError):
+        ldpstream.gof(object(), m)
+
+
+def test_the_exception_hierarchy_keeps_value_error_and_runtime_error():
+    import pickle
+
+    from ldpstream import exceptions as ex
+
+    for cls in (ex.ConfigError, ex.InputError, ex.BudgetError, ex.MechanismMismatchError):
+        assert issubclass(cls, ex.LdpError) and issubclass(cls, ValueError), cls
+    assert issubclass(ex.InternalError, ex.LdpError) and issubclass(ex.InternalError, RuntimeError)
+    assert ldpstream.LdpError is ex.LdpError
+    error = pickle.loads(pickle.dumps(ex.BudgetError("spent")))
+    assert type(error) is ex.BudgetError and str(error) == "spent"
+    # Each kind of fault raises its class, and `except ValueError` still catches it.
+    with pytest.raises(ex.ConfigError):
+        ldpstream.Mechanism.grr(epsilon=-1.0, domain=4)
+    with pytest.raises(ex.ConfigError):
+        ldpstream.Job("[[stream]]\nname = 1\n")
+    with pytest.raises(ex.InputError):
+        ldpstream.Sketches.from_bytes(b"PAR1")
+    stream = {"name": "s", "source": {"kind": "parquet", "paths": ["x"]},
+              "mechanism": {"kind": "grr", "epsilon": 1.0, "domain": 4},
+              "test": [{"name": "g", "kind": "gof", "null": "uniform"}]}
+    sk = ldpstream.Job({"stream": [stream]}).fold(pa.table({"report": pa.array([1, 2], pa.uint32())}))
+    other = dict(stream, mechanism={"kind": "grr", "epsilon": 2.0, "domain": 4})
+    with pytest.raises(ex.MechanismMismatchError, match="epsilon changed from 1 to 2"):
+        ldpstream.Job({"stream": [other]}).evaluate(sk)
+    with pytest.raises(ValueError):
+        sk.merge(sk)
+    with pytest.raises(ex.InputError, match="twice"):
+        sk.merge(sk)

@@ -16,12 +16,17 @@ import ldpstream.ray  # noqa: E402
 from cli_reference import (  # noqa: E402
     BITFLIP_CONFIG,
     GRR_CONFIG,
+    KIND_CASES,
     Reference,
     assert_same_records,
+    kind_reference,
+    ldpstream as cli,
     simulate,
     sketch_body,
     write_config,
 )
+from ldpstream._ldpstream import _mechanism_kinds  # noqa: E402
+from ldpstream.exceptions import BudgetError, InputError  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -61,6 +66,77 @@ def test_records_and_sketches_equal_batch(cluster, data, kind, blocks):
     assert sketch_body(sketches.to_bytes()) == sketch_body(ref.sketch_file)
     assert metrics["reports"] == _rows(ref)
     assert_same_records(ldpstream.ray.run(ds, str(ref.config)), ref)
+
+
+@pytest.fixture(scope="module")
+def kind_refs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("kinds")
+    cache = {}
+
+    def reference(kind: str) -> Reference:
+        if kind not in KIND_CASES:
+            pytest.fail(f"mechanism kind {kind!r} has no KIND_CASES entry in cli_reference.py")
+        if kind not in cache:
+            cache[kind] = kind_reference(root, kind)
+        return cache[kind]
+
+    return reference
+
+
+# Issue 43 (spark_newmech): olh lost its seed column on Ray. Every kind the native module
+# lists runs here, so none can be left out again.
+@pytest.mark.parametrize("kind", sorted(_mechanism_kinds()))
+@pytest.mark.parametrize("blocks", [None, 5])
+def test_every_mechanism_kind_gives_the_records_of_batch(cluster, kind_refs, kind, blocks):
+    ref = kind_refs(kind)
+    ds = dataset(ref, blocks)
+    sketches = ldpstream.ray.fold(ds, ref.config)
+    assert sketch_body(sketches.to_bytes()) == sketch_body(ref.sketch_file)
+    assert_same_records(ldpstream.ray.run(ds, ref.config), ref)
+
+
+def test_a_workers_error_is_the_documented_value_error_not_ray_task_error(cluster, data):
+    # A bit-flip report of the wrong width cannot be cast to FixedSizeBinary: the task's
+    # ValueError (InputError) is raised as such, not wrapped in RayTaskError.
+    ref = data["bitflip"]
+    table = pa.table({"report": pa.array([b"\x01", b"\x01\x02"], pa.binary()), "group": ["a", "b"]})
+    with pytest.raises(ValueError, match="column 'report'") as caught:
+        ldpstream.ray.run(ray.data.from_arrow(table), ref.config)
+    assert not type(caught.value).__module__.startswith("ray"), type(caught.value)
+    long = pa.table({"report": pa.array([1], pa.uint32()), "group": ["x" * 200]})
+    with pytest.raises(InputError) as caught:
+        ldpstream.ray.run(ray.data.from_arrow(long), data["grr"].config)
+    assert not type(caught.value).__module__.startswith("ray"), type(caught.value)
+
+
+RAW_CONFIG = """
+[[stream]]
+name = "raw"
+source = {{ kind = "parquet", paths = ["{data}/raw.parquet"] }}
+mechanism = {{ kind = "raw", domain = 6 }}
+budget_epsilon = 1.5
+[[stream.test]]
+name = "uniform"
+kind = "uniformity"
+epsilon = 1.0
+"""
+
+
+def test_reblocked_rows_are_the_same_input_to_the_ledger(cluster, tmp_path):
+    # Issue 43 (ledger_rechunk, part 2): other blocks over the same rows, or Job.run over
+    # them, are the same input to a budgeted stream's ledger: a renamed stream is refused.
+    cli("simulate", "--mechanism", "raw", "--domain", "6", "--n", "6000", "--seed", "4",
+        "--out", str(tmp_path / "raw.parquet"))
+    config = write_config(RAW_CONFIG, tmp_path, "raw.toml")
+    ledger = str(tmp_path / "ledger.json")
+    ds = ray.data.read_parquet(str(tmp_path / "raw.parquet"))
+    (first,) = ldpstream.ray.run(ds.repartition(3), config, ledger=ledger, insecure_seed=1).to_pylist()
+    assert first["epsilon_spent"] == 1.0
+    renamed = config.read_text().replace('name = "raw"', 'name = "raw2"', 1)
+    with pytest.raises(BudgetError, match='same input .* "raw"'):
+        ldpstream.ray.run(ds.repartition(5), renamed, ledger=ledger)
+    with pytest.raises(BudgetError, match='same input .* "raw"'):
+        ldpstream.Job(renamed, ledger=ledger).run(pq.read_table(tmp_path / "raw.parquet"))
 
 
 def _rows(ref: Reference) -> int:

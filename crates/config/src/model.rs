@@ -381,6 +381,14 @@ pub enum MechanismConfig {
 }
 
 impl MechanismConfig {
+    /// Every mechanism kind, as the config's `kind` names it: the one list the Python
+    /// package's Spark and Ray runners and their tests are driven by, so that a new kind
+    /// cannot be left out of them. A unit test ties it to the variants serde knows.
+    pub const KINDS: &'static [&'static str] = &[
+        "grr", "bitflip", "oue", "subset", "gauss", "laplace", "hadamard", "cohort", "olh",
+        "matrix", "raw",
+    ];
+
     pub fn kind(&self) -> &'static str {
         match self {
             MechanismConfig::Grr { .. } => "grr",
@@ -547,5 +555,33 @@ impl TestMethod {
             ],
             _ => &[],
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `KINDS` is every variant: serde's "unknown variant" error lists the variants it
+    /// knows, and each listed kind parses as far as its own fields.
+    #[test]
+    fn kinds_lists_every_mechanism_variant() {
+        let e = toml::from_str::<MechanismConfig>("kind = \"no such kind\"")
+            .unwrap_err()
+            .to_string();
+        let (_, expected) = e
+            .split_once("expected one of ")
+            .unwrap_or_else(|| panic!("{e}"));
+        let known: Vec<&str> = expected
+            .split(',')
+            .map(|k| k.trim().trim_matches('`').trim())
+            .filter(|k| !k.is_empty())
+            .map(|k| k.split('`').next().unwrap_or(k))
+            .collect();
+        let mut known_sorted = known.clone();
+        known_sorted.sort_unstable();
+        let mut listed = MechanismConfig::KINDS.to_vec();
+        listed.sort_unstable();
+        assert_eq!(known_sorted, listed, "serde knows {known:?}");
     }
 }

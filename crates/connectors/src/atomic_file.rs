@@ -37,6 +37,19 @@ pub fn write_atomically(
     target: &Path,
     write: impl FnOnce(File) -> Result<File, ConnectorError>,
 ) -> Result<(), ConnectorError> {
+    prepare_atomically(target, write)?.commit()
+}
+
+/// The first half of [`write_atomically`]: the file written in full and synced under its
+/// temporary name, not yet in place. [`Prepared::commit`] puts it in place; dropping it
+/// uncommitted removes it, leaving `target` untouched. This lets a release check that its
+/// records can be written before it spends from the privacy ledger, and publish them only
+/// after the spend is saved. A target that is not a regular file (a FIFO, a device) is
+/// written through at commit, since nothing can be staged beside it.
+pub fn prepare_atomically<'w>(
+    target: &Path,
+    write: impl FnOnce(File) -> Result<File, ConnectorError> + 'w,
+) -> Result<Prepared<'w>, ConnectorError> {
     let shown = target.display().to_string();
     let io = |source| ConnectorError::Io {
         path: shown.clone(),
@@ -45,9 +58,12 @@ pub fn write_atomically(
     // Follows symlinks: the kind of the file the link ends at decides.
     let target = match std::fs::metadata(target) {
         Ok(meta) if !meta.is_file() && !meta.is_dir() => {
-            let file = OpenOptions::new().write(true).open(target).map_err(io)?;
-            write(file)?;
-            return Ok(());
+            return Ok(Prepared {
+                state: State::Through {
+                    target: target.to_path_buf(),
+                    write: Box::new(write),
+                },
+            });
         }
         Ok(_) if target.is_symlink() => std::fs::canonicalize(target).map_err(io)?,
         _ => target.to_path_buf(),
@@ -69,15 +85,80 @@ pub fn write_atomically(
         .map_err(io)?;
     let (file, tmp_path) = tmp.keep().map_err(|e| io(e.error))?;
     unfinished().push(tmp_path.clone());
-    let result = write(file)
-        .and_then(|file| file.sync_all().map_err(io))
-        .and_then(|()| std::fs::rename(&tmp_path, &target).map_err(io));
-    unfinished().retain(|p| p != &tmp_path);
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp_path);
-        return result;
+    let prepared = Prepared {
+        state: State::Staged {
+            tmp: tmp_path,
+            target,
+            dir,
+        },
+    };
+    // On an error `prepared` is dropped, which removes the temporary file.
+    write(file).and_then(|file| file.sync_all().map_err(io))?;
+    Ok(prepared)
+}
+
+/// A file written by [`prepare_atomically`], waiting to be put in place.
+pub struct Prepared<'w> {
+    state: State<'w>,
+}
+
+type WriteThrough<'w> = Box<dyn FnOnce(File) -> Result<File, ConnectorError> + 'w>;
+
+enum State<'w> {
+    /// Written and synced under a temporary name beside `target`, in `dir`.
+    Staged {
+        tmp: PathBuf,
+        target: PathBuf,
+        dir: PathBuf,
+    },
+    /// A target that is not a regular file: written through at commit.
+    Through {
+        target: PathBuf,
+        write: WriteThrough<'w>,
+    },
+    Done,
+}
+
+impl Prepared<'_> {
+    /// Renames the temporary file over the target and syncs the directory (or writes a
+    /// FIFO or device through).
+    pub fn commit(mut self) -> Result<(), ConnectorError> {
+        match std::mem::replace(&mut self.state, State::Done) {
+            State::Staged { tmp, target, dir } => {
+                let io = |source| ConnectorError::Io {
+                    path: target.display().to_string(),
+                    source,
+                };
+                let renamed = std::fs::rename(&tmp, &target);
+                unfinished().retain(|p| p != &tmp);
+                if let Err(e) = renamed {
+                    let _ = std::fs::remove_file(&tmp);
+                    return Err(io(e));
+                }
+                sync_dir(&dir).map_err(io)
+            }
+            State::Through { target, write } => {
+                let file = OpenOptions::new()
+                    .write(true)
+                    .open(&target)
+                    .map_err(|source| ConnectorError::Io {
+                        path: target.display().to_string(),
+                        source,
+                    })?;
+                write(file).map(|_| ())
+            }
+            State::Done => Ok(()),
+        }
     }
-    sync_dir(&dir).map_err(io)
+}
+
+impl Drop for Prepared<'_> {
+    fn drop(&mut self) {
+        if let State::Staged { tmp, .. } = &self.state {
+            unfinished().retain(|p| p != tmp);
+            let _ = std::fs::remove_file(tmp);
+        }
+    }
 }
 
 /// Syncs a directory, so that a rename into it survives a power loss (the file's own sync
@@ -216,6 +297,38 @@ mod tests {
         std::os::unix::fs::symlink(&victim, &planted).unwrap();
         write_text(&dir.path().join("out.jsonl"), "result").unwrap();
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+    }
+
+    /// Issue 43 (ledger_utf8): a release renders its records before it spends, and
+    /// publishes them after. A prepared file is not in place until committed, and one
+    /// dropped uncommitted leaves the old file and no temporary behind.
+    #[test]
+    fn a_prepared_file_appears_only_when_committed() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("out.jsonl");
+        std::fs::write(&target, "old").unwrap();
+        let write = |mut f: File| {
+            f.write_all(b"new").map_err(|source| ConnectorError::Io {
+                path: "test".into(),
+                source,
+            })?;
+            Ok(f)
+        };
+        let prepared = prepare_atomically(&target, write).unwrap();
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "old");
+        assert_eq!(leftovers(dir.path()).len(), 1);
+        drop(prepared);
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "old");
+        assert!(leftovers(dir.path()).is_empty());
+        prepare_atomically(&target, write)
+            .unwrap()
+            .commit()
+            .unwrap();
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "new");
+        assert!(leftovers(dir.path()).is_empty());
+        // A directory that does not exist fails at prepare, before anything is spent.
+        let missing = dir.path().join("no/such/out.jsonl");
+        assert!(prepare_atomically(&missing, write).is_err());
     }
 
     #[test]

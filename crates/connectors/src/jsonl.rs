@@ -28,6 +28,13 @@ pub fn write_jsonl(path: &str, records: &[TestRecord]) -> Result<(), ConnectorEr
     })
 }
 
+/// The JSON Lines of `records`, as [`write_jsonl`] writes them.
+pub fn jsonl_bytes(records: &[TestRecord]) -> std::io::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    write_lines(&mut out, records)?;
+    Ok(out)
+}
+
 fn write_lines(out: &mut impl Write, records: &[TestRecord]) -> std::io::Result<()> {
     for r in records {
         serde_json::to_writer(&mut *out, r)?;

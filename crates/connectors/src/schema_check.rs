@@ -11,7 +11,13 @@ use crate::error::ConnectorError;
 fn is_string(t: &DataType) -> bool {
     match t {
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => true,
-        DataType::Dictionary(_, v) => matches!(**v, DataType::Utf8 | DataType::LargeUtf8),
+        // Utf8View values: polars' Categorical and Enum columns.
+        DataType::Dictionary(_, v) => {
+            matches!(
+                **v,
+                DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+            )
+        }
         _ => false,
     }
 }

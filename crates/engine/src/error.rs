@@ -52,6 +52,9 @@ pub enum EngineError {
     /// The plotting backend failed while rendering a chart into memory.
     #[error("cannot render the plot: {0}")]
     Plot(String),
+    /// The operating system's random number generator failed to seed a randomizer.
+    #[error("the operating system's random number generator failed: {0}")]
+    NoEntropy(String),
 }
 
 impl EngineError {

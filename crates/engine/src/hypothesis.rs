@@ -509,6 +509,29 @@ fn strip_raw_counts(rec: &mut TestRecord) {
     rec.calibration = "monte_carlo".into();
 }
 
+/// True (and `rec` marked as not released) when `group` is the overflow group. Which
+/// reports that group holds depends on max_groups, arrival order and restarts: a release
+/// on it could charge any group's reports, so none is made (the kept groups release only
+/// their own).
+fn refused_as_overflow(
+    rec: &mut TestRecord,
+    max_groups: usize,
+    group: Option<&crate::curator::ledger::Group>,
+) -> bool {
+    if !group.is_some_and(crate::curator::ledger::is_overflow) {
+        return false;
+    }
+    rec.refused = Some("overflow group: not released".into());
+    rec.inconclusive = true;
+    rec.inconclusive_reason = Some(format!(
+        "the groups past max_groups = {max_groups} share the overflow group \"{}\", whose \
+         reports change with max_groups and arrival order, so a curator-model test is never \
+         released on it; raise max_groups to test each group",
+        crate::window::OTHER_GROUP
+    ));
+    true
+}
+
 /// Block counts for SubsampleAndAggregate: the raw counts of block `b` in stream order.
 pub type BlockCounts<'a> = &'a dyn Fn(u64) -> Result<Vec<u64>, EngineError>;
 
@@ -565,6 +588,10 @@ pub fn evaluate_private<R: rand::Rng + ?Sized>(
         Outcome::default(),
     )?;
     strip_raw_counts(&mut rec);
+    if refused_as_overflow(&mut rec, stream.max_groups, group.as_ref()) {
+        rec.budget_remaining = Some(ledger.remaining_in(window.0, window.1, group.as_ref()));
+        return Ok(rec);
+    }
     // Nothing is released about an empty window, so it spends nothing.
     if counts.n() == 0 {
         rec.inconclusive = true;

@@ -45,13 +45,21 @@ pub enum Error {
     },
     #[error("--reset-ledger {stream:?}: {reason}")]
     ResetLedger { stream: String, reason: String },
+    /// In-memory Arrow data whose buffers do not hold what their type says (offsets past
+    /// the data, strings that are not UTF-8): see `memory_check`.
+    #[error("{origin}: column {column:?} is not valid Arrow data: {message}")]
+    InvalidColumn {
+        origin: String,
+        column: String,
+        message: String,
+    },
     /// A partial sketch file (`batch --emit-sketches`) that cannot be read.
     #[error("sketch file {path}: {message}")]
     Partial { path: String, message: String },
     /// Partial sketch files that cannot be merged under this config without counting a
     /// report twice or under other settings.
     #[error("merge: {message}")]
-    PartialConflict { message: String },
+    PartialConflict { kind: Conflict, message: String },
     /// The config's state does not fit `max_state_memory` (see `ldpstream check`).
     #[error(
         "the configured streams would hold an estimated {total} of state, over \
@@ -65,6 +73,18 @@ pub enum Error {
         stream: String,
         term: String,
     },
+}
+
+/// Why partial sketches cannot be merged: what the Python package tells apart by
+/// exception class (a mechanism mismatch, or bad input).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Conflict {
+    /// Counted under other settings (mechanism, columns, windows) or another config.
+    Settings,
+    /// An input would be counted twice, or nothing shows that it is not.
+    DoubleCount,
+    /// Sketches that cannot be added: another shape, or counts that would overflow.
+    Shape,
 }
 
 impl Error {
@@ -83,6 +103,7 @@ impl Error {
             Error::NothingToTest { .. }
             | Error::Checkpoint { .. }
             | Error::Partial { .. }
+            | Error::InvalidColumn { .. }
             | Error::Ledger { .. } => Fault::External,
             Error::Stream(_) | Error::Engine(_) => Fault::Internal,
         }

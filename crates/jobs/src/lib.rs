@@ -15,11 +15,13 @@ pub mod error;
 pub mod evaluate;
 pub mod ledger;
 pub mod mechanisms;
+pub mod memory_check;
 pub mod memory_fold;
 pub mod memory_id;
 pub mod output;
+pub mod row_digest;
 pub mod sketch_file;
 pub mod state_codec;
 pub mod state_memory;
 
-pub use error::{Error, Fault};
+pub use error::{Conflict, Error, Fault};

@@ -30,6 +30,7 @@ pub fn fold_batches(
     for b in batches {
         check_schema(origin, &b.schema(), &layout)?;
     }
+    crate::memory_check::validate_columns(batches, &layout, origin)?;
     let pane_ms = stream_pane_width(stream);
     let mut first_rows = Vec::with_capacity(batches.len());
     let mut row = 0u64;

@@ -21,7 +21,8 @@ use ldpstream_engine::window::RestoredPanes;
 use serde::{Deserialize, Serialize};
 use sha2::Digest;
 
-use crate::error::Error;
+use crate::error::{Conflict, Error};
+use crate::row_digest::RowDigest;
 use crate::state_codec::{self, describe_changes, settings_of, StreamCheckpoint};
 
 pub const MAGIC: [u8; 4] = *b"LDPP";
@@ -38,6 +39,11 @@ struct Header {
     /// ([`input_id`]). Absent from files written before it existed.
     #[serde(default)]
     input_ids: BTreeMap<String, Vec<String>>,
+    /// Per budgeted stream of in-memory data: the rows' multiset digest
+    /// ([`crate::row_digest::RowDigest::label`]), the privacy ledger's identity of them.
+    /// Absent from files of files, and from files written before it existed.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    ledger_ids: BTreeMap<String, String>,
 }
 
 /// One stream's share: the files it folded and their sketches.
@@ -123,6 +129,7 @@ pub fn encode(
             })
             .collect(),
         input_ids,
+        ledger_ids: BTreeMap::new(),
         streams: parts
             .iter()
             .map(|(stream, part)| stream_part(stream, &part.sketches))
@@ -158,6 +165,7 @@ pub fn encode_partial(partial: &Partial) -> Vec<u8> {
         input_ids: partial.input_ids.clone(),
         ldpstream: env!("CARGO_PKG_VERSION").to_string(),
         inputs: partial.inputs.clone(),
+        ledger_ids: partial.ledger_ids.clone(),
     };
     let header = serde_json::to_vec(&header).unwrap_or_default();
     let mut out = Vec::new();
@@ -210,7 +218,27 @@ pub fn write(dir: &Path, parts: &[(&StreamConfig, StreamPart)]) -> Result<PathBu
 pub struct Partial {
     pub inputs: BTreeMap<String, Vec<String>>,
     pub input_ids: BTreeMap<String, Vec<String>>,
+    /// Per stream, the multiset digest of its in-memory rows, for the privacy ledger
+    /// ([`crate::row_digest`]); a stream without one is identified by its inputs.
+    pub ledger_ids: BTreeMap<String, String>,
     pub streams: Vec<StreamCheckpoint>,
+}
+
+/// The digests of `a` and `b` together: both parts' rows. None when either has none (its
+/// rows are unknown, so the sum could not name all of them).
+fn add_ledger_ids(a: Option<&String>, b: Option<&String>) -> Option<String> {
+    let (a, b) = (RowDigest::parse(a?)?, RowDigest::parse(b?)?);
+    Some(a.plus(b).label())
+}
+
+/// The names a stream's privacy ledger knows its merged input by: the rows' digest when
+/// every part had one (in-memory data, however it was chunked or partitioned), else the
+/// union of the parts' inputs.
+fn ledger_names(inputs: Vec<String>, digest: Option<String>) -> Vec<String> {
+    match digest {
+        Some(d) => vec![format!("{}{d}", crate::memory_id::MEMORY_INPUT)],
+        None => inputs,
+    }
 }
 
 /// Reads a partial sketch file; `origin` names it in errors.
@@ -253,6 +281,7 @@ pub fn decode(bytes: &[u8], origin: &str) -> Result<Partial, Error> {
     Ok(Partial {
         inputs: header.inputs,
         input_ids: header.input_ids,
+        ledger_ids: header.ledger_ids,
         streams,
     })
 }
@@ -278,6 +307,7 @@ impl SeenInputs {
         ids: Option<&Vec<String>>,
     ) -> Result<(), Error> {
         let twice = |input: &str, first: &str| Error::PartialConflict {
+            kind: Conflict::DoubleCount,
             message: format!(
                 "input {input} of stream {stream:?} is in both {first} and {shown}; merging \
                  them would count its reports twice"
@@ -313,7 +343,10 @@ fn checked_delta(
     stored: &StreamCheckpoint,
     shown: &str,
 ) -> Result<PanedDelta, Error> {
-    let conflict = |message: String| Error::PartialConflict { message };
+    let conflict = |message: String| Error::PartialConflict {
+        kind: Conflict::Settings,
+        message,
+    };
     let Some(old) = stored.settings.as_ref() else {
         return Err(conflict(format!(
             "{shown}: stream {:?} carries no settings (an older checkpoint format), so it \
@@ -342,12 +375,15 @@ fn checked_delta(
         .chain(std::iter::once(&stored.panes.retired))
         .flat_map(|g| g.values());
     for sketch in sketches {
-        mechanism.check_sketch(sketch).map_err(|e| {
-            conflict(format!(
-                "{shown}: stream {:?} holds a sketch its mechanism does not make: {e}",
-                stream.name
-            ))
-        })?;
+        mechanism
+            .check_sketch(sketch)
+            .map_err(|e| Error::PartialConflict {
+                kind: Conflict::Shape,
+                message: format!(
+                    "{shown}: stream {:?} holds a sketch its mechanism does not make: {e}",
+                    stream.name
+                ),
+            })?;
     }
     Ok(PanedDelta {
         panes: stored.panes.panes.clone(),
@@ -379,12 +415,20 @@ pub fn merge_files(
 
 /// [`merge_files`] over decoded partials, each with the name that shows it in errors
 /// (a file's path; the Python package's sketches). Every check of `merge` is here.
+///
+/// Per stream it returns the names the privacy ledger knows the merged input by (the
+/// union of the input files, or for in-memory rows their digest: [`crate::row_digest`])
+/// and the merged sketches.
 pub fn merge_partials(
     config: &Config,
     partials: Vec<(String, Partial)>,
 ) -> Result<BTreeMap<String, (Vec<String>, PanedDelta)>, Error> {
-    let conflict = |message: String| Error::PartialConflict { message };
+    let conflict = |message: String| Error::PartialConflict {
+        kind: Conflict::Settings,
+        message,
+    };
     let mut merged: BTreeMap<String, (Vec<String>, PanedDelta)> = BTreeMap::new();
+    let mut digests: BTreeMap<String, Option<String>> = BTreeMap::new();
     let mut seen = SeenInputs::default();
     for (shown, partial) in partials {
         for stored in &partial.streams {
@@ -408,12 +452,27 @@ pub fn merge_partials(
                 })?;
             let delta = checked_delta(stream, stored, &shown)?;
             let inputs = claim_inputs(&mut seen, &partial, &stream.name, &shown)?;
+            let ours = partial.ledger_ids.get(&stream.name);
+            let digest = match digests.get(&stream.name) {
+                None => ours.cloned(),
+                Some(sum) => add_ledger_ids(sum.as_ref(), ours),
+            };
+            digests.insert(stream.name.clone(), digest);
             let entry = merged.entry(stream.name.clone()).or_default();
             entry.0.extend(inputs);
-            entry.1.merge(delta)?;
+            entry
+                .1
+                .merge(delta)
+                .map_err(|e| unaddable(&shown, &stream.name, e))?;
         }
     }
-    Ok(merged)
+    Ok(merged
+        .into_iter()
+        .map(|(name, (inputs, delta))| {
+            let digest = digests.remove(&name).flatten();
+            (name, (ledger_names(inputs, digest), delta))
+        })
+        .collect())
 }
 
 /// A stream's inputs in `partial`, claimed in `seen` so that none is counted twice.
@@ -423,7 +482,10 @@ fn claim_inputs(
     stream: &str,
     shown: &str,
 ) -> Result<Vec<String>, Error> {
-    let conflict = |message: String| Error::PartialConflict { message };
+    let conflict = |message: String| Error::PartialConflict {
+        kind: Conflict::DoubleCount,
+        message,
+    };
     let inputs = partial.inputs.get(stream).cloned().unwrap_or_default();
     // Without its inputs a file's sketches could be merged any number of times.
     if inputs.is_empty() {
@@ -450,7 +512,10 @@ fn claim_inputs(
 /// in one only is kept as it is. The config's own checks come later, when the merged
 /// sketches are tested ([`merge_partials`]).
 pub fn combine(into: &mut Partial, other: Partial, shown: &str) -> Result<(), Error> {
-    let conflict = |message: String| Error::PartialConflict { message };
+    let conflict = |message: String| Error::PartialConflict {
+        kind: Conflict::Settings,
+        message,
+    };
     let mut seen = SeenInputs::default();
     let names: Vec<String> = into.streams.iter().map(|s| s.name.clone()).collect();
     for name in &names {
@@ -467,8 +532,14 @@ pub fn combine(into: &mut Partial, other: Partial, shown: &str) -> Result<(), Er
             other.inputs.get(&name).cloned().unwrap_or_default(),
             other.input_ids.get(&name).cloned(),
         );
+        let digest = other.ledger_ids.get(&name);
         match into.streams.iter_mut().find(|s| s.name == name) {
-            None => into.streams.push(theirs),
+            None => {
+                into.streams.push(theirs);
+                if let Some(d) = digest {
+                    into.ledger_ids.insert(name.clone(), d.clone());
+                }
+            }
             Some(ours) => {
                 // As `merge` says it: from the incoming sketches' settings to the target's.
                 if let (Some(old), Some(new)) = (&theirs.settings, &ours.settings) {
@@ -491,8 +562,14 @@ pub fn combine(into: &mut Partial, other: Partial, shown: &str) -> Result<(), Er
                     )));
                 }
                 let mut delta = delta_of(ours);
-                delta.merge(delta_of(&theirs))?;
+                delta
+                    .merge(delta_of(&theirs))
+                    .map_err(|e| unaddable(shown, &name, e))?;
                 ours.panes = panes_of(delta);
+                match add_ledger_ids(into.ledger_ids.get(&name), digest) {
+                    Some(sum) => into.ledger_ids.insert(name.clone(), sum),
+                    None => into.ledger_ids.remove(&name),
+                };
             }
         }
         into.inputs.entry(name.clone()).or_default().extend(inputs);
@@ -501,6 +578,15 @@ pub fn combine(into: &mut Partial, other: Partial, shown: &str) -> Result<(), Er
         }
     }
     Ok(())
+}
+
+/// Stored sketches that cannot be added (another domain, counts that would overflow):
+/// the stored bytes are at fault, not ldpstream, so it is a conflict of the input.
+fn unaddable(shown: &str, stream: &str, e: impl std::fmt::Display) -> Error {
+    Error::PartialConflict {
+        kind: Conflict::Shape,
+        message: format!("{shown}: stream {stream:?}: the sketches cannot be added: {e}"),
+    }
 }
 
 /// A stored stream's sketches as a delta (no group cap: the config's comes with it).
@@ -578,6 +664,77 @@ mod tests {
         bare.settings = None;
         let e = checked_delta(&ten, &bare, "f").unwrap_err();
         assert!(e.to_string().contains("carries no settings"), "{e}");
+    }
+
+    fn partial(
+        under: &StreamConfig,
+        sketch_domain: usize,
+        input: &str,
+        rows: Option<&str>,
+    ) -> Partial {
+        let name = under.name.clone();
+        Partial {
+            inputs: BTreeMap::from([(name.clone(), vec![format!("arrow:{input}")])]),
+            input_ids: BTreeMap::from([(name.clone(), vec![input.to_string()])]),
+            ledger_ids: rows
+                .map(|r| BTreeMap::from([(name.clone(), r.to_string())]))
+                .unwrap_or_default(),
+            streams: vec![stored(under, sketch_domain)],
+        }
+    }
+
+    /// Issue 43: a stored sketch of another domain (or counts past 2^64) made
+    /// `Sketches.merge` fail as an internal error (RuntimeError); it is the input's fault.
+    #[test]
+    fn sketches_that_cannot_be_added_are_a_conflict_of_the_input() {
+        let ten = stream(10);
+        let mut ours = partial(&ten, 10, "a", None);
+        let e = combine(&mut ours, partial(&ten, 5, "b", None), "theirs").unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::PartialConflict {
+                    kind: Conflict::Shape,
+                    ..
+                }
+            ) && e
+                .to_string()
+                .contains("theirs: stream \"s\": the sketches cannot be added"),
+            "{e}"
+        );
+        assert_eq!(e.fault(), crate::Fault::User);
+    }
+
+    /// Issue 43 (ledger_rechunk, part 2): row digests add up when every part has one, and
+    /// the merged ledger input is then the digest, not the chunk names.
+    #[test]
+    fn row_digests_add_up_through_combine_and_merge() {
+        let ten = stream(10);
+        let (a, b) = (
+            RowDigest { sum: 5, rows: 2 },
+            RowDigest {
+                sum: u128::MAX,
+                rows: 3,
+            },
+        );
+        let mut ours = partial(&ten, 10, "a", Some(&a.label()));
+        combine(&mut ours, partial(&ten, 10, "b", Some(&b.label())), "b").unwrap();
+        let sum = RowDigest { sum: 4, rows: 5 };
+        assert_eq!(ours.ledger_ids["s"], sum.label());
+        let config = Config::from_toml_str(
+            "[[stream]]\nname = \"s\"\nsource = { kind = \"parquet\", paths = [\"x\"] }\n\
+             mechanism = { kind = \"grr\", epsilon = 1.0, domain = 10 }\n\
+             [[stream.test]]\nname = \"t\"\nkind = \"gof\"\nnull = \"uniform\"\n",
+            "t",
+        )
+        .unwrap();
+        let merged = merge_partials(&config, vec![("p".into(), ours.clone())]).unwrap();
+        assert_eq!(merged["s"].0, [format!("arrow:{}", sum.label())]);
+        // A part without a digest leaves the merged input its chunk names.
+        combine(&mut ours, partial(&ten, 10, "c", None), "c").unwrap();
+        assert!(!ours.ledger_ids.contains_key("s"));
+        let merged = merge_partials(&config, vec![("p".into(), ours)]).unwrap();
+        assert_eq!(merged["s"].0, ["arrow:a", "arrow:b", "arrow:c"]);
     }
 
     // The probe's nit: a damaged sketch file's error said "checkpoint f: ...".

@@ -15,7 +15,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyCapsuleMethods, PyTuple};
 
-use crate::errors::value_error;
+use crate::errors::input_error;
 
 const STREAM: &CStr = c"arrow_array_stream";
 const SCHEMA: &CStr = c"arrow_schema";
@@ -57,11 +57,19 @@ fn read_stream(capsule: &Bound<'_, PyAny>) -> PyResult<Vec<RecordBatch>> {
     // SAFETY: the capsule is named arrow_array_stream, so by the PyCapsule protocol it
     // points to a valid FFI_ArrowArrayStream; from_raw moves it out and marks the
     // capsule's copy released, so the capsule's destructor does not release it again.
+    // A stream of plain arrays (a polars Series, a pyarrow ChunkedArray) has a schema that
+    // is not a struct, which arrow-rs cannot read as a table's.
     let reader =
-        unsafe { RecordBatchStreamReader::from_raw(ptr.cast().as_ptr()) }.map_err(value_error)?;
+        unsafe { RecordBatchStreamReader::from_raw(ptr.cast().as_ptr()) }.map_err(|e| {
+            input_error(format!(
+                "an Arrow stream of arrays that are not tables (a column, such as a polars \
+             Series): pass a table with the stream's columns, e.g. pyarrow.table({{\"report\": \
+             column}}) ({e})"
+            ))
+        })?;
     reader
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| value_error(format!("reading the Arrow stream: {e}")))
+        .map_err(|e| input_error(format!("reading the Arrow stream: {e}")))
 }
 
 /// One array handed over with `__arrow_c_array__`.
@@ -82,6 +90,6 @@ pub fn import_array(data: &Bound<'_, PyAny>) -> PyResult<ArrayRef> {
         let schema: &FFI_ArrowSchema = schema_ptr.cast().as_ref();
         from_ffi(array, schema)
     }
-    .map_err(value_error)?;
+    .map_err(input_error)?;
     Ok(arrow::array::make_array(data))
 }

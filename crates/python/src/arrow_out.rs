@@ -11,7 +11,7 @@ use arrow::record_batch::{RecordBatch, RecordBatchIterator};
 use pyo3::prelude::*;
 use pyo3::types::PyCapsule;
 
-use crate::errors::value_error;
+use crate::errors::internal_error;
 
 const STREAM: &CStr = c"arrow_array_stream";
 const SCHEMA: &CStr = c"arrow_schema";
@@ -55,7 +55,7 @@ impl ExportedArray {
     ) -> PyResult<(Bound<'py, PyCapsule>, Bound<'py, PyCapsule>)> {
         let _ = requested_schema;
         let data = self.array.to_data();
-        let schema = FFI_ArrowSchema::try_from(data.data_type()).map_err(value_error)?;
+        let schema = FFI_ArrowSchema::try_from(data.data_type()).map_err(internal_error)?;
         let array = FFI_ArrowArray::new(&data);
         Ok((
             PyCapsule::new_with_value(py, schema, SCHEMA)?,

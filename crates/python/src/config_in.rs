@@ -2,11 +2,13 @@
 //! a dict in the TOML's shape. All three go through `Config::from_toml_str` and the
 //! engine's mechanism check, as `ldpstream check` does, so errors carry the CLI's messages.
 
+use std::path::{Path, PathBuf};
+
 use ldpstream_config::Config;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
-use crate::errors::{job_error, value_error};
+use crate::errors::{config_error, job_error};
 
 /// The config's TOML text and the name errors show for it.
 pub struct ConfigSource {
@@ -15,13 +17,15 @@ pub struct ConfigSource {
 }
 
 impl ConfigSource {
-    /// What `config` holds: a dict, TOML text, or a path.
+    /// What `config` holds: a dict, a path (`os.PathLike`), or a str that is TOML text or
+    /// a path. A str is text when it has a newline; else a path when a file of that name
+    /// exists; else text when it parses as TOML. A path may hold `=` (`/data/run=1/`).
     pub fn from_py(config: &Bound<'_, PyAny>) -> PyResult<Self> {
         let py = config.py();
         if let Ok(dict) = config.cast::<PyDict>() {
             let value = dict_to_toml(dict, "")?;
             let text = toml::to_string(&value)
-                .map_err(|e| value_error(format!("config dict: not expressible as TOML: {e}")))?;
+                .map_err(|e| config_error(format!("config dict: not expressible as TOML: {e}")))?;
             return Ok(ConfigSource {
                 text,
                 origin: "<config dict>".into(),
@@ -29,25 +33,51 @@ impl ConfigSource {
         }
         if config.is_instance_of::<PyString>() {
             let s: String = config.extract()?;
-            if s.trim().is_empty() {
-                return Err(value_error(
-                    "config: an empty string is neither TOML text nor a path",
-                ));
-            }
-            // TOML has a key = value or a [table]; a path has neither a newline nor '='.
-            if s.contains('\n') || s.contains('=') || s.trim_start().starts_with('[') {
-                return Ok(ConfigSource {
-                    text: s,
-                    origin: "<config string>".into(),
-                });
-            }
+            return Self::from_str(s);
         }
-        let path: std::path::PathBuf = py
+        let path: PathBuf = py
             .import("os")?
             .call_method1("fspath", (config,))?
             .extract()?;
-        // Read as `ldpstream check --config` reads it, for the same I/O message.
-        let text = std::fs::read_to_string(&path).map_err(|source| {
+        Self::read(&path)
+    }
+
+    fn from_str(s: String) -> PyResult<Self> {
+        if s.trim().is_empty() {
+            return Err(config_error(
+                "config: an empty string is neither TOML text nor a path",
+            ));
+        }
+        let text = |text: String| ConfigSource {
+            text,
+            origin: "<config string>".into(),
+        };
+        if s.contains('\n') {
+            return Ok(text(s));
+        }
+        let path = Path::new(&s);
+        if path.is_file() {
+            return Self::read(path);
+        }
+        match toml::from_str::<toml::Table>(&s) {
+            Ok(_) => Ok(text(s)),
+            Err(parse) => {
+                let file = match std::fs::metadata(path) {
+                    Ok(m) if m.is_dir() => "a directory".to_string(),
+                    Ok(_) => "not a regular file".to_string(),
+                    Err(e) => e.to_string(),
+                };
+                let parse = parse.message().to_string();
+                Err(config_error(format!(
+                    "config: {s:?} is neither a file ({file}) nor TOML text ({parse})"
+                )))
+            }
+        }
+    }
+
+    /// The file at `path`, read as `ldpstream check --config` reads it (same I/O message).
+    fn read(path: &Path) -> PyResult<Self> {
+        let text = std::fs::read_to_string(path).map_err(|source| {
             job_error(
                 ldpstream_config::ConfigError::Io {
                     path: path.display().to_string(),
@@ -80,7 +110,7 @@ fn dict_to_toml(dict: &Bound<'_, PyDict>, path: &str) -> PyResult<toml::Value> {
     for (key, value) in dict.iter() {
         let key: String = key
             .extract()
-            .map_err(|_| value_error(format!("config dict{}: keys must be strings", at(path))))?;
+            .map_err(|_| config_error(format!("config dict{}: keys must be strings", at(path))))?;
         let here = if path.is_empty() {
             key.clone()
         } else {
@@ -100,7 +130,7 @@ fn to_toml(value: &Bound<'_, PyAny>, path: &str) -> PyResult<toml::Value> {
     }
     if value.is_instance_of::<PyInt>() {
         let int: i64 = value.extract().map_err(|_| {
-            value_error(format!(
+            config_error(format!(
                 "config dict: {path} = {value}: beyond a 64-bit integer"
             ))
         })?;
@@ -121,7 +151,7 @@ fn to_toml(value: &Bound<'_, PyAny>, path: &str) -> PyResult<toml::Value> {
         return Ok(toml::Value::Array(items));
     }
     let kind = value.get_type().name()?;
-    Err(value_error(format!(
+    Err(config_error(format!(
         "config dict: {path} is a {kind}, which TOML cannot hold (use a dict, list, str, int, float or bool)"
     )))
 }

@@ -10,7 +10,7 @@ use pyo3::types::{PyBytes, PyDict};
 use rand::RngCore;
 
 use crate::arrow_out::to_pyarrow_array;
-use crate::errors::{contained, value_error};
+use crate::errors::{contained, input_error};
 use crate::mechanism::{group_pairs, Mechanism};
 use crate::messages::{encode, Envelope, Format};
 
@@ -54,7 +54,7 @@ pub fn _conformance<'py>(
     ts: Option<i64>,
     groups: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let groups = group_pairs(groups)?;
+    let groups = group_pairs(groups, mechanism.kind_name())?;
     let mut replay = Replay { words, at: 0 };
     let array = contained("replaying", || mechanism.reports(&[value], &mut replay))?;
     let out = PyDict::new(py);
@@ -66,7 +66,7 @@ pub fn _conformance<'py>(
             fingerprint: stamp,
         };
         for (format, name) in [(Format::Json, "json"), (Format::Binary, "binary")] {
-            let messages = encode(&array, format, &envelope).map_err(value_error)?;
+            let messages = encode(&array, format, &envelope).map_err(input_error)?;
             let message = messages.first().map(Vec::as_slice).unwrap_or_default();
             out.set_item(format!("{name}{suffix}"), PyBytes::new(py, message))?;
         }

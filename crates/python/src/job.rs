@@ -9,14 +9,14 @@ use arrow::record_batch::RecordBatch;
 use ldpstream_config::{Config, StreamConfig};
 use ldpstream_connectors::records::{records_to_batch, BATCH_ROWS};
 use ldpstream_engine::mechanism::Mechanism;
-use ldpstream_engine::record::TestRecord;
 use ldpstream_engine::stream::ReportLayout;
 use ldpstream_jobs::evaluate::{test_streams, Release};
 use ldpstream_jobs::ledger::file::input_fingerprint;
 use ldpstream_jobs::ledger::release::spend_then_publish;
 use ldpstream_jobs::ledger::store::LedgerFile;
 use ldpstream_jobs::memory_fold::fold_batches;
-use ldpstream_jobs::memory_id::{content_id, MEMORY_INPUT};
+use ldpstream_jobs::memory_id::{content_id, stream_roles, MEMORY_INPUT};
+use ldpstream_jobs::row_digest::RowDigest;
 use ldpstream_jobs::sketch_file::{merge_partials, stream_part, Partial};
 use pyo3::prelude::*;
 use pyo3::types::PyType;
@@ -26,7 +26,7 @@ use rand::SeedableRng;
 use crate::arrow_in::record_batches;
 use crate::arrow_out::to_pyarrow_table;
 use crate::config_in::ConfigSource;
-use crate::errors::{contained, job_error, value_error};
+use crate::errors::{contained, input_error, internal_error, job_error, opt_int_arg};
 use crate::sketches::Sketches;
 
 /// A checked ldpstream config: the batch job over in-memory Arrow data.
@@ -92,6 +92,13 @@ impl Job {
         ))
     }
 
+    /// The config's checked TOML text (what pickling ships): the Spark and Ray runners
+    /// read the stream's column names from it.
+    #[getter]
+    fn _config_text(&self) -> &str {
+        &self.source.text
+    }
+
     /// The config's stream names, in order.
     #[getter]
     fn streams(&self) -> Vec<String> {
@@ -105,8 +112,13 @@ impl Job {
     /// pandas with Arrow dtypes), with the stream's columns (`report`, ...) in the types
     /// of the Parquet input. `stream` names the stream; without it, `data` is folded into
     /// every stream of the config (as `batch --input` gives every stream the same files).
-    /// `input_id` is the data's identity for merge's double-count protection; by default a
-    /// SHA-256 of the columns read. The GIL is released while folding.
+    /// `input_id` is the data's identity for merge's double-count protection; by default an
+    /// XXH3-128 of the columns read, row by row in order, the same however the rows are
+    /// chunked. The GIL is released while folding.
+    ///
+    /// For a stream with `budget_epsilon`, the sketches also carry the rows' multiset
+    /// digest, the privacy ledger's identity of them: the same rows in any order, chunking
+    /// or partitioning (Spark, Ray) are one input to the ledger, whatever `input_id` says.
     ///
     /// Example:
     ///     >>> sk = job.fold(pyarrow.table({"report": reports}))
@@ -144,12 +156,12 @@ impl Job {
         &self,
         py: Python<'_>,
         sketches: &Sketches,
-        insecure_seed: Option<u64>,
+        insecure_seed: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
+        let insecure_seed: Option<u64> = opt_int_arg("insecure_seed", insecure_seed)?;
         let partial = sketches.partial.clone();
-        let records =
+        let batch =
             py.detach(|| contained("evaluating", || self.records(partial, insecure_seed)))?;
-        let batch: RecordBatch = records_to_batch(&records).map_err(|e| job_error(e.into()))?;
         to_pyarrow_table(py, batch)
     }
 
@@ -164,8 +176,10 @@ impl Job {
         data: &Bound<'_, PyAny>,
         stream: Option<String>,
         input_id: Option<String>,
-        insecure_seed: Option<u64>,
+        insecure_seed: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
+        // Checked before the fold, which may take long.
+        opt_int_arg::<u64>("insecure_seed", insecure_seed)?;
         let sketches = self.fold(py, data, stream, input_id)?;
         self.evaluate(py, &sketches, insecure_seed)
     }
@@ -199,7 +213,7 @@ impl Job {
                 .find(|s| s.name == name)
                 .map(|s| vec![s.clone()])
                 .ok_or_else(|| {
-                    value_error(format!(
+                    input_error(format!(
                         "stream {name:?} is not in the config (its streams: {:?})",
                         self.streams()
                     ))
@@ -207,12 +221,14 @@ impl Job {
         }
     }
 
-    /// The test records of the streams `partial` holds, released as `merge` releases them.
-    fn records(&self, partial: Partial, seed: Option<u64>) -> PyResult<Vec<TestRecord>> {
+    /// The test records of the streams `partial` holds, released as `merge` releases them:
+    /// rendered as the records table before the ledger is saved, so a release whose records
+    /// cannot be returned spends nothing.
+    fn records(&self, partial: Partial, seed: Option<u64>) -> PyResult<RecordBatch> {
         let mut config = self.config.clone();
         let held: Vec<String> = partial.streams.iter().map(|s| s.name.clone()).collect();
         if let Some(unknown) = held.iter().find(|n| !self.streams().contains(n)) {
-            return Err(value_error(format!(
+            return Err(input_error(format!(
                 "the sketches have stream {unknown:?}, which the config does not have (its \
                  streams: {:?})",
                 self.streams()
@@ -220,7 +236,7 @@ impl Job {
         }
         config.streams.retain(|s| held.contains(&s.name));
         if config.streams.is_empty() {
-            return Err(value_error("the sketches hold no stream"));
+            return Err(input_error("the sketches hold no stream"));
         }
         let mut merged = merge_partials(&config, vec![("the sketches".to_string(), partial)])
             .map_err(job_error)?;
@@ -251,7 +267,10 @@ impl Job {
                 .unwrap_or_default())
         })
         .map_err(job_error)?;
-        spend_then_publish(released.spends, || Ok(released.records)).map_err(job_error)
+        // Dropped unsaved on an error here: the lock goes, and nothing was spent.
+        let batch: RecordBatch =
+            records_to_batch(&released.records).map_err(|e| job_error(e.into()))?;
+        spend_then_publish(released.spends, || Ok(batch)).map_err(job_error)
     }
 }
 
@@ -264,24 +283,27 @@ fn fold_partial(
     let mut partial = Partial {
         inputs: BTreeMap::new(),
         input_ids: BTreeMap::new(),
+        ledger_ids: BTreeMap::new(),
         streams: Vec::new(),
     };
     for stream in streams {
-        let mechanism = Mechanism::from_config(&stream.mechanism).map_err(value_error)?;
+        let mechanism = Mechanism::from_config(&stream.mechanism).map_err(internal_error)?;
         let origin = format!("stream {:?} (in-memory data)", stream.name);
         let delta = fold_batches(stream, &mechanism, batches, &origin).map_err(job_error)?;
+        let layout = ReportLayout::of(stream, &mechanism);
+        let columns = stream_roles(&layout);
         let id = match input_id {
             Some(id) => id.to_string(),
-            None => {
-                let layout = ReportLayout::of(stream, &mechanism);
-                let columns: Vec<&str> = layout
-                    .columns()
-                    .map(String::as_str)
-                    .chain(std::iter::once(layout.ts.as_str()))
-                    .collect();
-                content_id(batches, &columns)
-            }
+            None => content_id(batches, &columns),
         };
+        if stream.budget_epsilon.is_some() {
+            let digest = RowDigest::of(batches, &columns).map_err(|e| {
+                internal_error(format!("{origin}: digesting the rows for the ledger: {e}"))
+            })?;
+            partial
+                .ledger_ids
+                .insert(stream.name.clone(), digest.label());
+        }
         partial
             .inputs
             .insert(stream.name.clone(), vec![format!("{MEMORY_INPUT}{id}")]);

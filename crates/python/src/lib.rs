@@ -19,6 +19,10 @@ use pyo3::prelude::*;
 
 #[pymodule]
 fn _ldpstream(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // Every error is raised as a class of ldpstream.exceptions: load it now, so that a
+    // broken install fails here rather than on the first error.
+    m.py().import("ldpstream.exceptions")?;
+    m.add_function(wrap_pyfunction!(mechanism::_mechanism_kinds, m)?)?;
     m.add_class::<job::Job>()?;
     m.add_class::<sketches::Sketches>()?;
     m.add_class::<mechanism::Mechanism>()?;

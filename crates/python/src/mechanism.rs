@@ -8,7 +8,7 @@ use arrow::array::{Array, ArrayRef, StructArray, UInt32Array};
 use arrow::compute::{cast_with_options, CastOptions};
 use arrow::datatypes::{DataType, Field};
 use ldpstream_config::MechanismConfig;
-use ldpstream_engine::mechanism::{privatize_batch, Mechanism as Engine};
+use ldpstream_engine::mechanism::{client_rng, privatize_batch, Mechanism as Engine};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyType};
 use rand::rngs::StdRng;
@@ -17,14 +17,15 @@ use serde_json::{json, Value};
 
 use crate::arrow_in::import_array;
 use crate::arrow_out::to_pyarrow_array;
-use crate::errors::{contained, value_error};
+use crate::errors::{config_error, contained, input_error, int_arg, internal_error, opt_int_arg};
 use crate::messages::{check_envelope, encode, Envelope, Format};
 
 /// A local randomizer, as a stream's `mechanism` table configures it.
 ///
 /// Build one with a constructor per kind (`grr`, `bitflip`, `oue`, `subset`, `olh`,
 /// `gauss`, `laplace`, `hadamard`, `cohort`, `matrix`, `raw`); `randomize` privatizes true values on the
-/// client, drawing from the OS-seeded CSPRNG.
+/// client, drawing from a CSPRNG freshly seeded from the OS on every call (safe across
+/// `fork`: a forked child never replays its parent's draws).
 ///
 /// Example:
 ///     >>> m = ldpstream.Mechanism.grr(epsilon=1.0, domain=16)
@@ -42,7 +43,7 @@ fn finite(name: &str, value: f64) -> PyResult<f64> {
     if value.is_finite() {
         Ok(value)
     } else {
-        Err(value_error(format!(
+        Err(config_error(format!(
             "mechanism {name} = {value}: must be a finite number"
         )))
     }
@@ -50,10 +51,17 @@ fn finite(name: &str, value: f64) -> PyResult<f64> {
 
 fn build(table: Value) -> PyResult<Mechanism> {
     let config: MechanismConfig = serde_json::from_value(table.clone())
-        .map_err(|e| value_error(format!("mechanism {table}: {e}")))?;
+        .map_err(|e| config_error(format!("mechanism {table}: {e}")))?;
     let engine = Engine::from_config(&config)
-        .map_err(|e| value_error(format!("mechanism {}: {e}", config.kind())))?;
+        .map_err(|e| config_error(format!("mechanism {}: {e}", config.kind())))?;
     Ok(Mechanism { table, engine })
+}
+
+/// Every mechanism kind the config takes (`kind = "..."`), from the config's own list:
+/// what the Spark and Ray runners must each know how to cast, and their tests run over.
+#[pyfunction]
+pub fn _mechanism_kinds() -> Vec<&'static str> {
+    MechanismConfig::KINDS.to_vec()
 }
 
 #[pymethods]
@@ -61,14 +69,20 @@ impl Mechanism {
     /// Generalized randomized response over `domain` categories (reports: UInt32).
     #[classmethod]
     #[pyo3(signature = (*, epsilon, domain))]
-    fn grr(_cls: &Bound<'_, PyType>, epsilon: f64, domain: u32) -> PyResult<Self> {
+    fn grr(_cls: &Bound<'_, PyType>, epsilon: f64, domain: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let domain: u32 = int_arg("domain", domain)?;
         build(json!({"kind": "grr", "epsilon": finite("epsilon", epsilon)?, "domain": domain}))
     }
 
     /// Unary encoding with every bit flipped (reports: FixedSizeBinary(ceil(d/8))).
     #[classmethod]
     #[pyo3(signature = (*, epsilon, domain))]
-    fn bitflip(_cls: &Bound<'_, PyType>, epsilon: f64, domain: u32) -> PyResult<Self> {
+    fn bitflip(
+        _cls: &Bound<'_, PyType>,
+        epsilon: f64,
+        domain: &Bound<'_, PyAny>,
+    ) -> PyResult<Self> {
+        let domain: u32 = int_arg("domain", domain)?;
         build(json!({"kind": "bitflip", "epsilon": finite("epsilon", epsilon)?, "domain": domain}))
     }
 
@@ -76,7 +90,8 @@ impl Mechanism {
     /// every other bit set with probability 1/(e^epsilon + 1) (reports as bitflip's).
     #[classmethod]
     #[pyo3(signature = (*, epsilon, domain))]
-    fn oue(_cls: &Bound<'_, PyType>, epsilon: f64, domain: u32) -> PyResult<Self> {
+    fn oue(_cls: &Bound<'_, PyType>, epsilon: f64, domain: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let domain: u32 = int_arg("domain", domain)?;
         build(json!({"kind": "oue", "epsilon": finite("epsilon", epsilon)?, "domain": domain}))
     }
 
@@ -89,10 +104,14 @@ impl Mechanism {
     fn subset(
         _cls: &Bound<'_, PyType>,
         epsilon: f64,
-        domain: u32,
-        k: Option<u32>,
+        domain: &Bound<'_, PyAny>,
+        k: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        build(json!({"kind": "subset", "epsilon": epsilon, "domain": domain, "k": k}))
+        let domain: u32 = int_arg("domain", domain)?;
+        let k: Option<u32> = opt_int_arg("k", k)?;
+        build(json!({
+            "kind": "subset", "epsilon": finite("epsilon", epsilon)?, "domain": domain, "k": k
+        }))
     }
 
     /// Optimized local hashing, Wang et al. 2017, with a fixed public pool of `pool_size`
@@ -102,15 +121,19 @@ impl Mechanism {
     /// round(e^epsilon) + 1 and `pool_size=None` 1024, as the config does; the reports are a
     /// struct of `seed` (UInt32, the pool index) and `report` (UInt32, the bucket).
     #[classmethod]
-    #[pyo3(signature = (*, epsilon, domain, g=None, pool_size=None, pool_seed=0))]
+    #[pyo3(signature = (*, epsilon, domain, g=None, pool_size=None, pool_seed=None))]
     fn olh(
         _cls: &Bound<'_, PyType>,
         epsilon: f64,
-        domain: u32,
-        g: Option<u32>,
-        pool_size: Option<u32>,
-        pool_seed: u64,
+        domain: &Bound<'_, PyAny>,
+        g: Option<&Bound<'_, PyAny>>,
+        pool_size: Option<&Bound<'_, PyAny>>,
+        pool_seed: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
+        let domain: u32 = int_arg("domain", domain)?;
+        let g: Option<u32> = opt_int_arg("g", g)?;
+        let pool_size: Option<u32> = opt_int_arg("pool_size", pool_size)?;
+        let pool_seed: u64 = opt_int_arg("pool_seed", pool_seed)?.unwrap_or(0);
         build(json!({
             "kind": "olh", "epsilon": finite("epsilon", epsilon)?, "domain": domain, "g": g,
             "pool_size": pool_size, "pool_seed": pool_seed
@@ -123,9 +146,10 @@ impl Mechanism {
     fn gauss(
         _cls: &Bound<'_, PyType>,
         rho: f64,
-        domain: u32,
+        domain: &Bound<'_, PyAny>,
         max_abs: Option<f64>,
     ) -> PyResult<Self> {
+        let domain: u32 = int_arg("domain", domain)?;
         build(
             json!({"kind": "gauss", "rho": finite("rho", rho)?, "domain": domain, "max_abs": max_abs.map(|v| finite("max_abs", v)).transpose()?}),
         )
@@ -137,9 +161,10 @@ impl Mechanism {
     fn laplace(
         _cls: &Bound<'_, PyType>,
         epsilon: f64,
-        domain: u32,
+        domain: &Bound<'_, PyAny>,
         max_abs: Option<f64>,
     ) -> PyResult<Self> {
+        let domain: u32 = int_arg("domain", domain)?;
         build(
             json!({"kind": "laplace", "epsilon": finite("epsilon", epsilon)?, "domain": domain, "max_abs": max_abs.map(|v| finite("max_abs", v)).transpose()?}),
         )
@@ -148,20 +173,28 @@ impl Mechanism {
     /// Hadamard response (reports: struct of `row` UInt32 and `report` Int8).
     #[classmethod]
     #[pyo3(signature = (*, epsilon, domain))]
-    fn hadamard(_cls: &Bound<'_, PyType>, epsilon: f64, domain: u32) -> PyResult<Self> {
+    fn hadamard(
+        _cls: &Bound<'_, PyType>,
+        epsilon: f64,
+        domain: &Bound<'_, PyAny>,
+    ) -> PyResult<Self> {
+        let domain: u32 = int_arg("domain", domain)?;
         build(json!({"kind": "hadamard", "epsilon": finite("epsilon", epsilon)?, "domain": domain}))
     }
 
     /// Seeded random +-1 cohorts (reports: struct of `cohort` UInt32 and `report` Int8).
     #[classmethod]
-    #[pyo3(signature = (*, epsilon, domain, cohorts, seed=0))]
+    #[pyo3(signature = (*, epsilon, domain, cohorts, seed=None))]
     fn cohort(
         _cls: &Bound<'_, PyType>,
         epsilon: f64,
-        domain: u32,
-        cohorts: u32,
-        seed: u64,
+        domain: &Bound<'_, PyAny>,
+        cohorts: &Bound<'_, PyAny>,
+        seed: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
+        let domain: u32 = int_arg("domain", domain)?;
+        let cohorts: u32 = int_arg("cohorts", cohorts)?;
+        let seed: u64 = opt_int_arg("seed", seed)?.unwrap_or(0);
         build(json!({
             "kind": "cohort", "epsilon": finite("epsilon", epsilon)?, "domain": domain, "cohorts": cohorts, "seed": seed
         }))
@@ -182,7 +215,8 @@ impl Mechanism {
     /// No randomization: the curator model (reports: the true UInt32 categories).
     #[classmethod]
     #[pyo3(signature = (*, domain))]
-    fn raw(_cls: &Bound<'_, PyType>, domain: u32) -> PyResult<Self> {
+    fn raw(_cls: &Bound<'_, PyType>, domain: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let domain: u32 = int_arg("domain", domain)?;
         build(json!({"kind": "raw", "domain": domain}))
     }
 
@@ -217,7 +251,8 @@ impl Mechanism {
     /// Privatizes true categories `values` (0..d-1: a sequence of ints or an Arrow integer
     /// array) into reports in the Parquet report format of the mechanism: a
     /// `pyarrow.Array`, a struct array of the index and report columns for Hadamard,
-    /// cohort and olh. Draws from the OS-seeded CSPRNG; `insecure_seed` makes the draws
+    /// cohort and olh. Draws from a CSPRNG freshly seeded from the OS on every call (safe
+    /// across `fork`, threads and process pools); `insecure_seed` makes the draws
     /// reproducible and NOT private (simulations and tests only, as the CLI's
     /// `--insecure-seed`). Raises ValueError for a value outside the domain.
     #[pyo3(signature = (values, *, insecure_seed=None))]
@@ -225,13 +260,14 @@ impl Mechanism {
         &self,
         py: Python<'_>,
         values: &Bound<'_, PyAny>,
-        insecure_seed: Option<u64>,
+        insecure_seed: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
+        let insecure_seed: Option<u64> = opt_int_arg("insecure_seed", insecure_seed)?;
         let xs = true_values(values)?;
         let array = py.detach(|| {
             contained("randomizing", || match insecure_seed {
                 Some(seed) => self.reports(&xs, &mut StdRng::seed_from_u64(seed)),
-                None => self.reports(&xs, &mut rand::rng()),
+                None => self.reports(&xs, &mut client_rng().map_err(internal_error)?),
             })
         })?;
         to_pyarrow_array(py, array)
@@ -245,35 +281,40 @@ impl Mechanism {
         self.engine.fingerprint().map(|f| format!("{f:08x}"))
     }
 
-    /// Privatizes `values` as `randomize` does (OS-seeded CSPRNG only) and returns one
+    /// Privatizes `values` as `randomize` does (a CSPRNG freshly seeded from the OS on
+    /// every call, never a seed) and returns one
     /// Kafka message per value (docs/clients.md, "Kafka messages"), stamped with the fingerprint:
     /// `format` "json" or "binary", `ts` the event time in milliseconds, `groups` the
     /// group values in the stream's `group_by` order (a dict or (name, value) pairs).
     /// Raises ValueError for a bad value, format, or a group value longer than
     /// `max_group_value_bytes` (the stream's setting, default 128).
-    #[pyo3(signature = (values, *, format="json", ts=None, groups=None, max_group_value_bytes=128))]
+    #[pyo3(signature = (values, *, format="json", ts=None, groups=None, max_group_value_bytes=None))]
     fn messages<'py>(
         &self,
         py: Python<'py>,
         values: &Bound<'py, PyAny>,
         format: &str,
-        ts: Option<i64>,
+        ts: Option<&Bound<'py, PyAny>>,
         groups: Option<&Bound<'py, PyAny>>,
-        max_group_value_bytes: usize,
+        max_group_value_bytes: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
-        let format = Format::parse(format).map_err(value_error)?;
-        let groups = group_pairs(groups)?;
+        let ts: Option<i64> = opt_int_arg("ts", ts)?;
+        // The stream setting's default.
+        let max_group_value_bytes: usize =
+            opt_int_arg("max_group_value_bytes", max_group_value_bytes)?.unwrap_or(128);
+        let format = Format::parse(format).map_err(config_error)?;
+        let groups = group_pairs(groups, self.kind_name())?;
         let envelope = Envelope {
             ts,
             groups: &groups,
             fingerprint: self.engine.fingerprint(),
         };
-        check_envelope(&envelope, max_group_value_bytes).map_err(value_error)?;
+        check_envelope(&envelope, max_group_value_bytes).map_err(input_error)?;
         let xs = true_values(values)?;
         let encoded = py.detach(|| {
             contained("randomizing", || {
-                let array = self.reports(&xs, &mut rand::rng())?;
-                encode(&array, format, &envelope).map_err(value_error)
+                let array = self.reports(&xs, &mut client_rng().map_err(internal_error)?)?;
+                encode(&array, format, &envelope).map_err(input_error)
             })
         })?;
         Ok(encoded.iter().map(|m| PyBytes::new(py, m)).collect())
@@ -291,10 +332,15 @@ impl Mechanism {
         &self.engine
     }
 
+    /// The mechanism kind, for Rust callers (the getter `kind` is Python's).
+    pub(crate) fn kind_name(&self) -> &'static str {
+        self.engine.kind()
+    }
+
     /// `values` privatized with `rng`, in the layout `randomize` returns: the one report
     /// column, or a struct of the index and report columns.
     pub(crate) fn reports<R: Rng + ?Sized>(&self, xs: &[u32], rng: &mut R) -> PyResult<ArrayRef> {
-        let columns = privatize_batch(&self.engine, xs, rng).map_err(value_error)?;
+        let columns = privatize_batch(&self.engine, xs, rng).map_err(input_error)?;
         match columns.as_slice() {
             [report] => Ok(report.clone()),
             [index, report] => {
@@ -309,16 +355,22 @@ impl Mechanism {
                 ];
                 let array =
                     StructArray::try_new(fields.into(), vec![index.clone(), report.clone()], None)
-                        .map_err(value_error)?;
+                        .map_err(internal_error)?;
                 Ok(Arc::new(array))
             }
-            _ => Err(value_error("the randomizer returned no report column")),
+            _ => Err(internal_error("the randomizer returned no report column")),
         }
     }
 }
 
 /// Group values as (name, value) pairs, in order: from a dict or a sequence of pairs.
-pub(crate) fn group_pairs(groups: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<(String, String)>> {
+/// A name given twice, or one of the message's own keys (`report`, `ts`, `fingerprint` and
+/// the mechanism's index: `row`, `cohort` or `seed`), is refused: JSON readers disagree on
+/// which of two equal keys counts (the server takes the first, most others the last).
+pub(crate) fn group_pairs(
+    groups: Option<&Bound<'_, PyAny>>,
+    kind: &str,
+) -> PyResult<Vec<(String, String)>> {
     let Some(groups) = groups else {
         return Ok(Vec::new());
     };
@@ -327,29 +379,59 @@ pub(crate) fn group_pairs(groups: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<(St
     } else {
         groups.clone()
     };
-    let mut out = Vec::new();
+    let reserved: &[&str] = match kind {
+        "hadamard" => &["report", "ts", "fingerprint", "row"],
+        "cohort" => &["report", "ts", "fingerprint", "cohort"],
+        "olh" => &["report", "ts", "fingerprint", "seed"],
+        _ => &["report", "ts", "fingerprint"],
+    };
+    let mut out: Vec<(String, String)> = Vec::new();
     for pair in pairs.try_iter()? {
-        out.push(
-            pair?
-                .extract::<(String, String)>()
-                .map_err(|e| value_error(format!("groups: expected (name, value) strings: {e}")))?,
-        );
+        let (name, value) = pair?
+            .extract::<(String, String)>()
+            .map_err(|e| input_error(format!("groups: expected (name, value) strings: {e}")))?;
+        if out.iter().any(|(n, _)| *n == name) {
+            return Err(input_error(format!(
+                "groups: {name:?} is given twice; each group column is named once"
+            )));
+        }
+        if reserved.contains(&name.as_str()) {
+            return Err(input_error(format!(
+                "groups: {name:?} is a key of the message itself ({}), not a group column name",
+                reserved.join(", ")
+            )));
+        }
+        out.push((name, value));
     }
     Ok(out)
 }
 
-/// True categories as u32: an Arrow integer array (cast without wrapping) or a sequence.
+/// True categories as u32: a sequence of ints, or an Arrow array of an integer type (cast
+/// without wrapping: a negative value or one past u32 is refused). Floats, strings and
+/// booleans are refused naming their type, never truncated or parsed.
 fn true_values(values: &Bound<'_, PyAny>) -> PyResult<Vec<u32>> {
     if !values.hasattr("__arrow_c_array__")? {
         return values.extract::<Vec<u32>>().map_err(|e| {
-            value_error(format!(
+            input_error(format!(
                 "values: expected categories (ints from 0 to d - 1): {e}"
             ))
         });
     }
     let array = import_array(values)?;
+    array
+        .to_data()
+        .validate_full()
+        .map_err(|e| input_error(format!("values: not valid Arrow data: {e}")))?;
+    if !array.data_type().is_integer() {
+        return Err(input_error(format!(
+            "values: an array of {}; categories must be integers from 0 to d - 1 (cast \
+             explicitly, e.g. pyarrow.compute.cast(values, \"uint32\"), if truncating or \
+             parsing is meant)",
+            array.data_type()
+        )));
+    }
     if array.null_count() > 0 {
-        return Err(value_error(format!(
+        return Err(input_error(format!(
             "values: {} of {} values are null; every value must be a category",
             array.null_count(),
             array.len()
@@ -360,10 +442,10 @@ fn true_values(values: &Bound<'_, PyAny>) -> PyResult<Vec<u32>> {
         ..Default::default()
     };
     let cast = cast_with_options(array.as_ref(), &DataType::UInt32, &options)
-        .map_err(|e| value_error(format!("values of type {}: {e}", array.data_type())))?;
+        .map_err(|e| input_error(format!("values of type {}: {e}", array.data_type())))?;
     let ints = cast
         .as_any()
         .downcast_ref::<UInt32Array>()
-        .ok_or_else(|| value_error("values: the cast to UInt32 gave another type"))?;
+        .ok_or_else(|| internal_error("values: the cast to UInt32 gave another type"))?;
     Ok(ints.values().to_vec())
 }

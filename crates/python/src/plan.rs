@@ -6,7 +6,7 @@ use ldpstream_engine::EngineError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::errors::{contained, value_error};
+use crate::errors::{config_error, contained, int_arg, opt_int_arg};
 
 /// The plan of every mechanism: power at `n` reports, or the reports needed for `power`.
 /// `null` is "uniform" or comma-separated probabilities; `alternative` as `--alternative`.
@@ -15,24 +15,26 @@ use crate::errors::{contained, value_error};
 #[allow(clippy::too_many_arguments)]
 pub fn _plan<'py>(
     py: Python<'py>,
-    domain: u32,
+    domain: &Bound<'py, PyAny>,
     epsilon: f64,
     alternative: String,
     null: String,
     alpha: f64,
-    n: Option<u64>,
+    n: Option<&Bound<'py, PyAny>>,
     power: Option<f64>,
 ) -> PyResult<Vec<Bound<'py, PyDict>>> {
+    let domain: u32 = int_arg("domain", domain)?;
+    let n: Option<u64> = opt_int_arg("n", n)?;
     if n.is_some() == power.is_some() {
-        return Err(value_error("give exactly one of n and power"));
+        return Err(config_error("give exactly one of n and power"));
     }
     if !(epsilon.is_finite() && epsilon > 0.0) {
-        return Err(value_error(format!(
+        return Err(config_error(format!(
             "epsilon {epsilon} must be a finite number > 0"
         )));
     }
     if !(alpha > 0.0 && alpha < 1.0) {
-        return Err(value_error(format!("alpha {alpha} must be in (0, 1)")));
+        return Err(config_error(format!("alpha {alpha} must be in (0, 1)")));
     }
     let p0 = if null == "uniform" {
         vec![1.0 / f64::from(domain.max(1)); domain as usize]
@@ -41,12 +43,12 @@ pub fn _plan<'py>(
             .map(|s| {
                 s.trim()
                     .parse::<f64>()
-                    .map_err(|_| value_error(format!("null: {s:?} is not a number")))
+                    .map_err(|_| config_error(format!("null: {s:?} is not a number")))
             })
             .collect::<PyResult<Vec<f64>>>()?
     };
     if p0.len() != domain as usize || domain < 2 {
-        return Err(value_error(format!(
+        return Err(config_error(format!(
             "null has {} entries; domain is {domain} (at least 2)",
             p0.len()
         )));
@@ -54,14 +56,14 @@ pub fn _plan<'py>(
     let h: Hypotheses = alternative
         .parse::<Alternative>()
         .and_then(|alt| alt.against(&p0))
-        .map_err(|e| value_error(format!("alternative {alternative:?}: {e}")))?;
+        .map_err(|e| config_error(format!("alternative {alternative:?}: {e}")))?;
     let rows = py.detach(|| {
         contained("planning", || {
             PlanMechanism::all(epsilon)
                 .into_iter()
                 .map(|m| row(m, &h, alpha, n, power))
                 .collect::<Result<Vec<_>, EngineError>>()
-                .map_err(value_error)
+                .map_err(config_error)
         })
     })?;
     rows.into_iter()

@@ -198,9 +198,15 @@ pub(super) fn restore(config: &Config, options: &ServeOptions) -> Result<Restore
 }
 
 /// The ledger inside the checkpoint directory would go with it when the directory is
-/// moved aside to start fresh, and give the budget back.
+/// moved aside to start fresh, and give the budget back. Judged by the file the ledger
+/// resolves to: a symlink outside the directory to a file inside it is inside.
 fn refuse_ledger_inside(ledger: &LedgerFile, dir: &Path) -> Result<(), Error> {
-    let parent = ledger.path().parent().unwrap_or(Path::new("/"));
+    // A ledger that cannot be resolved (its directory, the checkpoint directory, is made
+    // later) is judged by its name; locking it reports why it cannot be opened.
+    let real = ledger
+        .resolved()
+        .unwrap_or_else(|_| ledger.path().to_path_buf());
+    let parent = real.parent().unwrap_or(Path::new("/"));
     if Path::new(&canonical(parent)).starts_with(canonical(dir)) {
         return Err(Error::Jobs(JobsError::LedgerLocation {
             message: format!(

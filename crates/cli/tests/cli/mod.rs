@@ -4,4 +4,5 @@
 mod bad_input;
 mod batch;
 mod ledger;
+mod ledger_bypass;
 mod plan;

@@ -454,6 +454,29 @@ fn a_ledger_inside_the_checkpoint_directory_is_refused() {
     assert!(err.contains("is inside the checkpoint directory"), "{err}");
 }
 
+/// Issue 43 (ledger_symlink): the check resolved only the ledger's directory, so a ledger
+/// named by a symlink outside the checkpoint directory, pointing at a file inside it, passed.
+#[test]
+fn a_symlink_to_a_ledger_inside_the_checkpoint_directory_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = raw_reports(dir.path(), 10, 100, 3);
+    let config = dir.path().join("serve.toml");
+    let state = dir.path().join("serve.state");
+    std::fs::create_dir(&state).unwrap();
+    std::fs::write(state.join("ledger.json"), b"").unwrap();
+    let ledger = dir.path().join("ledger.json");
+    std::os::unix::fs::symlink(state.join("ledger.json"), &ledger).unwrap();
+    std::fs::write(
+        &config,
+        ledger_scope_config(&ledger, &dir.path().join("o.jsonl"), &data),
+    )
+    .unwrap();
+    let o = serve_to_the_end(&config, &[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("is inside the checkpoint directory"), "{err}");
+}
+
 /// `raw.parquet` in `dir`: `n` raw (curator-model) reports over `domain` categories.
 fn raw_reports(dir: &Path, domain: u32, n: u32, seed: u32) -> PathBuf {
     let data = dir.join("raw.parquet");

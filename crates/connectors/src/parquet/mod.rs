@@ -17,5 +17,7 @@ pub use crate::inputs::resolve_inputs;
 pub use crate::schema_check::check_schema;
 pub use files::{inspect, InputFile};
 pub use reader::BATCH_ROWS;
-pub use record_schema::{record_schema, records_to_batch, write_records_parquet};
+pub use record_schema::{
+    record_schema, records_parquet_bytes, records_to_batch, write_records_parquet,
+};
 pub use sink::ParquetSink;

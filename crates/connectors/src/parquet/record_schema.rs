@@ -30,6 +30,23 @@ pub(crate) fn record_writer(file: File, path: &Path) -> Result<ArrowWriter<File>
     })
 }
 
+/// The bytes of a Parquet file of `records` (`path` names it in errors), as
+/// [`write_records_parquet`] writes it: rendered before anything is published.
+pub fn records_parquet_bytes(
+    path: &Path,
+    records: &[TestRecord],
+) -> Result<Vec<u8>, ConnectorError> {
+    let batch = records_to_batch(records)?;
+    let pq = |source| ConnectorError::Parquet {
+        path: path.display().to_string(),
+        source,
+    };
+    let mut writer =
+        ArrowWriter::try_new(Vec::new(), record_schema(), Some(writer_properties())).map_err(pq)?;
+    writer.write(&batch).map_err(pq)?;
+    writer.into_inner().map_err(pq)
+}
+
 /// Writes `records` to a Parquet file at `path`: to a temporary file beside it, fsynced,
 /// then renamed, so a reader never sees a half-written file.
 pub fn write_records_parquet(path: &Path, records: &[TestRecord]) -> Result<(), ConnectorError> {

@@ -15,9 +15,24 @@ use serde::{Deserialize, Serialize};
 /// means every report of the window.
 pub type Group = BTreeMap<String, Option<String>>;
 
+/// True for the overflow group: every column `"__other__"` (the key past `max_groups`).
+///
+/// Which reports it holds is not a function of the data and config: it depends on
+/// `max_groups`, on which keys a batch saw first and on restarts. A spend on it may have
+/// charged the reports of any group, so it counts against every group (see
+/// [`PrivacyLedger::try_spend_in`], which refuses new ones).
+pub fn is_overflow(group: &Group) -> bool {
+    !group.is_empty()
+        && group
+            .values()
+            .all(|v| v.as_deref() == Some(crate::window::OTHER_GROUP))
+}
+
 /// True when no report can be in both groups: they give different values to one column.
+/// The overflow group is disjoint from none.
 fn disjoint(a: Option<&Group>, b: Option<&Group>) -> bool {
     match (a, b) {
+        (Some(a), Some(b)) if is_overflow(a) || is_overflow(b) => false,
         (Some(a), Some(b)) => a.iter().any(|(k, v)| b.get(k).is_some_and(|w| w != v)),
         _ => false,
     }
@@ -102,12 +117,16 @@ impl PrivacyLedger {
                 overlapping
                     .iter()
                     .filter_map(|s| s.group.as_ref())
+                    .filter(|g| !is_overflow(g))
                     .map(Some),
             );
         }
+        // A spend over all reports, or on the overflow group (which may have held any
+        // report), charges every candidate.
+        let covers_all = |s: &Spend| s.group.as_ref().is_none_or(is_overflow);
         let in_candidate = |s: &Spend, candidate: Option<&Group>| match candidate {
             Some(g) => !disjoint(s.group.as_ref(), Some(g)),
-            None => s.group.is_none(),
+            None => covers_all(s),
         };
         points
             .into_iter()
@@ -157,7 +176,9 @@ impl PrivacyLedger {
         self.try_spend_in(start, end, epsilon, label, None)
     }
 
-    /// [`Self::try_spend`] for a release confined to the reports of `group`.
+    /// [`Self::try_spend`] for a release confined to the reports of `group`. A release on
+    /// the overflow group ([`is_overflow`]) is always refused: nothing says which reports
+    /// it would charge, so no group's budget could be kept.
     pub fn try_spend_in(
         &mut self,
         start: Option<i64>,
@@ -167,6 +188,12 @@ impl PrivacyLedger {
         group: Option<&Group>,
     ) -> Result<(), Refused> {
         let remaining = self.remaining_in(start, end, group);
+        if group.is_some_and(is_overflow) {
+            return Err(Refused {
+                needed: epsilon,
+                remaining,
+            });
+        }
         // A relative slack absorbs rounding when a budget is spent in exact fractions.
         if epsilon > remaining + 1e-12 * self.budget {
             return Err(Refused {
@@ -279,6 +306,44 @@ mod tests {
         let de = group(&[("country", "de")]);
         assert!((ledger.remaining_in(None, None, Some(&de)) - 0.7).abs() < 1e-12);
         assert!((ledger.remaining_in(None, None, Some(&fr)) - 0.1).abs() < 1e-12);
+    }
+
+    /// Issue 43 (ledger_other): a spend on `__other__` (from a run whose `max_groups` sent
+    /// group c there) counts against c, so a run that keeps c apart cannot spend its
+    /// budget again; and no new spend on the overflow group is recorded.
+    #[test]
+    fn an_overflow_spend_counts_against_every_group() {
+        let mut ledger = PrivacyLedger::new(1.0);
+        let w = (Some(0), Some(HOUR));
+        let other = group(&[("g", "__other__")]);
+        // As an older build recorded it.
+        ledger.spends.push(Spend {
+            start: w.0,
+            end: w.1,
+            epsilon: 0.6,
+            label: "r/u".into(),
+            group: Some(other.clone()),
+        });
+        let c = group(&[("g", "c")]);
+        assert!((ledger.remaining_in(w.0, w.1, Some(&c)) - 0.4).abs() < 1e-12);
+        assert!(ledger.try_spend_in(w.0, w.1, 0.6, "r/u", Some(&c)).is_err());
+        assert!((ledger.remaining(w.0, w.1) - 0.4).abs() < 1e-12);
+        // A window the overflow spend does not overlap keeps its budget.
+        assert_eq!(
+            ledger.remaining_in(Some(HOUR), Some(2 * HOUR), Some(&c)),
+            1.0
+        );
+        let before = ledger.spends.len();
+        assert!(ledger
+            .try_spend_in(Some(HOUR), Some(2 * HOUR), 0.1, "r/u", Some(&other))
+            .is_err());
+        assert_eq!(ledger.spends.len(), before);
+        assert!(is_overflow(&group(&[
+            ("a", "__other__"),
+            ("b", "__other__")
+        ])));
+        assert!(!is_overflow(&group(&[("a", "__other__"), ("b", "x")])));
+        assert!(!is_overflow(&Group::new()));
     }
 
     /// Ledgers written before groups existed still load, as releases over all reports.

@@ -71,10 +71,11 @@ fn is_float_list(t: &DataType, _: usize) -> bool {
     }
 }
 
-// The item type is checked per batch by the kernel (a non-UInt32 list rejects its rows as
-// `bad_size`), like the widths below.
+// A list of another item type (Spark's `array<bigint>`) is refused naming the column: its
+// rows would otherwise all be counted as `bad_size`, silently n = 0. Only the lengths are
+// checked per report, like the widths below.
 fn is_list(t: &DataType, _: usize) -> bool {
-    matches!(t, DataType::List(_))
+    matches!(t, DataType::List(f) if *f.data_type() == DataType::UInt32)
 }
 
 /// The columns `mechanism`'s reports use. Width mismatches (a FixedSizeBinary of the

@@ -78,7 +78,9 @@ impl Channel {
         worst
     }
 
-    /// Privatizes `x` with the thread's CSPRNG.
+    /// Privatizes `x` with the thread's generator (tests only: rand 0.9 does not reseed it
+    /// on fork; real reports draw from [`super::client_rng`]).
+    #[cfg(test)]
     pub fn randomize(&self, x: u32) -> Result<u32, EngineError> {
         self.randomize_with(x, &mut rand::rng())
     }

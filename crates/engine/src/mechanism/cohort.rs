@@ -121,7 +121,9 @@ impl Cohort {
         Self::sign_of(self.seed, cohort, x)
     }
 
-    /// Privatizes `x` with the thread's CSPRNG: (cohort, ±1).
+    /// Privatizes `x` with the thread's generator (tests only: rand 0.9 does not reseed it
+    /// on fork; real reports draw from [`super::client_rng`]): (cohort, ±1).
+    #[cfg(test)]
     pub fn randomize(&self, x: u32) -> Result<(u32, i8), EngineError> {
         self.randomize_with(x, &mut rand::rng())
     }

@@ -60,7 +60,9 @@ impl Hadamard {
         2.0 * super::sign_lie(self.epsilon)
     }
 
-    /// Privatizes `x` with the thread's CSPRNG: (row, ±1).
+    /// Privatizes `x` with the thread's generator (tests only: rand 0.9 does not reseed it
+    /// on fork; real reports draw from [`super::client_rng`]): (row, ±1).
+    #[cfg(test)]
     pub fn randomize(&self, x: u32) -> Result<(u32, i8), EngineError> {
         self.randomize_with(x, &mut rand::rng())
     }

@@ -1,13 +1,14 @@
 //! Local randomizers: the client side that privatizes a value before it leaves the device,
 //! and the algebra the engine needs to debias what arrives.
 //!
-//! Every randomizer draws from a cryptographically secure generator by default
-//! (`rand::rng()`, a ChaCha12 generator seeded and periodically reseeded from the OS). A
-//! caller that needs reproducible simulation passes its own seeded generator to the
-//! `randomize_with` methods; never do that for real users' data.
+//! Every randomizer takes its generator from the caller (`randomize_with`,
+//! [`privatize_batch`]). Real reports draw from [`client_rng`], a generator freshly seeded
+//! from the OS on every call (safe across `fork`); a caller that needs reproducible
+//! simulation passes its own seeded generator, never for real users' data.
 
 mod bitflip;
 mod channel;
+mod client_rng;
 mod cohort;
 mod discrete_noise;
 mod fingerprint;
@@ -24,6 +25,7 @@ pub(crate) mod subset_index;
 
 pub use bitflip::BitFlip;
 pub use channel::Channel;
+pub use client_rng::client_rng;
 pub use cohort::Cohort;
 pub use discrete_noise::{bernoulli_exp, discrete_gaussian, discrete_laplace};
 pub use grr::Grr;

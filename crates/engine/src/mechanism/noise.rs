@@ -141,7 +141,9 @@ impl Noise {
         }
     }
 
-    /// Privatizes `x` with the thread's CSPRNG.
+    /// Privatizes `x` with the thread's generator (tests only: rand 0.9 does not reseed it
+    /// on fork; real reports draw from [`super::client_rng`]).
+    #[cfg(test)]
     pub fn randomize(&self, x: u32) -> Result<Vec<f64>, EngineError> {
         self.randomize_with(x, &mut rand::rng())
     }

@@ -142,7 +142,9 @@ impl Olh {
         self.p_minus_q() * (g - 1.0) / g
     }
 
-    /// Privatizes `x` with the thread's CSPRNG.
+    /// Privatizes `x` with the thread's generator (tests only: rand 0.9 does not reseed it
+    /// on fork; real reports draw from [`super::client_rng`]).
+    #[cfg(test)]
     pub fn randomize(&self, x: u32) -> Result<(u32, u32), EngineError> {
         self.randomize_with(x, &mut rand::rng())
     }

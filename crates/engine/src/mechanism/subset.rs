@@ -116,7 +116,9 @@ impl Subset {
         (k - 1.0) * (k - 2.0 * self.keep) / ((d - 1.0) * (d - 2.0))
     }
 
-    /// Privatizes `x` with the thread's CSPRNG; the report is sorted.
+    /// Privatizes `x` with the thread's generator (tests only: rand 0.9 does not reseed it
+    /// on fork; real reports draw from [`super::client_rng`]); the report is sorted.
+    #[cfg(test)]
     pub fn randomize(&self, x: u32) -> Result<Vec<u32>, EngineError> {
         self.randomize_with(x, &mut rand::rng())
     }

@@ -123,3 +123,44 @@ fn an_empty_window_spends_nothing() {
     assert_eq!(r.budget_remaining, Some(1.0));
     assert!(ledger.spends.is_empty(), "{ledger:?}");
 }
+
+/// Issue 43 (ledger_other): the overflow group's reports change with `max_groups` and the
+/// arrival order, so a release on it could charge any group: it is refused, spending
+/// nothing, and names `max_groups`.
+#[test]
+fn the_overflow_group_is_never_released() {
+    let config = Config::from_toml_str(CONFIG, "test.toml").unwrap();
+    let (stream, test) = (&config.streams[0], &config.streams[0].tests[0]);
+    let mechanism = Mechanism::from_config(&stream.mechanism).unwrap();
+    let mut ledger = PrivacyLedger::new(1.0);
+    let mut noise = StdRng::seed_from_u64(1);
+    let sketch = Sketch::Counts(CountSketch::from_counts(vec![30; 10]));
+    let overflow = Scope {
+        group: Some(BTreeMap::from([(
+            "site".to_string(),
+            Some(crate::window::OTHER_GROUP.to_string()),
+        )])),
+        ..scope(0)
+    };
+    let r = evaluate_private(
+        stream,
+        test,
+        &mechanism,
+        overflow,
+        &sketch,
+        (Some(0), Some(3_600_000)),
+        &mut ledger,
+        &mut noise,
+        None,
+    )
+    .unwrap();
+    assert_eq!(r.refused.as_deref(), Some("overflow group: not released"));
+    assert!(r.statistic.is_none() && r.p_value.is_none() && r.epsilon_spent.is_none());
+    assert!(
+        r.inconclusive_reason
+            .as_deref()
+            .is_some_and(|m| m.contains("max_groups = 10000")),
+        "{r:?}"
+    );
+    assert!(ledger.spends.is_empty());
+}

@@ -83,8 +83,8 @@ impl LedgerBook {
     /// checksum does not hold, or that has none (version 3) is refused, naming the file.
     pub fn load(path: &Path) -> Result<Self, Error> {
         let shown = path.display().to_string();
-        let text = match std::fs::read_to_string(path) {
-            Ok(t) => t,
+        let bytes = match std::fs::read(path) {
+            Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(LedgerBook::empty()),
             Err(source) => {
                 return Err(ConnectorError::Io {
@@ -94,11 +94,17 @@ impl LedgerBook {
                 .into())
             }
         };
+        Self::parse(&bytes, &shown)
+    }
+
+    /// The book in a ledger file's bytes (`shown` names the file in errors). Invalid UTF-8
+    /// is refused as any other damage is.
+    fn parse(bytes: &[u8], shown: &str) -> Result<Self, Error> {
         let refuse = |message: String| Error::Ledger {
-            path: shown.clone(),
+            path: shown.to_string(),
             message,
         };
-        let stored: Stored = serde_json::from_str(&text).map_err(|e| {
+        let stored: Stored = serde_json::from_slice(bytes).map_err(|e| {
             refuse(format!(
                 "not a privacy ledger, or truncated ({e}); it is not read as empty, which would \
                  give every budget back: restore it from a backup"
@@ -160,6 +166,17 @@ impl LedgerBook {
             "imported": &self.imported,
         }))
         .map_err(encode_err)?;
+        // A file this build cannot read back would stop every later spend on the ledger,
+        // every stream's included (a NaN is written as null, for one): refuse it here, and
+        // keep the old file.
+        if Self::parse(text.as_bytes(), &shown).ok().as_ref() != Some(self) {
+            return Err(Error::Ledger {
+                path: shown,
+                message: "refusing to write a ledger this build could not read back (an \
+                          internal error: please report it); the file is unchanged"
+                    .into(),
+            });
+        }
         atomic_file::write_atomically(path, |mut f| {
             use std::io::Write;
             f.write_all(text.as_bytes())
@@ -263,6 +280,26 @@ mod tests {
         std::fs::write(&path, unsigned).unwrap();
         let e = LedgerBook::load(&path).unwrap_err().to_string();
         assert!(e.contains("no checksum"), "{e}");
+    }
+
+    /// Issue 43 (ledger_utf8): the writer must never produce a file its reader refuses. A
+    /// NaN budget would be written as null; the save is refused and the old file stays,
+    /// byte for byte.
+    #[test]
+    fn a_ledger_that_would_not_read_back_is_not_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.json");
+        spent_book().save(&path).unwrap();
+        let before = std::fs::read(&path).unwrap();
+        let mut bad = spent_book();
+        bad.streams.get_mut("r").unwrap().ledger.budget = f64::NAN;
+        let e = bad.save(&path).unwrap_err().to_string();
+        assert!(e.contains("could not read back"), "{e}");
+        assert_eq!(std::fs::read(&path).unwrap(), before);
+        // A file of invalid UTF-8 is refused as damaged, naming the file.
+        std::fs::write(&path, b"{\"version\":3,\"streams\":{\"\xff\":{}}}").unwrap();
+        let e = LedgerBook::load(&path).unwrap_err().to_string();
+        assert!(e.contains("not a privacy ledger"), "{e}");
     }
 
     /// A version-2 file (no checksum) still reads, and is written back as 3.

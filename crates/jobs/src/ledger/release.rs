@@ -1,8 +1,9 @@
 //! Releasing records of curator-model (private) tests, in the one order that keeps the
-//! privacy budget honest: the ledger with the new spends is saved (written atomically,
-//! fsynced) before any record that used them leaves the process. A crash between the two
-//! then loses records, which can be computed again, never spends, which would give budget
-//! back. The spends are made on the ledger as read under its lock
+//! privacy budget honest: the records are rendered and staged first (so a release whose
+//! records cannot be written spends nothing), then the ledger with the new spends is saved
+//! (written atomically, fsynced), and only then does any record that used them leave the
+//! process. A crash between the save and the publication loses records, which can be
+//! computed again, never spends, which would give budget back. The spends are made on the ledger as read under its lock
 //! ([`crate::ledger::store`]), held until they are saved, so that another process spending
 //! from the same file meanwhile loses nothing. `batch`, `merge` and `serve` all release
 //! through here.
@@ -13,7 +14,7 @@ use rand::SeedableRng;
 
 use crate::error::Error;
 use crate::ledger::store::{LedgerFile, LockedLedger};
-use crate::output::write_records;
+use crate::output::prepare_records;
 
 /// Where the records of curator-model tests spend, and the noise they draw.
 pub struct Release<'a> {
@@ -44,8 +45,9 @@ pub struct ReleaseOptions<'a> {
 }
 
 /// Sets up the noise, lets `compute` make the records (spending from the ledger, which it
-/// locks and hands back), then saves the spends and only then writes the records.
-/// Returns them.
+/// locks and hands back), stages the records' output, then saves the spends and only then
+/// publishes the records. When the output cannot be staged the ledger is left unsaved: no
+/// spend. Returns the records.
 pub fn release_records<E: From<Error>>(
     options: &ReleaseOptions<'_>,
     compute: impl FnOnce(Release<'_>) -> Result<Released, E>,
@@ -65,7 +67,9 @@ pub fn release_records<E: From<Error>>(
         reset: options.reset,
         noise: &mut noise,
     })?;
-    spend_then_publish(spends, || write_records(options.output, &records))?;
+    // Dropped unsaved on an error here: the lock goes, and nothing was spent.
+    let prepared = prepare_records(options.output, &records)?;
+    spend_then_publish(spends, || prepared.commit())?;
     Ok(records)
 }
 

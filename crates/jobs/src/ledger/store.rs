@@ -8,6 +8,10 @@
 //! from the file at once: each spend re-reads it under an exclusive `flock` on a sidecar
 //! `<ledger>.lock` (the ledger itself is replaced by a rename on every save, so a lock on
 //! it would not outlive the first save) and saves before unlocking, so no spend is lost.
+//!
+//! The lock, the read and the save all go through the file's one resolved name
+//! ([`LedgerFile::resolved`]: symlinks and `..` resolved), so that two configs naming the
+//! file and a symlink to it take one lock rather than one each.
 
 use std::fs::File;
 use std::os::fd::AsRawFd;
@@ -87,15 +91,52 @@ impl LedgerFile {
         &self.path
     }
 
-    /// The path and where it was given, e.g. `/var/lib/l.json (ledger)`.
+    /// The path and where it was given, e.g. `/var/lib/l.json (ledger)`; with the file it
+    /// resolves to when that is another name (`/etc/l.json → /var/lib/l.json (ledger)`).
     pub fn describe(&self) -> String {
-        format!("{} ({})", self.path.display(), self.origin)
+        match resolve(&self.path) {
+            Ok(real) if real != self.path => format!(
+                "{} → {} ({})",
+                self.path.display(),
+                real.display(),
+                self.origin
+            ),
+            _ => format!("{} ({})", self.path.display(), self.origin),
+        }
+    }
+
+    /// The ledger's one name: symlinks, `.` and `..` resolved, so that every spelling of
+    /// the file locks, reads and saves the same path. A file not created yet keeps its name
+    /// in its resolved directory. Refused: a symlink to a file that does not exist (the
+    /// first save would create a second ledger at its target or replace the link), a path
+    /// naming no file, a directory that does not exist, and a file with other hard links
+    /// (no name can be told to be theirs, and the first save, a rename, splits them).
+    pub fn resolved(&self) -> Result<PathBuf, Error> {
+        let refuse = |message: String| Error::Ledger {
+            path: self.path.display().to_string(),
+            message,
+        };
+        let real = resolve(&self.path).map_err(|e| refuse(e.to_string()))?;
+        if let Ok(meta) = std::fs::metadata(&real) {
+            use std::os::unix::fs::MetadataExt;
+            if meta.is_file() && meta.nlink() > 1 {
+                return Err(refuse(format!(
+                    "{} has {} hard links: a spend through another of its names would take \
+                     another lock, and the first save would split them into two ledgers; keep \
+                     one name (a symlink to it is fine)",
+                    real.display(),
+                    meta.nlink()
+                )));
+            }
+        }
+        Ok(real)
     }
 
     /// Takes the exclusive lock (waiting for another process's spend to finish) and reads
-    /// the ledger under it.
+    /// the ledger under it, both through the resolved name ([`Self::resolved`]).
     pub fn lock(&self) -> Result<LockedLedger, Error> {
-        let mut name = self.path.clone().into_os_string();
+        let real = self.resolved()?;
+        let mut name = real.clone().into_os_string();
         name.push(".lock");
         let lock_path = PathBuf::from(name);
         let fail = |what: &str, e: std::io::Error| Error::Ledger {
@@ -117,13 +158,41 @@ impl LedgerFile {
                 };
                 fail(&format!("cannot open the lock file{hint}"), e)
             })?;
-        flock_exclusive(&lock, &self.path).map_err(|e| fail("cannot lock", e))?;
-        let book = LedgerBook::load(&self.path)?;
+        flock_exclusive(&lock, &real).map_err(|e| fail("cannot lock", e))?;
+        let book = LedgerBook::load(&real)?;
         Ok(LockedLedger {
             book,
-            path: self.path.clone(),
+            path: real,
             _lock: lock,
         })
+    }
+}
+
+/// `path` with symlinks, `.` and `..` resolved; for a file not created yet, its resolved
+/// directory joined with its name.
+fn resolve(path: &Path) -> std::io::Result<PathBuf> {
+    use std::io::{Error as IoError, ErrorKind};
+    match std::fs::canonicalize(path) {
+        Ok(real) => Ok(real),
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            if std::fs::symlink_metadata(path).is_ok() {
+                return Err(IoError::other(
+                    "a symlink to a file that does not exist: point it at the ledger file, \
+                     or name the file itself",
+                ));
+            }
+            let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+                return Err(IoError::other("the path names no file"));
+            };
+            let dir = std::fs::canonicalize(dir).map_err(|e| {
+                IoError::new(
+                    e.kind(),
+                    format!("its directory {}: {e} (it must exist)", dir.display()),
+                )
+            })?;
+            Ok(dir.join(name))
+        }
+        Err(e) => Err(e),
     }
 }
 
@@ -156,6 +225,7 @@ pub struct LockedLedger {
 }
 
 impl LockedLedger {
+    /// The resolved name the ledger was read from and will be saved to.
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -206,6 +276,79 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(file.describe(), "/tmp/o.json (--ledger)");
+    }
+
+    fn named(path: PathBuf) -> LedgerFile {
+        LedgerFile {
+            path,
+            origin: "ledger",
+        }
+    }
+
+    /// Issue 43 (ledger_symlink): the lock was taken on `<name>.lock` for each spelling of
+    /// the path, so the file and a symlink to it did not exclude each other.
+    #[test]
+    fn every_spelling_of_the_ledger_takes_one_lock() {
+        use std::os::unix::fs::symlink;
+        let dir = tempfile::tempdir().unwrap();
+        let var = dir.path().join("var");
+        let etc = dir.path().join("etc");
+        std::fs::create_dir_all(&var).unwrap();
+        std::fs::create_dir_all(&etc).unwrap();
+        let real = var.join("ledger.json");
+        named(real.clone()).lock().unwrap().save().unwrap();
+        symlink(&real, etc.join("ledger.json")).unwrap();
+        symlink(&var, dir.path().join("vlink")).unwrap();
+        let canonical = std::fs::canonicalize(&real).unwrap();
+        let spellings = [
+            real.clone(),
+            etc.join("ledger.json"),
+            dir.path().join("var/../var/ledger.json"),
+            dir.path().join("vlink/ledger.json"),
+        ];
+        for spelling in &spellings {
+            let locked = named(spelling.clone()).lock().unwrap();
+            assert_eq!(locked.path(), canonical, "{}", spelling.display());
+            // The real name's lock is held: a second lock on it would block.
+            let lock_file = File::open(format!("{}.lock", canonical.display())).unwrap();
+            // SAFETY: flock on a descriptor this test owns.
+            let got = unsafe { libc::flock(lock_file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+            assert_eq!(got, -1, "{} did not lock the real name", spelling.display());
+            locked.save().unwrap();
+        }
+        assert!(
+            etc.join("ledger.json").is_symlink(),
+            "the save kept the link"
+        );
+        // A ledger not created yet, in a symlinked directory: the resolved directory.
+        let fresh = named(dir.path().join("vlink/new.json")).lock().unwrap();
+        assert_eq!(fresh.path(), canonical.parent().unwrap().join("new.json"));
+        drop(fresh);
+        let shown = named(etc.join("ledger.json")).describe();
+        assert!(
+            shown.contains(" → ") && shown.ends_with("(ledger)"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn a_dangling_symlink_or_a_hard_link_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let link = dir.path().join("ledger.json");
+        std::os::unix::fs::symlink(dir.path().join("gone.json"), &link).unwrap();
+        let e = named(link).lock().err().unwrap().to_string();
+        assert!(e.contains("symlink to a file that does not exist"), "{e}");
+        let real = dir.path().join("real.json");
+        named(real.clone()).lock().unwrap().save().unwrap();
+        std::fs::hard_link(&real, dir.path().join("twin.json")).unwrap();
+        let e = named(real).lock().err().unwrap().to_string();
+        assert!(e.contains("2 hard links"), "{e}");
+        let e = named(dir.path().join("no/such/dir/l.json"))
+            .lock()
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("it must exist"), "{e}");
     }
 
     /// Two processes spending at once: each re-reads under the lock, so neither spend is

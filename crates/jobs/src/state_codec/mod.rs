@@ -208,9 +208,16 @@ pub fn decode(bytes: &[u8], origin: &str) -> Result<Vec<StreamCheckpoint>, Error
         origin,
     };
     let n = r.u32("stream count")?;
-    let mut out = Vec::new();
+    let mut out: Vec<StreamCheckpoint> = Vec::new();
     for _ in 0..n {
         let name = r.string("stream name")?;
+        // Readers look a stream up by name: with two sections one reader would take the
+        // first, another the last, a third both.
+        if out.iter().any(|s| s.name == name) {
+            return Err(err(format!(
+                "stream {name:?} has two sections; a file holds one per stream"
+            )));
+        }
         let pane_width = r.i64("pane width")?;
         let max_event = r.opt("max event time")?;
         let late = r.u64("late count")?;
@@ -225,7 +232,11 @@ pub fn decode(bytes: &[u8], origin: &str) -> Result<Vec<StreamCheckpoint>, Error
         let mut panes = BTreeMap::new();
         for _ in 0..r.u32("pane count")? {
             let start = r.i64("pane start")?;
-            panes.insert(start, r.grouped()?);
+            if panes.insert(start, r.grouped()?).is_some() {
+                return Err(err(format!(
+                    "stream {name:?} has two panes starting at {start}; a pane is stored once"
+                )));
+            }
         }
         let ledger = if version >= 2 {
             let present = r.u8("ledger flag")? != 0;
@@ -378,6 +389,55 @@ mod tests {
             flipped[i] ^= 0x01;
             assert!(decode(&flipped, "ck").is_err(), "byte {i}");
         }
+    }
+
+    /// `bytes` with its body patched by `patch` and the CRC-32C trailer recomputed, so the
+    /// decoder meets the content.
+    fn reframed(bytes: &[u8], patch: impl Fn(&mut Vec<u8>)) -> Vec<u8> {
+        let mut body = bytes[..bytes.len() - 4].to_vec();
+        patch(&mut body);
+        let sum = crc32c::crc32c(&body);
+        body.extend_from_slice(&sum.to_le_bytes());
+        body
+    }
+
+    fn replace(body: &mut [u8], from: &[u8], to: &[u8]) {
+        let at = body
+            .windows(from.len())
+            .position(|w| w == from)
+            .expect("pattern present");
+        body[at..at + to.len()].copy_from_slice(to);
+    }
+
+    /// Issue 43 (sketch_dup): a second section for one stream, pane start or group key
+    /// was accepted, and readers disagreed on which counted (the first, the last, both).
+    #[test]
+    fn repeated_streams_panes_and_group_keys_are_refused() {
+        let ck = |name: &str| StreamCheckpoint::capture(name, &store(), Position::Start);
+        let e = decode(&encode(&[ck("s"), ck("s")]), "f")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("stream \"s\" has two sections"), "{e}");
+        assert!(decode(&encode(&[ck("s"), ck("t")]), "f").is_ok());
+        // The fixture keeps one open pane, at 5000: add one at 6000, then make it 5000.
+        let mut two_panes = ck("s");
+        let open = two_panes.panes.panes[&5000].clone();
+        two_panes.panes.panes.insert(6000, open);
+        let twice = reframed(&encode(&[two_panes]), |b| {
+            replace(b, &6000i64.to_le_bytes(), &5000i64.to_le_bytes())
+        });
+        let e = decode(&twice, "f").unwrap_err().to_string();
+        assert!(e.contains("two panes starting at 5000"), "{e}");
+        // Two groups "b" and "c" in one pane, then "c" renamed "b".
+        let mut grouped = ck("s");
+        let pane = grouped.panes.panes.get_mut(&5000).unwrap();
+        let sketch = pane.values().next().unwrap().clone();
+        pane.insert(vec![Some("c".into())], sketch);
+        let bytes = encode(&[grouped]);
+        let key = |v: u8| [1u8, 1, 0, 0, 0, v];
+        let twice = reframed(&bytes, |b| replace(b, &key(b'c'), &key(b'b')));
+        let e = decode(&twice, "f").unwrap_err().to_string();
+        assert!(e.contains("is stored twice"), "{e}");
     }
 
     /// Issue 31 defect 3: the sequential tests' running state rides in the checkpoint.

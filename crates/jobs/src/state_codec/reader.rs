@@ -77,6 +77,13 @@ impl<'a> Reader<'a> {
                 path: self.origin.to_string(),
                 message: format!("corrupt sketch: {e}"),
             })?;
+            // A second sketch under one key would silently replace the first.
+            if g.contains_key(&key) {
+                return Err(Error::Checkpoint {
+                    path: self.origin.to_string(),
+                    message: format!("corrupt: group {key:?} is stored twice"),
+                });
+            }
             g.insert(key, sketch);
         }
         Ok(g)
