@@ -46,11 +46,13 @@ impl<'a> ParallelFiles<'a> {
         ParallelFiles { files, layout }
     }
 
-    /// Folds every row group on the current rayon pool: each task starts from `init()`,
-    /// hands its row group's inputs to `fold`, and the tasks' results are combined with
-    /// `merge`, which must be exact and order-free (sketch merges are), so the result does
-    /// not depend on the number of threads or the order tasks finish in. `progress` gets
-    /// each finished row group's rows.
+    /// Folds every row group on the current rayon pool: each of rayon's splits of the row
+    /// groups starts from `init()` and hands its row groups' inputs to `fold` one after the
+    /// other, and the splits' results are combined with `merge`, which must be exact and
+    /// order-free (sketch merges are), so the result does not depend on the number of
+    /// threads or the order tasks finish in. An accumulator per split, not per row group,
+    /// keeps a few alive at once however many row groups there are. `progress` gets each
+    /// finished row group's rows.
     pub fn fold<T: Send>(
         &self,
         init: impl Fn() -> T + Sync + Send,
@@ -70,8 +72,7 @@ impl<'a> ParallelFiles<'a> {
         }
         units
             .par_iter()
-            .map(|(file, rg, first_row)| {
-                let mut acc = init();
+            .try_fold(&init, |mut acc, (file, rg, first_row)| {
                 self.read_row_group(file, *rg, *first_row, |input| fold(&mut acc, input))?;
                 progress(file.row_group_rows[*rg]);
                 Ok(acc)

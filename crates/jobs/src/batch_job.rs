@@ -9,7 +9,9 @@ use ldpstream_connectors::{ConnectorError, ParallelFiles, RowGroupInput};
 use ldpstream_engine::kernels::fold_key_counts;
 use ldpstream_engine::mechanism::Mechanism;
 use ldpstream_engine::sketch::Sketch;
-use ldpstream_engine::stream::{fold_paned_batch, stream_pane_width, PanedDelta, ReportLayout};
+use ldpstream_engine::stream::{
+    stream_pane_width, GroupFold, PanedDelta, ReportLayout, StreamError,
+};
 use ldpstream_engine::window::pane_start;
 use ldpstream_engine::EngineError;
 use tracing::info;
@@ -82,15 +84,21 @@ pub fn fold_stream(
     progress.start(total);
     let started = std::time::Instant::now();
     let pane_ms = stream_pane_width(stream);
-    let sketches = ParallelFiles::new(&inputs, &layout).fold(
-        PanedDelta::default,
-        |delta, input| fold_input(delta, input, &layout, pane_ms),
+    let folded = ParallelFiles::new(&inputs, &layout).fold(
+        || Folded {
+            fold: GroupFold::new(&layout),
+            counts: PanedDelta::default(),
+        },
+        |acc, input| fold_input(acc, input, &layout, pane_ms),
         |mut a, b| {
-            a.merge(b)?;
+            a.fold.merge(b.fold)?;
+            a.counts.merge(b.counts)?;
             Ok(a)
         },
         &|rows| progress.advance(rows),
     )?;
+    let mut sketches = folded.counts;
+    sketches.merge(folded.fold.into_delta()?)?;
     progress.finish();
     let secs = started.elapsed().as_secs_f64();
     info!(
@@ -105,11 +113,18 @@ pub fn fold_stream(
     Ok(sketches)
 }
 
-/// Folds one input of a row group into `delta`: a batch into its panes (a bounded input
-/// has no late reports: every report lands in its pane), or the dictionary-key counts of
-/// the fast path into the one untimed sketch.
+/// What one task of the parallel fold accumulates: its batches' one-pass fold, and the
+/// sketches of the row groups the dictionary-key fast path counted.
+struct Folded {
+    fold: GroupFold,
+    counts: PanedDelta,
+}
+
+/// Folds one input of a row group into `acc`: a batch into its panes (a bounded input has
+/// no late reports: every report lands in its pane), or the dictionary-key counts of the
+/// fast path into the one untimed sketch.
 fn fold_input(
-    delta: &mut PanedDelta,
+    acc: &mut Folded,
     input: RowGroupInput<'_>,
     layout: &ReportLayout,
     pane_ms: i64,
@@ -117,7 +132,7 @@ fn fold_input(
     match input {
         RowGroupInput::Batch { batch, origin, ts } => {
             let pane_of = |t: i64| Some(pane_start(t, pane_ms));
-            fold_paned_batch(batch, layout, origin, ts, &pane_of, delta)?;
+            acc.fold.fold_batch(batch, origin, ts, &pane_of)?;
         }
         // The Arrow path makes no sketch for a row group without rows; neither does this
         // one, so that an empty file yields the same (empty) set of groups.
@@ -134,7 +149,13 @@ fn fold_input(
                 .into());
             };
             fold_key_counts(&counts.dictionary, &counts.key_counts, counts.nulls, s);
-            delta.untimed.insert(Vec::new(), sketch);
+            // A task folds several row groups: each adds to the one sketch.
+            match acc.counts.untimed.get_mut(&Vec::new()) {
+                Some(existing) => existing.merge(&sketch).map_err(StreamError::from)?,
+                None => {
+                    acc.counts.untimed.insert(Vec::new(), sketch);
+                }
+            }
         }
     }
     Ok(())

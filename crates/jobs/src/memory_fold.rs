@@ -1,7 +1,7 @@
 //! The batch job's fold over in-memory Arrow batches (the Python package's `Job.fold`):
-//! the same per-batch fold as a Parquet row group's batches in [`crate::batch_job`]
-//! (`fold_paned_batch`, block columns in stream order, every report in its pane), run in
-//! parallel on the current rayon pool and merged exactly, so the sketches equal those of
+//! the same fold as a Parquet row group's batches in [`crate::batch_job`] (`GroupFold`,
+//! block columns in stream order, every report in its pane), run in parallel on the
+//! current rayon pool over slices of the batches and merged exactly, so the sketches equal those of
 //! `batch` over a Parquet file with the same rows.
 
 use arrow::record_batch::RecordBatch;
@@ -9,7 +9,7 @@ use ldpstream_config::StreamConfig;
 use ldpstream_connectors::schema_check::check_schema;
 use ldpstream_engine::mechanism::Mechanism;
 use ldpstream_engine::stream::{
-    fold_paned_batch, stream_pane_width, with_block_columns, PanedDelta, ReportLayout, StreamError,
+    stream_pane_width, with_block_columns, GroupFold, PanedDelta, ReportLayout, StreamError,
 };
 use ldpstream_engine::window::pane_start;
 use rayon::prelude::*;
@@ -32,30 +32,44 @@ pub fn fold_batches(
     }
     crate::memory_check::validate_columns(batches, &layout, origin)?;
     let pane_ms = stream_pane_width(stream);
-    let mut first_rows = Vec::with_capacity(batches.len());
+    // Slices of at most SLICE_ROWS rows (zero-copy), each with its first row in stream
+    // order: a one-chunk table is then folded by every core, as a file's row groups are.
+    let mut slices = Vec::new();
     let mut row = 0u64;
     for b in batches {
-        first_rows.push(row);
+        let mut offset = 0;
+        while offset < b.num_rows() {
+            let len = SLICE_ROWS.min(b.num_rows() - offset);
+            slices.push((b.slice(offset, len), row + offset as u64));
+            offset += len;
+        }
         row += b.num_rows() as u64;
     }
-    let folded = batches
+    let folded = slices
         .par_iter()
-        .zip(first_rows)
-        .map(|(batch, first_row)| {
-            let mut delta = PanedDelta::default();
-            fold_one(&mut delta, batch, first_row, &layout, pane_ms, origin)?;
-            Ok(delta)
-        })
-        .try_reduce(PanedDelta::default, |mut a, b| {
-            a.merge(b)?;
-            Ok::<_, StreamError>(a)
-        })?;
-    Ok(folded)
+        .try_fold(
+            || GroupFold::new(&layout),
+            |mut fold, (batch, first_row)| {
+                fold_one(&mut fold, batch, *first_row, &layout, pane_ms, origin)?;
+                Ok::<_, StreamError>(fold)
+            },
+        )
+        .try_reduce(
+            || GroupFold::new(&layout),
+            |mut a, b| {
+                a.merge(b)?;
+                Ok(a)
+            },
+        )?;
+    Ok(folded.into_delta()?)
 }
+
+/// The rows a task folds at a time: the Parquet reader's batch size.
+const SLICE_ROWS: usize = 64 * 1024;
 
 /// One batch, as `batch` folds a Parquet batch: a bounded input has no late reports.
 fn fold_one(
-    delta: &mut PanedDelta,
+    fold: &mut GroupFold,
     batch: &RecordBatch,
     first_row: u64,
     layout: &ReportLayout,
@@ -73,5 +87,5 @@ fn fold_one(
         .column_with_name(&layout.ts)
         .map(|_| layout.ts.as_str());
     let pane_of = |t: i64| Some(pane_start(t, pane_ms));
-    fold_paned_batch(&batch, layout, origin, ts, &pane_of, delta)
+    fold.fold_batch(&batch, origin, ts, &pane_of)
 }

@@ -1,17 +1,19 @@
-//! The grouped fold of one decoded batch: rows are permuted once so that each group's rows
-//! are contiguous, then each group's slice goes through the mechanism's batch kernel.
+//! The reference grouped fold of one decoded batch, kept to test the one-pass fold
+//! ([`super::group_fold`]) against: rows are permuted once so that each group's rows are
+//! contiguous, then each group's slice goes through the mechanism's batch kernel.
 
-use arrow::array::{Array, ArrayRef, StringArray, UInt32Array};
-use arrow::compute::take;
-use arrow::datatypes::DataType;
+use arrow::array::{Array, ArrayRef, StringArray, TimestampMillisecondArray, UInt32Array};
+use arrow::compute::{cast, take, take_record_batch};
+use arrow::datatypes::{DataType, TimeUnit};
 use arrow::record_batch::RecordBatch;
 
 use super::error::StreamError;
 use super::groups::{group_rows, BatchGroups};
 use super::layout::ReportLayout;
+use super::paned::PanedDelta;
 use crate::kernels::fold_batch;
 use crate::sketch::Sketch;
-use crate::window::{other_key, Grouped};
+use crate::window::{other_key, Grouped, EVENT_TIME_MS};
 use crate::EngineError;
 
 /// Folds one decoded batch into `out`. Grouped batches are permuted once so that each
@@ -153,6 +155,151 @@ fn check_value_lengths(
             limit,
         }),
     }
+}
+
+/// The reference paned fold the one-pass [`super::group_fold::GroupFold`] is tested
+/// against: rows split by pane, then by group, each group through its kernel.
+/// Folds `batch` into `out`. `ts` names the event-time column when the batch has one;
+/// `pane_of` maps an event time to its open pane, or None when the report is late.
+pub fn fold_paned_batch_reference(
+    batch: &RecordBatch,
+    layout: &ReportLayout,
+    origin: &str,
+    ts: Option<&str>,
+    pane_of: &dyn Fn(i64) -> Option<i64>,
+    out: &mut PanedDelta,
+) -> Result<(), StreamError> {
+    out.max_groups = Some(layout.max_groups);
+    fold_timed(batch, layout, origin, ts, pane_of, out)?;
+    out.cap_groups()
+}
+
+fn fold_timed(
+    batch: &RecordBatch,
+    layout: &ReportLayout,
+    origin: &str,
+    ts: Option<&str>,
+    pane_of: &dyn Fn(i64) -> Option<i64>,
+    out: &mut PanedDelta,
+) -> Result<(), StreamError> {
+    let arrow_err = |source| StreamError::Arrow {
+        origin: origin.to_string(),
+        source,
+    };
+    let Some(ts_array) = ts.and_then(|c| batch.column_by_name(c)) else {
+        return fold_record_batch(batch, layout, origin, &mut out.untimed);
+    };
+    let ms = cast(
+        ts_array.as_ref(),
+        &DataType::Timestamp(TimeUnit::Millisecond, None),
+    )
+    .map_err(arrow_err)?;
+    let ms = ms
+        .as_any()
+        .downcast_ref::<TimestampMillisecondArray>()
+        .ok_or_else(|| StreamError::WrongType {
+            origin: origin.to_string(),
+            column: layout.ts.clone(),
+            expected: "Timestamp (ms, UTC) or Int64 milliseconds".into(),
+            found: ts_array.data_type().to_string(),
+        })?;
+    // Per row: the index of its pane in `panes`, UNTIMED for a row without event time, or
+    // LATE for a row whose pane had closed.
+    const LATE: u32 = u32::MAX;
+    const UNTIMED: u32 = u32::MAX - 1;
+    let mut panes: Vec<i64> = Vec::new();
+    let mut ids = Vec::with_capacity(ms.len());
+    let mut last: Option<(i64, u32)> = None;
+    let mut untimed = 0usize;
+    for i in 0..ms.len() {
+        // A report without event time is in no pane, yet it is a report of the stream:
+        // the global and cumulative windows take it (as for a source with no ts column).
+        if ms.is_null(i) {
+            ids.push(UNTIMED);
+            untimed += 1;
+            continue;
+        }
+        let t = ms.value(i);
+        if !EVENT_TIME_MS.contains(&t) {
+            ids.push(LATE);
+            continue;
+        }
+        out.max_ts = Some(out.max_ts.map_or(t, |m| m.max(t)));
+        let Some(pane) = pane_of(t) else {
+            ids.push(LATE);
+            continue;
+        };
+        // Rows of a live stream arrive mostly in time order: remember the last pane.
+        let id = match last {
+            Some((p, id)) if p == pane => id,
+            _ => {
+                let id = match panes.iter().position(|&p| p == pane) {
+                    Some(id) => id as u32,
+                    None => {
+                        panes.push(pane);
+                        (panes.len() - 1) as u32
+                    }
+                };
+                last = Some((pane, id));
+                id
+            }
+        };
+        ids.push(id);
+    }
+    let late = ids.iter().filter(|&&id| id == LATE).count();
+    out.late += late as u64;
+    if panes.len() == 1 && late == 0 && untimed == 0 {
+        return fold_record_batch(
+            batch,
+            layout,
+            origin,
+            out.panes.entry(panes[0]).or_default(),
+        );
+    }
+    if panes.is_empty() && late == 0 {
+        return fold_record_batch(batch, layout, origin, &mut out.untimed);
+    }
+    // Counting sort of row indices by bucket: the panes, then the untimed rows last; late
+    // rows are left out.
+    let bucket = |id: u32| match id {
+        LATE => None,
+        UNTIMED => Some(panes.len()),
+        id => Some(id as usize),
+    };
+    let mut starts = vec![0u32; panes.len() + 2];
+    for &id in &ids {
+        if let Some(b) = bucket(id) {
+            starts[b + 1] += 1;
+        }
+    }
+    for k in 1..starts.len() {
+        starts[k] += starts[k - 1];
+    }
+    let mut cursor = starts.clone();
+    let mut order = vec![0u32; starts[panes.len() + 1] as usize];
+    for (row, &id) in ids.iter().enumerate() {
+        if let Some(b) = bucket(id) {
+            order[cursor[b] as usize] = row as u32;
+            cursor[b] += 1;
+        }
+    }
+    let sorted = take_record_batch(batch, &UInt32Array::from(order)).map_err(arrow_err)?;
+    let slice = |b: usize| {
+        let (from, to) = (starts[b] as usize, starts[b + 1] as usize);
+        sorted.slice(from, to - from)
+    };
+    for (id, &pane) in panes.iter().enumerate() {
+        fold_record_batch(
+            &slice(id),
+            layout,
+            origin,
+            out.panes.entry(pane).or_default(),
+        )?;
+    }
+    if untimed > 0 {
+        fold_record_batch(&slice(panes.len()), layout, origin, &mut out.untimed)?;
+    }
+    Ok(())
 }
 
 fn column(batch: &RecordBatch, name: &str, origin: &str) -> Result<ArrayRef, StreamError> {

@@ -1,6 +1,7 @@
 //! The stream layer that the batch job and the service share: which columns a stream
-//! reads ([`layout`]), dense group ids for a batch ([`groups`]), the grouped and paned
-//! fold of a decoded batch ([`grouped`], [`paned`]), which windows are due a result
+//! reads ([`layout`]), the one-pass grouped and paned fold of decoded batches
+//! ([`group_fold`], over dense key ids) and what it hands on ([`paned`]), the per-group
+//! reference fold it is tested against ([`grouped`], [`groups`]), which windows are due a result
 //! ([`due`]), the state a stream will hold ([`memory`]), a window's test records with their q-values ([`window_results`]), and the running
 //! state of sequential tests across looks ([`latches`]).
 //!
@@ -9,8 +10,10 @@
 
 pub mod due;
 pub mod error;
+pub mod group_fold;
 pub mod grouped;
 pub mod groups;
+mod keys;
 pub mod latches;
 pub mod layout;
 pub mod looks;
@@ -20,7 +23,8 @@ pub mod window_results;
 
 pub use due::{longest_window, rfc3339, stream_pane_width, take_due, WindowSnapshot};
 pub use error::StreamError;
-pub use grouped::fold_record_batch;
+pub use group_fold::GroupFold;
+pub use grouped::{fold_paned_batch_reference, fold_record_batch};
 pub use latches::{LatchEntry, SequentialLatches};
 pub use layout::{block_column, with_block_columns, ReportLayout};
 pub use looks::{take_looks, Look};

@@ -1,18 +1,16 @@
-//! Splits a decoded batch by event-time pane before folding, so that each pane's rows go
-//! through the grouped batch kernel once: one permutation per batch, never a row at a time.
+//! What a fold hands on: per-pane, per-group sketches ([`PanedDelta`]) with their exact
+//! merge and the group cap, and the one-batch fold the service uses.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use arrow::array::{Array, TimestampMillisecondArray, UInt32Array};
-use arrow::compute::{cast, take_record_batch};
-use arrow::datatypes::{DataType, TimeUnit};
+use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
 
 use super::error::StreamError;
-use super::grouped::fold_record_batch;
+use super::group_fold::GroupFold;
 use super::layout::ReportLayout;
 use crate::error::EngineError;
-use crate::window::{absorb_grouped, other_key, GroupKey, Grouped, PaneStore, EVENT_TIME_MS};
+use crate::window::{absorb_grouped, other_key, GroupKey, Grouped, PaneStore};
 
 /// What one or more batches folded to, before it is merged into a [`PaneStore`].
 #[derive(Debug, Default)]
@@ -32,7 +30,7 @@ impl PanedDelta {
     /// keys, the rest merged into the overflow group. "The smallest keys of the union" does
     /// not depend on the order deltas are merged in, so a parallel fold keeps the same
     /// groups and the same counts however its work was split.
-    fn cap_groups(&mut self) -> Result<(), StreamError> {
+    pub(crate) fn cap_groups(&mut self) -> Result<(), StreamError> {
         let Some(max) = self.max_groups else {
             return Ok(());
         };
@@ -136,6 +134,9 @@ pub fn is_event_time(t: &DataType) -> bool {
 
 /// Folds `batch` into `out`. `ts` names the event-time column when the batch has one;
 /// `pane_of` maps an event time to its open pane, or None when the report is late.
+///
+/// One batch through a [`GroupFold`] of its own, then merged: for callers that hand each
+/// batch on (the service). A job over many batches keeps one `GroupFold` per task instead.
 pub fn fold_paned_batch(
     batch: &RecordBatch,
     layout: &ReportLayout,
@@ -144,137 +145,9 @@ pub fn fold_paned_batch(
     pane_of: &dyn Fn(i64) -> Option<i64>,
     out: &mut PanedDelta,
 ) -> Result<(), StreamError> {
-    out.max_groups = Some(layout.max_groups);
-    fold_timed(batch, layout, origin, ts, pane_of, out)?;
-    out.cap_groups()
-}
-
-fn fold_timed(
-    batch: &RecordBatch,
-    layout: &ReportLayout,
-    origin: &str,
-    ts: Option<&str>,
-    pane_of: &dyn Fn(i64) -> Option<i64>,
-    out: &mut PanedDelta,
-) -> Result<(), StreamError> {
-    let arrow_err = |source| StreamError::Arrow {
-        origin: origin.to_string(),
-        source,
-    };
-    let Some(ts_array) = ts.and_then(|c| batch.column_by_name(c)) else {
-        return fold_record_batch(batch, layout, origin, &mut out.untimed);
-    };
-    let ms = cast(
-        ts_array.as_ref(),
-        &DataType::Timestamp(TimeUnit::Millisecond, None),
-    )
-    .map_err(arrow_err)?;
-    let ms = ms
-        .as_any()
-        .downcast_ref::<TimestampMillisecondArray>()
-        .ok_or_else(|| StreamError::WrongType {
-            origin: origin.to_string(),
-            column: layout.ts.clone(),
-            expected: "Timestamp (ms, UTC) or Int64 milliseconds".into(),
-            found: ts_array.data_type().to_string(),
-        })?;
-    // Per row: the index of its pane in `panes`, UNTIMED for a row without event time, or
-    // LATE for a row whose pane had closed.
-    const LATE: u32 = u32::MAX;
-    const UNTIMED: u32 = u32::MAX - 1;
-    let mut panes: Vec<i64> = Vec::new();
-    let mut ids = Vec::with_capacity(ms.len());
-    let mut last: Option<(i64, u32)> = None;
-    let mut untimed = 0usize;
-    for i in 0..ms.len() {
-        // A report without event time is in no pane, yet it is a report of the stream:
-        // the global and cumulative windows take it (as for a source with no ts column).
-        if ms.is_null(i) {
-            ids.push(UNTIMED);
-            untimed += 1;
-            continue;
-        }
-        let t = ms.value(i);
-        if !EVENT_TIME_MS.contains(&t) {
-            ids.push(LATE);
-            continue;
-        }
-        out.max_ts = Some(out.max_ts.map_or(t, |m| m.max(t)));
-        let Some(pane) = pane_of(t) else {
-            ids.push(LATE);
-            continue;
-        };
-        // Rows of a live stream arrive mostly in time order: remember the last pane.
-        let id = match last {
-            Some((p, id)) if p == pane => id,
-            _ => {
-                let id = match panes.iter().position(|&p| p == pane) {
-                    Some(id) => id as u32,
-                    None => {
-                        panes.push(pane);
-                        (panes.len() - 1) as u32
-                    }
-                };
-                last = Some((pane, id));
-                id
-            }
-        };
-        ids.push(id);
-    }
-    let late = ids.iter().filter(|&&id| id == LATE).count();
-    out.late += late as u64;
-    if panes.len() == 1 && late == 0 && untimed == 0 {
-        return fold_record_batch(
-            batch,
-            layout,
-            origin,
-            out.panes.entry(panes[0]).or_default(),
-        );
-    }
-    if panes.is_empty() && late == 0 {
-        return fold_record_batch(batch, layout, origin, &mut out.untimed);
-    }
-    // Counting sort of row indices by bucket: the panes, then the untimed rows last; late
-    // rows are left out.
-    let bucket = |id: u32| match id {
-        LATE => None,
-        UNTIMED => Some(panes.len()),
-        id => Some(id as usize),
-    };
-    let mut starts = vec![0u32; panes.len() + 2];
-    for &id in &ids {
-        if let Some(b) = bucket(id) {
-            starts[b + 1] += 1;
-        }
-    }
-    for k in 1..starts.len() {
-        starts[k] += starts[k - 1];
-    }
-    let mut cursor = starts.clone();
-    let mut order = vec![0u32; starts[panes.len() + 1] as usize];
-    for (row, &id) in ids.iter().enumerate() {
-        if let Some(b) = bucket(id) {
-            order[cursor[b] as usize] = row as u32;
-            cursor[b] += 1;
-        }
-    }
-    let sorted = take_record_batch(batch, &UInt32Array::from(order)).map_err(arrow_err)?;
-    let slice = |b: usize| {
-        let (from, to) = (starts[b] as usize, starts[b + 1] as usize);
-        sorted.slice(from, to - from)
-    };
-    for (id, &pane) in panes.iter().enumerate() {
-        fold_record_batch(
-            &slice(id),
-            layout,
-            origin,
-            out.panes.entry(pane).or_default(),
-        )?;
-    }
-    if untimed > 0 {
-        fold_record_batch(&slice(panes.len()), layout, origin, &mut out.untimed)?;
-    }
-    Ok(())
+    let mut fold = GroupFold::new(layout);
+    fold.fold_batch(batch, origin, ts, pane_of)?;
+    out.merge(fold.into_delta()?)
 }
 
 #[cfg(test)]
@@ -299,8 +172,8 @@ mod tests {
     use std::sync::Arc;
 
     use crate::mechanism::Mechanism;
-    use arrow::array::{ArrayRef, StringArray};
-    use arrow::datatypes::{Field, Schema};
+    use arrow::array::{ArrayRef, StringArray, TimestampMillisecondArray, UInt32Array};
+    use arrow::datatypes::{Field, Schema, TimeUnit};
     use ldpstream_config::MechanismConfig;
 
     use super::*;

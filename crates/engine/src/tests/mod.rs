@@ -14,6 +14,7 @@ mod extreme_independence;
 mod fold_kernels;
 mod gof_reference;
 mod gof_size;
+mod group_fold;
 mod independence_two_sample;
 mod olh;
 mod oue;
