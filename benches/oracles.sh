@@ -12,6 +12,8 @@
 #   - the same for `olh` (`engine/tests/olh.rs`, exact pool tables, S = 1024), plus its
 #     #[ignore]d full runs: size at the default pool, power at the planner's n, 500 looks,
 #     and the finite pool's bias against fresh seeds;
+#   - per-record Monte Carlo seeds: the size over 20,000 null groups at test seeds 0–4
+#     (`engine/tests/mc_seeds.rs`);
 #   - fold speed: `oue` against `bitflip` (the same popcount fold), `subset` (the list
 #     fold) against them and `grr`, and `olh` against `grr`, one core, the median of
 #     REPEATS folds of a batch of reports from each real randomizer (`oracle-fold`), and
@@ -41,6 +43,16 @@ else
 fi
 LDPSTREAM_ORACLE_RUNS=$runs cargo test --quiet --workspace --lib -- tests::olh:: --nocapture --test-threads 1 "${olh_args[@]}" 2>&1 \
   | grep -E '^\| |^olh|test result|panicked'
+# Per-record Monte Carlo seeds (issue 44): raw d = 10, n = 6, m = 999, at test seeds 0–4;
+# 2,000 null groups each in smoke mode, the issue's 20,000 in full mode.
+echo "# Monte Carlo seeds: size over null groups per test seed (bound α + 2 s.e.)"
+if [ "${SMOKE:-0}" = 1 ]; then
+  seed_args=(per_group_seeds_hold_the_level_at_every_test_seed)
+else
+  seed_args=(per_group_seeds_hold_the_level_over_20000_groups --include-ignored)
+fi
+cargo test --quiet --workspace --lib -- tests::mc_seeds:: --nocapture --test-threads 1 "${seed_args[@]}" 2>&1 \
+  | grep -E '^raw d|test result|panicked'
 echo "# fold speed ($rows reports, median of $repeats folds, test profile: opt-level 3)"
 # The test profile: the one scripts/test.sh has already built, so no second compile.
 # scripts/test.sh's `cargo test --workspace --all-targets` already built it (and passes its
