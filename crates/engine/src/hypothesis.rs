@@ -14,7 +14,7 @@ use crate::eprocess::{
     two_sample_e_process_tuned, Design, EProcess, Validity,
 };
 use crate::error::EngineError;
-use crate::mechanism::{Estimate, Mechanism, NoiseKind};
+use crate::mechanism::{Estimate, Mechanism, NoiseKind, SnapshotEstimates};
 use crate::mle::Mle;
 use crate::record::{TestRecord, MAX_RECORDED_CATEGORIES};
 use crate::simulation_seed::simulation_seed;
@@ -399,15 +399,20 @@ fn record(
              statistic and p-value cover every category"
         )
     });
-    let (estimate, ibu) = match estimate_omitted {
-        Some(_) => (
-            Estimate {
-                estimate: Vec::new(),
-                std_error: Vec::new(),
-            },
-            None,
-        ),
+    let estimates = match estimate_omitted {
+        Some(_) => SnapshotEstimates {
+            estimate: Estimate::default(),
+            ibu: None,
+            plain: None,
+            omitted: None,
+        },
         None => mechanism.estimate_and_ibu(sketch)?,
+    };
+    let estimate_omitted = estimate_omitted.or(estimates.omitted);
+    let (estimate, ibu) = (estimates.estimate, estimates.ibu);
+    let (estimate_plain, estimate_plain_bias_bound) = match estimates.plain {
+        Some(p) => (p.estimate, p.bias_bound),
+        None => (Vec::new(), None),
     };
     let (cs_lower, cs_upper) = match estimate.estimate.is_empty() {
         true => (Vec::new(), Vec::new()),
@@ -464,6 +469,8 @@ fn record(
         cs_lower,
         cs_upper,
         estimate_omitted,
+        estimate_plain,
+        estimate_plain_bias_bound,
         mle: if n > 0 { mle.p } else { Vec::new() },
         mle_converged: mle.converged,
         mle_iterations: mle.iterations,
@@ -507,6 +514,8 @@ fn strip_raw_counts(rec: &mut TestRecord) {
     rec.std_error.clear();
     rec.estimate_norm_sub.clear();
     rec.estimate_ibu.clear();
+    rec.estimate_plain.clear();
+    rec.estimate_plain_bias_bound = None;
     rec.ibu_iterations = None;
     rec.ibu_converged = None;
     rec.cs_lower.clear();

@@ -17,6 +17,7 @@ mod ibu;
 mod likelihood;
 mod noise;
 mod olh;
+mod olh_solver;
 mod privatize;
 mod row_strata;
 mod subset;
@@ -28,8 +29,10 @@ pub use cohort::Cohort;
 pub use discrete_noise::{bernoulli_exp, discrete_gaussian, discrete_laplace};
 pub use grr::Grr;
 pub use hadamard::{fwht, Hadamard};
+pub use ibu::{PlainEstimate, SnapshotEstimates};
 pub use noise::{sample_laplace, Noise, NoiseKind};
 pub use olh::{olh_bucket, olh_pool, Olh};
+pub use olh_solver::{PoolSolver, OLH_EXACT_VARIANCE_WORK};
 pub use privatize::{privatize_batch, simulate_sketch};
 pub use subset::{default_k as subset_default_k, Subset};
 

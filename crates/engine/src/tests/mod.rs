@@ -17,6 +17,7 @@ mod gof_size;
 mod independence_two_sample;
 mod mc_seeds;
 mod olh;
+mod olh_unbiased;
 mod oue;
 mod private_budget;
 mod row_conditioned;
