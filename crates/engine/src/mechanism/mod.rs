@@ -202,6 +202,16 @@ impl Mechanism {
         }) as usize
     }
 
+    /// Builds now what the mechanism computes once per config and keeps (OLH's pool
+    /// factor: seconds at d = 4,096), so that a service's first snapshot round does not pay
+    /// for it. Err says why the pool gives no unbiased estimate (its records say it too).
+    pub fn prepare(&self) -> Result<(), String> {
+        match self {
+            Mechanism::Olh(m) => m.prepare(),
+            _ => Ok(()),
+        }
+    }
+
     /// An empty sketch of the right kind and shape.
     pub fn new_sketch(&self) -> Sketch {
         match self {
