@@ -97,7 +97,7 @@ impl PoolSolver {
                 "d = {d} categories > {limit}: the pool's exactly unbiased estimate needs its \
                  d × d collision inverse ({} MiB); `estimate_plain` carries the plain \
                  estimate, which the pool biases (docs/STATISTICS.md §1.8)",
-                d * d * 8 >> 20
+                (d * d * 8) >> 20
             ));
         }
         // The config refuses such pools; mechanisms built directly (plan, audit, clients'
@@ -149,7 +149,7 @@ impl PoolSolver {
         let smallest = (0..d)
             .map(|v| cholesky.l_dirty()[(v, v)].powi(2))
             .fold(f64::INFINITY, f64::min);
-        if !(smallest >= MIN_PIVOT) {
+        if smallest.is_nan() || smallest < MIN_PIVOT {
             return Err(singular());
         }
         // C is symmetric, so its inverse's column-major storage is also row-major.
