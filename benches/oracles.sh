@@ -12,6 +12,8 @@
 #   - the same for `olh` (`engine/tests/olh.rs`, exact pool tables, S = 1024), plus its
 #     #[ignore]d full runs: size at the default pool, power at the planner's n, 500 looks,
 #     and the finite pool's bias against fresh seeds;
+#   - per-record Monte Carlo seeds: the size over 20,000 null groups at test seeds 0–4
+#     (`engine/tests/mc_seeds.rs`);
 #   - fold speed: `oue` against `bitflip` (the same popcount fold), `subset` (the list
 #     fold) against them and `grr`, and `olh` against `grr`, one core, the median of
 #     REPEATS folds of a batch of reports from each real randomizer (`oracle-fold`), and
@@ -51,6 +53,14 @@ echo "# subset estimates: oracle | d | k | ε | datasets | var / closed form | m
 oracle_tests subset | grep -oE '^\| .*|subset.*|test result.*|panicked.*'
 # OLH: the CI-sized tests and the #[ignore]d full runs.
 oracle_tests olh --include-ignored --skip estimate_full_runs | grep -E '^\| |^olh|test result|panicked'
+# OLH's unbiased pool estimate (issue 44's done-when): the mean over 200 datasets of 10⁶
+# and the confidence sequences to 10⁷ at d = 16, 256, 1,024, ε = 1 and 2 (minutes).
+echo "# OLH pool estimate: mean within 4 s.e.; time-uniform coverage (bound 1 − α − 2 s.e.)"
+oracle_tests olh_unbiased --include-ignored | grep -E '^olh|test result|panicked'
+# Per-record Monte Carlo seeds (issue 44): raw d = 10, n = 6, m = 999, at test seeds 0–4,
+# the issue's 20,000 null groups each.
+echo "# Monte Carlo seeds: size over null groups per test seed (bound α + 2 s.e.)"
+oracle_tests mc_seeds per_group_seeds_hold_the_level_over_20000_groups --include-ignored | grep -E '^raw d|test result|panicked'
 echo "# fold speed ($rows reports, median of $repeats folds, test profile: opt-level 3)"
 # The test profile: the one scripts/test.sh has already built, so no second compile.
 # scripts/test.sh's `cargo test --workspace --all-targets` already built it (and passes its

@@ -140,6 +140,46 @@ fn olh_pool_tables_count_against_max_state_memory() {
     assert!(text(&o).contains("olh null"), "{}", text(&o));
 }
 
+/// Issue 44: `check` builds an OLH stream's pool factor, counts it against the memory
+/// limit, and warns when the pool costs the unbiased estimate more than 10% variance
+/// against fresh hashes, with a pool_size that does not: d = 256 at ε = 0.5 (g = 3) has
+/// γ = 255/2048 = 0.125 at the default 1024 (about 1.14×) and needs 2048; at ε = 2
+/// (g = 8, γ = 0.036) the default pool is within 10% and nothing is said.
+#[test]
+fn check_warns_when_the_olh_pool_costs_more_than_ten_percent_variance() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("olh.toml");
+    let config = |epsilon: f64| {
+        format!(
+            "[[stream]]\nname = \"pool\"\n\
+             source = {{ kind = \"parquet\", paths = [\"{}/none.parquet\"] }}\n\
+             mechanism = {{ kind = \"olh\", epsilon = {epsilon}, domain = 256 }}\n\
+             [[stream.test]]\nname = \"gof\"\nkind = \"gof\"\nnull = \"uniform\"\n",
+            dir.path().display()
+        )
+    };
+    std::fs::write(&cfg, config(0.5)).unwrap();
+    let o = ldpstream(&["check", "--config", cfg.to_str().unwrap()]);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(
+        t.contains("olh pool factor") && t.contains("γ = (d − 1)/(S(g − 1)) = 0.125"),
+        "{t}"
+    );
+    assert!(
+        t.contains("warning: the pool costs") && t.contains("pool_size = 2048 keeps it within 10%"),
+        "{t}"
+    );
+    std::fs::write(&cfg, config(2.0)).unwrap();
+    let o = ldpstream(&["check", "--config", cfg.to_str().unwrap()]);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(
+        t.contains("olh pool: γ") && !t.contains("warning: the pool costs"),
+        "{t}"
+    );
+}
+
 #[test]
 fn groups_beyond_max_groups_are_tested_as_other_and_no_report_is_lost() {
     let dir = tempfile::tempdir().unwrap();

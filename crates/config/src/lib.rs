@@ -12,6 +12,7 @@ mod load;
 mod model;
 mod null;
 mod number_text;
+mod olh_pool;
 mod state_location;
 mod toml_form;
 mod topic_names;
@@ -32,6 +33,10 @@ pub use model::{
 };
 pub use null::NullSpec;
 pub use number_text::compact;
+pub use olh_pool::{
+    olh_gamma, olh_identifiable_domain, olh_suggested_pool_size, olh_variance_factor_estimate,
+    OLH_MAX_DENSE_DOMAIN, OLH_POOL_GAMMA_FOR_TEN_PERCENT,
+};
 pub use state_location::{InMemoryBecause, StateLocation};
 pub use topic_names::scale_out_state_topics;
 pub use validate::{

@@ -62,6 +62,8 @@ pub fn record_schema() -> SchemaRef {
         f("cs_lower", list_of_f64(), false),
         f("cs_upper", list_of_f64(), false),
         f("estimate_omitted", DataType::Utf8, true),
+        f("estimate_plain", list_of_f64(), true),
+        f("estimate_plain_bias_bound", DataType::Float64, true),
         f("mle", list_of_f64(), false),
         f("mle_converged", DataType::Boolean, false),
         f("mle_iterations", DataType::UInt32, false),

@@ -14,9 +14,10 @@ use crate::eprocess::{
     two_sample_e_process_tuned, Design, EProcess, Validity,
 };
 use crate::error::EngineError;
-use crate::mechanism::{Estimate, Mechanism, NoiseKind};
+use crate::mechanism::{Estimate, Mechanism, NoiseKind, SnapshotEstimates};
 use crate::mle::Mle;
 use crate::record::{TestRecord, MAX_RECORDED_CATEGORIES};
+use crate::simulation_seed::simulation_seed;
 use crate::sketch::Sketch;
 use crate::stats::{
     bitflip_two_sample, genrr_two_sample, local_bitflip_ind, local_exp_ind, local_noise_ind,
@@ -135,13 +136,14 @@ pub fn evaluate(
     sketch: &Sketch,
 ) -> Result<TestRecord, EngineError> {
     let method = test.method.method();
+    let seed = simulation_seed(stream, test, &scope);
     let outcome = if sketch.n() == 0 {
         Outcome::inconclusive("no reports in the window")
     } else {
         match &test.spec {
             TestSpec::Gof { null } => {
                 let p0 = null.probabilities(mechanism.domain());
-                let outcome = gof(test, method, mechanism, sketch, &p0, test.sequential)?;
+                let outcome = gof(test, method, mechanism, sketch, &p0, seed)?;
                 if test.sequential {
                     outcome.sequential(
                         gof_e_process_tuned(mechanism, sketch, &p0, design(test))?,
@@ -153,7 +155,7 @@ pub fn evaluate(
             }
             TestSpec::Independence { rows, cols } => {
                 let table = (*rows as usize, *cols as usize);
-                let outcome = independence(test, method, mechanism, sketch, table)?;
+                let outcome = independence(test, method, mechanism, sketch, table, seed)?;
                 if test.sequential {
                     let e = independence_e_process_tuned(
                         mechanism,
@@ -233,14 +235,16 @@ pub fn evaluate_two_sample(
     )
 }
 
+/// `seed`: this record's simulations' seed ([`simulation_seed`]).
 fn gof(
     test: &TestConfig,
     method: TestMethod,
     mechanism: &Mechanism,
     sketch: &Sketch,
     p0: &[f64],
-    sequential: bool,
+    seed: u64,
 ) -> Result<Outcome, EngineError> {
+    let sequential = test.sequential;
     let r = run_gof(
         mechanism,
         sketch,
@@ -250,7 +254,7 @@ fn gof(
             alpha: test.alpha.get(),
             calibration: test.calibration,
             mc_samples: test.mc_samples,
-            seed: test.seed,
+            seed,
             distance: test.method.distance(),
         },
     )?;
@@ -282,6 +286,7 @@ fn independence(
     mechanism: &Mechanism,
     sketch: &Sketch,
     (rows, cols): (usize, usize),
+    seed: u64,
 ) -> Result<Outcome, EngineError> {
     let n = sketch.n();
     let result = match (method, mechanism, sketch) {
@@ -302,7 +307,7 @@ fn independence(
             Mechanism::Hadamard(_) | Mechanism::Cohort(_),
             _,
         ) => {
-            return sheffet_independence(test, mechanism, sketch, rows, cols);
+            return sheffet_independence(test, mechanism, sketch, rows, cols, seed);
         }
         _ => return Err(mechanism.sketch_mismatch(sketch)),
     };
@@ -341,6 +346,7 @@ fn sheffet_independence(
     sketch: &Sketch,
     rows: usize,
     cols: usize,
+    seed: u64,
 ) -> Result<Outcome, EngineError> {
     let n = sketch.n();
     let observed = marginal_product(&mechanism.estimate(sketch)?.estimate, rows, cols, n);
@@ -355,7 +361,7 @@ fn sheffet_independence(
     }
     // Q has no known null law (Sheffet's open problem): simulate sketches under the product
     // of the estimated marginals and recompute Q on each, marginals re-estimated.
-    let mut rng = StdRng::seed_from_u64(test.seed);
+    let mut rng = StdRng::seed_from_u64(seed);
     let mut simulated = Vec::with_capacity(test.mc_samples as usize);
     for _ in 0..test.mc_samples {
         let null = sample_null_sketch(mechanism, sketch, &observed.product, &mut rng)?;
@@ -393,15 +399,20 @@ fn record(
              statistic and p-value cover every category"
         )
     });
-    let (estimate, ibu) = match estimate_omitted {
-        Some(_) => (
-            Estimate {
-                estimate: Vec::new(),
-                std_error: Vec::new(),
-            },
-            None,
-        ),
+    let estimates = match estimate_omitted {
+        Some(_) => SnapshotEstimates {
+            estimate: Estimate::default(),
+            ibu: None,
+            plain: None,
+            omitted: None,
+        },
         None => mechanism.estimate_and_ibu(sketch)?,
+    };
+    let estimate_omitted = estimate_omitted.or(estimates.omitted);
+    let (estimate, ibu) = (estimates.estimate, estimates.ibu);
+    let (estimate_plain, estimate_plain_bias_bound) = match estimates.plain {
+        Some(p) => (p.estimate, p.bias_bound),
+        None => (Vec::new(), None),
     };
     let (cs_lower, cs_upper) = match estimate.estimate.is_empty() {
         true => (Vec::new(), Vec::new()),
@@ -458,6 +469,8 @@ fn record(
         cs_lower,
         cs_upper,
         estimate_omitted,
+        estimate_plain,
+        estimate_plain_bias_bound,
         mle: if n > 0 { mle.p } else { Vec::new() },
         mle_converged: mle.converged,
         mle_iterations: mle.iterations,
@@ -501,6 +514,8 @@ fn strip_raw_counts(rec: &mut TestRecord) {
     rec.std_error.clear();
     rec.estimate_norm_sub.clear();
     rec.estimate_ibu.clear();
+    rec.estimate_plain.clear();
+    rec.estimate_plain_bias_bound = None;
     rec.ibu_iterations = None;
     rec.ibu_converged = None;
     rec.cs_lower.clear();
@@ -574,6 +589,8 @@ pub fn evaluate_private<R: rand::Rng + ?Sized>(
         return Err(mechanism.sketch_mismatch(sketch));
     };
     let label = format!("{}/{}", stream.name, test.name);
+    // The nulls' simulations only: the released noise comes from `noise`.
+    let seed = simulation_seed(stream, test, &scope);
     // A report belongs to one group: releases over the groups of a window compose in
     // parallel, so each is charged to its own group.
     let group = scope.group.clone();
@@ -645,14 +662,14 @@ pub fn evaluate_private<R: rand::Rng + ?Sized>(
     let (statistic, p_value, reject) = match test.method {
         MethodSpec::Plain(TestMethod::PrivateUniqueElements) => {
             let c = to_uniformity(&counts.counts(), noise);
-            let null = unique_elements_null(counts.n(), c.len(), epsilon, test.mc_samples, test.seed)?;
+            let null = unique_elements_null(counts.n(), c.len(), epsilon, test.mc_samples, seed)?;
             let o = private_unique_elements(&c, epsilon, test.alpha.get(), &null, noise);
             (Some(o.statistic), Some(o.p_value), o.reject)
         }
         MethodSpec::PrivateCollisions { epsilon_split } => {
             let c = to_uniformity(&counts.counts(), noise);
             let (e1, e2) = (epsilon * epsilon_split, epsilon * (1.0 - epsilon_split));
-            let null = collisions_null(counts.n(), c.len(), e1, e2, test.mc_samples, test.seed)?;
+            let null = collisions_null(counts.n(), c.len(), e1, e2, test.mc_samples, seed)?;
             let o = private_collisions(&c, e1, e2, test.alpha.get(), &null, noise);
             (Some(o.statistic), Some(o.p_value), o.reject)
         }
@@ -668,7 +685,7 @@ pub fn evaluate_private<R: rand::Rng + ?Sized>(
             })?;
             let o = subsample_and_aggregate(
                 |b, rng: &mut R| Ok(to_uniformity(&block_counts(b)?, rng)),
-                |c| inner_test(inner, c, test.alpha.get(), test.mc_samples, test.seed),
+                |c| inner_test(inner, c, test.alpha.get(), test.mc_samples, seed),
                 delta,
                 epsilon,
                 noise,

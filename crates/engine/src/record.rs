@@ -78,10 +78,23 @@ pub struct TestRecord {
     #[serde(default)]
     pub cs_upper: Vec<f64>,
     /// Why `estimate`, `std_error` and `mle` are empty: a domain wider than
-    /// [`MAX_RECORDED_CATEGORIES`] (the lists would hold millions of numbers per record).
-    /// The statistic and p-value still cover every category. Null otherwise.
+    /// [`MAX_RECORDED_CATEGORIES`] (the lists would hold millions of numbers per record),
+    /// or, for `olh`, a pool whose exactly unbiased estimate is not computed (more than
+    /// 4,096 categories, or a pool that does not identify them; `estimate_plain` is then
+    /// still given). The statistic and p-value still cover every category. Null otherwise.
     #[serde(default)]
     pub estimate_omitted: Option<String>,
+    /// `olh` only: the plain estimate `(C_v/n − 1/g)/(p − 1/g)` of Wang et al., which
+    /// treats the fixed pool as fresh hashes. The pool biases it by an amount that does
+    /// not shrink with n (docs/STATISTICS.md §1.8); `estimate` is the pool's exactly
+    /// unbiased one. Absent for other mechanisms.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub estimate_plain: Vec<f64>,
+    /// `olh` only: a bound on every category's bias in `estimate_plain`,
+    /// `g/(g − 1)·max_{x≠v} |C[v, x] − 1/g|` (C the pool's collision shares). Absent where
+    /// `estimate` is omitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimate_plain_bias_bound: Option<f64>,
     /// Maximum-likelihood estimate over the simplex.
     pub mle: Vec<f64>,
     pub mle_converged: bool,

@@ -285,6 +285,10 @@ pub(super) fn start_streams(
     };
     for stream in &config.streams {
         let mechanism = Mechanism::from_config(&stream.mechanism)?;
+        // OLH's pool factor, once, before the first snapshot round needs it.
+        if let Err(why) = mechanism.prepare() {
+            tracing::warn!(stream = %stream.name, "{why}");
+        }
         shared.metrics.observe_nulls(stream, mechanism.domain());
         shared
             .streams

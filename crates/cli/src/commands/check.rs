@@ -74,6 +74,7 @@ pub fn run(args: CheckArgs) -> Result<()> {
                 term.how
             );
         }
+        olh_pool_notes(stream)?;
         if has_bounded_windows(stream) {
             println!(
                 "  note: `batch` keeps every pane of its input until the end, so there the pane \
@@ -95,5 +96,58 @@ pub fn run(args: CheckArgs) -> Result<()> {
     // The same rule `batch` and `serve` apply; Parquet streams estimated at the reader's batch.
     state_memory::enforce(&config, parquet_only.then_some(BATCH_ROWS), &reports)?;
     println!("ok: the estimate fits");
+    Ok(())
+}
+
+/// An OLH stream's pool: what it costs against fresh hashes and whether its records carry
+/// the exactly unbiased estimate (docs/STATISTICS.md §1.8). Builds the pool's factor, the
+/// one-time cost `serve` pays at start.
+fn olh_pool_notes(stream: &ldpstream_config::StreamConfig) -> Result<()> {
+    let Some((g, pool_size)) = stream.mechanism.olh_shape() else {
+        return Ok(());
+    };
+    let d = stream.mechanism.domain();
+    let gamma = ldpstream_config::olh_gamma(d, g, pool_size);
+    let suggestion = ldpstream_config::olh_suggested_pool_size(d, g)
+        .map(|s| format!("pool_size = {s} keeps it within 10%"))
+        .unwrap_or_else(|| "no pool within the limits keeps it within 10%".into());
+    if d > ldpstream_config::OLH_MAX_DENSE_DOMAIN {
+        println!(
+            "  olh pool: d = {d} > {}: records carry only estimate_plain, which the pool \
+             biases (about sqrt(1/(g·S)) per pair of categories); γ = (d − 1)/(S(g − 1)) = \
+             {gamma:.3}",
+            ldpstream_config::OLH_MAX_DENSE_DOMAIN
+        );
+        return Ok(());
+    }
+    let mechanism = ldpstream_engine::mechanism::Mechanism::from_config(&stream.mechanism)?;
+    let ldpstream_engine::mechanism::Mechanism::Olh(m) = &mechanism else {
+        return Ok(());
+    };
+    let started = std::time::Instant::now();
+    match m.solver() {
+        Ok(solver) => {
+            let factor = solver.variance_factor();
+            println!(
+                "  olh pool: γ = (d − 1)/(S(g − 1)) = {gamma:.3}; the unbiased estimate's \
+                 variance is {factor:.3}× fresh hashes'; estimate_plain's bias is at most \
+                 {:.2e}; {} standard errors; factor built in {:.2} s",
+                solver.bias_bound(),
+                if solver.exact_variance() {
+                    "exact"
+                } else {
+                    "approximate (fresh-hash variance × the pool's C⁻¹ diagonal)"
+                },
+                started.elapsed().as_secs_f64()
+            );
+            if factor > 1.10 {
+                println!(
+                    "  warning: the pool costs {:.0}% variance against fresh hashes; {suggestion}",
+                    (factor - 1.0) * 100.0
+                );
+            }
+        }
+        Err(why) => println!("  warning: {why}"),
+    }
     Ok(())
 }

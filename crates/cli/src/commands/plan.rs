@@ -220,6 +220,18 @@ fn fixed_pool(args: &PlanArgs, h: &Hypotheses) -> Result<Option<plan::OlhPoolPow
     let olh =
         ldpstream_engine::mechanism::Olh::new(args.epsilon, args.domain, g, size, args.pool_seed)
             .map_err(|e| usage(format!("--pool-size {size} / --olh-g {g}: {e}")))?;
+    let identifiable = ldpstream_config::olh_identifiable_domain(g, size);
+    if u64::from(args.domain) > identifiable {
+        return Err(usage(format!(
+            "--pool-size {size}: with g = {g}, {size} × {} + 1 = {identifiable} < --domain {}, \
+             so the pool cannot tell the categories' frequencies apart (docs/STATISTICS.md §1.8){}",
+            g - 1,
+            args.domain,
+            ldpstream_config::olh_suggested_pool_size(args.domain, g)
+                .map(|s| format!("; use --pool-size {s}"))
+                .unwrap_or_default()
+        )));
+    }
     plan::OlhPoolPower::new(&olh, h, args.alpha)
         .map(Some)
         .map_err(|e| {

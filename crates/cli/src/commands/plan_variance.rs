@@ -47,6 +47,28 @@ pub fn print_variances(d: u32, epsilon: f64) -> Result<()> {
             best.name()
         );
     }
+    olh_pool_line(d, epsilon);
     println!();
     Ok(())
+}
+
+/// OLH's row assumes fresh hashes; a fixed pool of S seeds multiplies the unbiased
+/// estimate's variance by about 1/(1 − γ), γ = (d − 1)/(S(g − 1)) (docs/STATISTICS.md
+/// §1.8), and identifies nothing past d = S(g − 1) + 1.
+fn olh_pool_line(d: u32, epsilon: f64) {
+    let g = ldpstream_config::olh_default_g(epsilon);
+    let default = ldpstream_config::OLH_DEFAULT_POOL_SIZE;
+    let suggested = match ldpstream_config::olh_suggested_pool_size(d, g) {
+        Some(s) => format!("pool_size ≥ {s} keeps it within 10% (γ ≤ 1/12)"),
+        None => "no pool_size within the limits keeps it within 10%".to_string(),
+    };
+    let at_default = if u64::from(d) > ldpstream_config::olh_identifiable_domain(g, default) {
+        format!("the default pool_size {default} cannot identify {d} categories at g = {g}")
+    } else {
+        format!(
+            "the default pool_size {default} multiplies it by about {:.3}",
+            ldpstream_config::olh_variance_factor_estimate(d, g, default)
+        )
+    };
+    println!("olh: the row is for fresh hashes; {at_default}; {suggested}");
 }

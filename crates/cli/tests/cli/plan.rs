@@ -260,3 +260,36 @@ fn plan_olh_for_a_fixed_pool() {
         stderr(&o)
     );
 }
+
+/// Issue 44: `plan` says what a pool costs OLH's unbiased estimate against fresh hashes
+/// (about 1/(1 − γ), γ = (d − 1)/(S(g − 1))) and the pool_size that keeps it within 10%
+/// (γ ≤ 1/12): d = 1024 at ε = 1 (g = 4): γ = 1023/3072 at the default 1024, 1.499×, and 4096
+/// suffices; d = 4096 at ε = 1 is not identifiable by the default pool (1024 × 3 + 1 =
+/// 3073). A fixed pool that cannot identify the domain is refused with the numbers.
+#[test]
+fn plan_suggests_an_olh_pool_size_within_ten_percent() {
+    let stdout = |args: &[&str]| {
+        let o = ldpstream(args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let out = stdout(&["plan", "--domain", "1024", "--epsilon", "1"]);
+    assert!(
+        out.contains("the default pool_size 1024 multiplies it by about 1.499")
+            && out.contains("pool_size ≥ 4096 keeps it within 10%"),
+        "{out}"
+    );
+    let out = stdout(&["plan", "--domain", "4096", "--epsilon", "1"]);
+    assert!(
+        out.contains("the default pool_size 1024 cannot identify 4096 categories at g = 4")
+            && out.contains("pool_size ≥ 16384"),
+        "{out}"
+    );
+    let o = ldpstream(&[PLAN_POWER_0_8, &["--pool-size", "1", "--olh-g", "2"]].concat());
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("with g = 2, 1 × 1 + 1 = 2 < --domain 16") && e.contains("use --pool-size 256"),
+        "{e}"
+    );
+}

@@ -3,14 +3,14 @@
 use crate::error::ConfigError;
 use crate::model::{MechanismConfig, OLH_MAX_G, OLH_MAX_POOL_SIZE};
 use crate::number_text::compact;
+pub use crate::olh_pool::MAX_OLH_TABLE_CELLS;
+use crate::olh_pool::{olh_identifiable_domain, olh_suggested_pool_size};
 use crate::values::{Domain, Epsilon, MAX_DOMAIN, MAX_EPSILON, MIN_EPSILON};
 
 /// Largest cohort count.
 pub const MAX_COHORTS: u32 = 1 << 20;
 /// Largest cohorts × domain² of a cohort mechanism (the engine's `MAX_GRAM_WORK`).
 pub const MAX_COHORT_GRAM_WORK: f64 = 4.0e9;
-/// Largest OLH table, pool size × g cells (8 bytes each: 128 MiB per sketch).
-pub const MAX_OLH_TABLE_CELLS: u64 = 1 << 24;
 /// Largest pool size × domain: a snapshot evaluates that many hashes for the support
 /// counts, and each Monte Carlo sample as many again (about 1 ns each).
 pub const MAX_OLH_SUPPORT_WORK: u64 = 1 << 32;
@@ -248,6 +248,30 @@ fn validate_olh(
             ),
         ));
     }
+    // Each pool entry's bucket indicators sum to one, so the collision matrix C has rank at
+    // most S(g − 1) + 1: beyond it no estimator can tell some frequencies apart
+    // (docs/STATISTICS.md §1.8). The default pool size stays 1024 whatever d, since clients
+    // fill it in themselves; a config that needs more must say so.
+    let identifiable = olh_identifiable_domain(g, s);
+    if u64::from(domain) > identifiable {
+        let suggestion = match olh_suggested_pool_size(domain, g) {
+            Some(better) => format!("use pool_size = {better}"),
+            None => format!(
+                "no pool within pool_size ≤ {OLH_MAX_POOL_SIZE} and pool_size × g ≤ \
+                 {MAX_OLH_TABLE_CELLS} identifies it at this g: raise g (ε) or lower the domain"
+            ),
+        };
+        return Err(ConfigError::invalid(
+            format!("{m}.pool_size"),
+            s,
+            format!(
+                "at least (domain − 1)/(g − 1): with g = {g}, {s} × {} + 1 = {identifiable} < \
+                 domain {domain}, so the pool cannot tell the categories' frequencies apart \
+                 (docs/STATISTICS.md §1.8); {suggestion}",
+                g - 1
+            ),
+        ));
+    }
     Ok(())
 }
 
@@ -473,9 +497,38 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.contains("pool_size × domain at most"), "{e}");
-        for ok in [", g = 2, pool_size = 1", ", g = 65536, pool_size = 256", ""] {
+        for ok in [
+            ", g = 2, pool_size = 99",
+            ", g = 65536, pool_size = 256",
+            "",
+        ] {
             olh(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
         }
+        // The issue's unidentifiable pools: 1 × (2 − 1) + 1 = 2 < 16 categories, and the
+        // default pool at ε = 1 (g = 4) for 4096 categories; the message names the numbers
+        // and a pool that identifies them with at most ~10% more variance.
+        let tiny = |d: u32, keys: &str| {
+            config(
+                PARQUET,
+                &format!("{{ kind = \"olh\", epsilon = 1.0, domain = {d}{keys} }}"),
+                "{ kind = \"global\" }",
+            )
+            .unwrap_err()
+        };
+        let e = tiny(16, ", g = 2, pool_size = 1");
+        assert!(
+            e.contains("mechanism.pool_size = 1")
+                && e.contains("with g = 2, 1 × 1 + 1 = 2 < domain 16")
+                && e.contains("use pool_size = 256"),
+            "{e}"
+        );
+        let e = tiny(4096, "");
+        assert!(
+            e.contains("mechanism.pool_size = 1024")
+                && e.contains("1024 × 3 + 1 = 3073 < domain 4096")
+                && e.contains("use pool_size = 16384"),
+            "{e}"
+        );
     }
 
     #[test]

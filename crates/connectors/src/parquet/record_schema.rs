@@ -82,6 +82,7 @@ pub(crate) mod tests {
             "estimate": [0.25, 0.75], "std_error": [0.01, 0.02],
             "estimate_norm_sub": [0.2, 0.8], "estimate_ibu": [0.1, 0.9],
             "ibu_iterations": 12, "ibu_converged": true, "mle": [0.3, 0.7],
+            "estimate_plain": [0.3, 0.7], "estimate_plain_bias_bound": 0.04,
             "mle_converged": true, "mle_iterations": 7,
             "privacy": {"kind": "raw", "epsilon": 1.0, "rho": 0.5},
             "calibration": "monte_carlo", "mc_p_value": 0.006, "critical_value": 7.8,
@@ -178,6 +179,15 @@ pub(crate) mod tests {
             vec![0.1, 0.9]
         );
         assert_eq!(ibu.value(1).len(), 0);
+        // OLH's plain estimate: a list where given, null where a record has none.
+        let plain = col("estimate_plain");
+        let plain = plain.as_any().downcast_ref::<ListArray>().unwrap();
+        assert_eq!(plain.value(0).len(), 2);
+        assert!(plain.is_null(1));
+        let bound = col("estimate_plain_bias_bound");
+        let bound = bound.as_primitive::<arrow::datatypes::Float64Type>();
+        assert_eq!(bound.value(0), 0.04);
+        assert!(bound.is_null(1));
         let iterations = col("ibu_iterations");
         let iterations = iterations.as_primitive::<arrow::datatypes::UInt32Type>();
         assert_eq!(iterations.value(0), 12);

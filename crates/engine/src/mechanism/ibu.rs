@@ -7,6 +7,26 @@ use crate::error::EngineError;
 use crate::mle::{ibu, Mle, IBU_MAX_DOMAIN};
 use crate::sketch::Sketch;
 
+/// OLH's plain estimate `(C_v/n − 1/g)/(p − 1/g)`, which a fixed pool biases, with the
+/// bound on that bias (None where the pool's C was not built).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlainEstimate {
+    pub estimate: Vec<f64>,
+    pub bias_bound: Option<f64>,
+}
+
+/// A snapshot's estimates, as a record shows them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SnapshotEstimates {
+    pub estimate: Estimate,
+    pub ibu: Option<Mle>,
+    /// OLH only.
+    pub plain: Option<PlainEstimate>,
+    /// Why `estimate` is empty although the domain is recorded (OLH beyond its dense
+    /// factor, or a pool that does not identify the categories).
+    pub omitted: Option<String>,
+}
+
 fn as_f64(values: &[u64]) -> Vec<f64> {
     values.iter().map(|&v| v as f64).collect()
 }
@@ -46,17 +66,30 @@ impl Mechanism {
     /// The unbiased estimate and, for the mechanisms of [`Mechanism::ibu_matrix`], the
     /// IBU (`None` for the others, for an empty sketch and above `IBU_MAX_DOMAIN`
     /// categories). OLH's support counts, the snapshot's O(S·d) hashing, are computed
-    /// once for both; the IBU itself costs O(d) per iteration, at most
+    /// once for the estimates and the IBU; the IBU itself costs O(d) per iteration, at most
     /// `IBU_MAX_CELL_UPDATES` category updates in all.
-    pub fn estimate_and_ibu(
-        &self,
-        sketch: &Sketch,
-    ) -> Result<(Estimate, Option<Mle>), EngineError> {
+    pub fn estimate_and_ibu(&self, sketch: &Sketch) -> Result<SnapshotEstimates, EngineError> {
         let ibu = match (self, sketch) {
             (Mechanism::Olh(m), Sketch::Pool(s)) => {
                 let supports = m.supports(s.table());
-                let estimate = m.estimate_from_supports(&supports, s.n());
-                return Ok((estimate, self.ibu_of(&supports, s.n())));
+                let plain = m.estimate_plain(&supports, s.n()).estimate;
+                let (estimate, omitted, bias_bound) = match m.solver() {
+                    Ok(solver) => (
+                        solver.estimate(m, &supports, s.n()),
+                        None,
+                        Some(solver.bias_bound()),
+                    ),
+                    Err(why) => (Estimate::default(), Some(why.to_string()), None),
+                };
+                return Ok(SnapshotEstimates {
+                    estimate,
+                    ibu: self.ibu_of(&supports, s.n()),
+                    plain: Some(PlainEstimate {
+                        estimate: plain,
+                        bias_bound,
+                    }),
+                    omitted,
+                });
             }
             (Mechanism::Grr(_), Sketch::Counts(s)) => self.ibu_of(&s.counts(), s.n()),
             (Mechanism::BitFlip(_) | Mechanism::Subset(_), Sketch::Bits(s)) => {
@@ -64,7 +97,12 @@ impl Mechanism {
             }
             _ => None,
         };
-        Ok((self.estimate(sketch)?, ibu))
+        Ok(SnapshotEstimates {
+            estimate: self.estimate(sketch)?,
+            ibu,
+            plain: None,
+            omitted: None,
+        })
     }
 
     fn ibu_of(&self, counts: &[u64], n: u64) -> Option<Mle> {
@@ -114,16 +152,16 @@ mod tests {
         for config in oracles {
             let m = mechanism(config);
             let sketch = simulate_sketch(&m, &P, 200_000, &mut rng).unwrap();
-            let (estimate, ibu) = m.estimate_and_ibu(&sketch).unwrap();
-            assert_eq!(estimate, m.estimate(&sketch).unwrap(), "{}", m.kind());
-            let ibu = ibu.unwrap_or_else(|| panic!("{}: no IBU", m.kind()));
+            let both = m.estimate_and_ibu(&sketch).unwrap();
+            assert_eq!(both.estimate, m.estimate(&sketch).unwrap(), "{}", m.kind());
+            let ibu = both.ibu.unwrap_or_else(|| panic!("{}: no IBU", m.kind()));
             assert!(ibu.iterations > 0, "{}: {ibu:?}", m.kind());
             assert!(ibu.p.iter().all(|&x| x >= 0.0), "{}: {ibu:?}", m.kind());
             assert!((ibu.p.iter().sum::<f64>() - 1.0).abs() < 1e-12, "{ibu:?}");
             for (x, p) in ibu.p.iter().zip(P) {
                 assert!((x - p).abs() < 0.02, "{}: {:?}", m.kind(), ibu.p);
             }
-            assert!(m.estimate_and_ibu(&m.new_sketch()).unwrap().1.is_none());
+            assert!(m.estimate_and_ibu(&m.new_sketch()).unwrap().ibu.is_none());
         }
         // The symmetric bit flip (closed-form MLE) and raw counts have none.
         for none in [
@@ -132,7 +170,7 @@ mod tests {
         ] {
             let sketch = simulate_sketch(&none, &P, 1_000, &mut rng).unwrap();
             assert!(none.ibu_matrix().is_none(), "{}", none.kind());
-            assert!(none.estimate_and_ibu(&sketch).unwrap().1.is_none());
+            assert!(none.estimate_and_ibu(&sketch).unwrap().ibu.is_none());
         }
         // Above IBU_MAX_DOMAIN the cap would leave fewer than 16 iterations: none.
         let wide = mechanism(MechanismConfig::Oue {
@@ -140,7 +178,7 @@ mod tests {
             domain: 1025,
         });
         let sketch = simulate_sketch(&wide, &[1.0 / 1025.0; 1025], 100, &mut rng).unwrap();
-        assert!(wide.estimate_and_ibu(&sketch).unwrap().1.is_none());
+        assert!(wide.estimate_and_ibu(&sketch).unwrap().ibu.is_none());
     }
 
     /// The matrices are multi-freq-ldpy's closed forms (its `GRR_`, `UE_`, `SS_` and

@@ -18,6 +18,7 @@ mod ibu;
 mod likelihood;
 mod noise;
 mod olh;
+mod olh_solver;
 mod privatize;
 mod row_strata;
 mod subset;
@@ -30,8 +31,10 @@ pub use cohort::Cohort;
 pub use discrete_noise::{bernoulli_exp, discrete_gaussian, discrete_laplace};
 pub use grr::Grr;
 pub use hadamard::{fwht, Hadamard};
+pub use ibu::{PlainEstimate, SnapshotEstimates};
 pub use noise::{sample_laplace, Noise, NoiseKind};
 pub use olh::{olh_bucket, olh_pool, Olh};
+pub use olh_solver::{PoolSolver, OLH_EXACT_VARIANCE_WORK};
 pub use privatize::{privatize_batch, simulate_sketch};
 pub use subset::{default_k as subset_default_k, Subset};
 
@@ -199,6 +202,16 @@ impl Mechanism {
             Mechanism::Olh(m) => m.domain(),
             Mechanism::Raw { domain } => *domain,
         }) as usize
+    }
+
+    /// Builds now what the mechanism computes once per config and keeps (OLH's pool
+    /// factor: seconds at d = 4,096), so that a service's first snapshot round does not pay
+    /// for it. Err says why the pool gives no unbiased estimate (its records say it too).
+    pub fn prepare(&self) -> Result<(), String> {
+        match self {
+            Mechanism::Olh(m) => m.prepare(),
+            _ => Ok(()),
+        }
     }
 
     /// An empty sketch of the right kind and shape.

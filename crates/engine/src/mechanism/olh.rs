@@ -1,6 +1,9 @@
+use std::sync::{Arc, OnceLock};
+
 use rand::Rng;
 
 use super::cohort::splitmix64;
+use super::olh_solver::PoolSolver;
 use super::{Estimate, Grr};
 use crate::error::EngineError;
 
@@ -23,13 +26,26 @@ const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
 /// `h_i(v) = ((((a_i·v + b_i) mod 2⁶⁴) >> 32)·g) >> 32`, with `a_i = next() | 1`,
 /// `b_i = next()` from a SplitMix64 stream started at the pool seed, in the order
 /// i = 0, 1, … (pinned by golden values in the tests).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct Olh {
     grr: Grr,
     domain: u32,
     pool_seed: u64,
     /// `(a_i, b_i)` per pool entry.
     pool: Vec<(u64, u64)>,
+    /// The pool's collision inverse, a pure function of the fields above: built on first
+    /// use (or by [`Olh::prepare`]) and shared by clones, so a stream pays for it once.
+    solver: Arc<OnceLock<Result<PoolSolver, String>>>,
+}
+
+/// Two mechanisms are equal when their parameters are: the solver follows from them.
+impl PartialEq for Olh {
+    fn eq(&self, other: &Self) -> bool {
+        self.grr == other.grr
+            && self.domain == other.domain
+            && self.pool_seed == other.pool_seed
+            && self.pool == other.pool
+    }
 }
 
 /// The pool of `size` (a, b) pairs drawn from the SplitMix64 stream started at `seed`.
@@ -84,6 +100,7 @@ impl Olh {
             domain,
             pool_seed,
             pool: olh_pool(pool_seed, pool_size),
+            solver: Arc::default(),
         })
     }
 
@@ -184,16 +201,44 @@ impl Olh {
         out
     }
 
-    /// The unbiased estimate `π̂_v = (C_v/n − 1/g)/(p − 1/g)` and its plug-in standard
-    /// error `sqrt(f(1−f)/n)/(p − 1/g)`, `f = C_v/n`. Unbiased for fresh per-user hashes;
-    /// a fixed pool adds the collision bias of STATISTICS.md §1.8.
-    pub fn estimate(&self, table: &[u64], n: u64) -> Estimate {
-        self.estimate_from_supports(&self.supports(table), n)
+    /// The pool's solver (its collision inverse), built on first use; Err says why the
+    /// pool gives no unbiased estimate (too many categories for the dense factor, or a
+    /// pool that does not identify them).
+    pub fn solver(&self) -> Result<&PoolSolver, &str> {
+        self.solver
+            .get_or_init(|| PoolSolver::new(self))
+            .as_ref()
+            .map_err(String::as_str)
     }
 
-    /// [`Olh::estimate`] from support counts already computed (the snapshot computes them
-    /// once for the estimate and the IBU).
-    pub fn estimate_from_supports(&self, supports: &[u64], n: u64) -> Estimate {
+    /// Builds the solver now (seconds at d = 4,096), so that a service's first snapshot
+    /// round does not pay for it.
+    pub fn prepare(&self) -> Result<(), String> {
+        self.solver().map(|_| ()).map_err(str::to_string)
+    }
+
+    /// The unbiased pool estimate of a table (docs/STATISTICS.md §1.8), or the plain one
+    /// where the pool gives none (see [`Olh::solver`]).
+    pub fn estimate(&self, table: &[u64], n: u64) -> Estimate {
+        let supports = self.supports(table);
+        self.estimate_from_supports(&supports, n)
+            .unwrap_or_else(|_| self.estimate_plain(&supports, n))
+    }
+
+    /// The exactly unbiased estimate `π̂ = C⁻¹(f − q1)/(p − q)` and its exact standard
+    /// errors from support counts already computed; Err: why the pool gives none.
+    pub fn estimate_from_supports(&self, supports: &[u64], n: u64) -> Result<Estimate, String> {
+        Ok(self
+            .solver()
+            .map_err(str::to_string)?
+            .estimate(self, supports, n))
+    }
+
+    /// The plain estimate `π̂_v = (C_v/n − 1/g)/(p − 1/g)` and its plug-in standard error
+    /// `sqrt(f(1−f)/n)/(p − 1/g)`, `f = C_v/n`. Unbiased for fresh per-user hashes; a
+    /// fixed pool adds the collision bias of STATISTICS.md §1.8, at most
+    /// [`PoolSolver::bias_bound`].
+    pub fn estimate_plain(&self, supports: &[u64], n: u64) -> Estimate {
         let inv_g = 1.0 / f64::from(self.g());
         let scale = self.p_minus_one_over_g();
         Estimate::from_frequencies(

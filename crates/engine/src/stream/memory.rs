@@ -170,6 +170,7 @@ impl StateEstimate {
             how: format!("{vectors} × 8 B × d = {d} for the group under test"),
         });
         terms.extend(olh_null_term(mechanism));
+        terms.extend(olh_factor_term(stream, mechanism));
         terms.extend(monte_carlo_term(stream, sketch));
         StateEstimate {
             stream: stream.name.clone(),
@@ -192,6 +193,34 @@ fn olh_null_term(mechanism: &Mechanism) -> Option<Term> {
             .saturating_mul(16)
             .saturating_add(d.saturating_mul(24)),
         how: format!("16 B × S·g = {cells} cells + 24 B × d = {d}"),
+    })
+}
+
+/// OLH's pool factors, kept for the stream's life: `W = C⁻¹` and the exact variance
+/// table (or, while W is built, C itself), d × d doubles each, and per sequential test
+/// the Cholesky factor of its null's covariance (docs/STATISTICS.md §1.8, §3.3). None
+/// above the dense domain, where no factor is built.
+fn olh_factor_term(stream: &StreamConfig, mechanism: &Mechanism) -> Option<Term> {
+    let Mechanism::Olh(m) = mechanism else {
+        return None;
+    };
+    if m.domain() > ldpstream_config::OLH_MAX_DENSE_DOMAIN {
+        return None;
+    }
+    let d = u64::from(m.domain());
+    let nulls = stream
+        .tests
+        .iter()
+        .filter(|t| t.sequential && matches!(t.spec, TestSpec::Gof { .. }))
+        .count() as u64;
+    let squares = 2 + nulls;
+    Some(Term {
+        what: "olh pool factor",
+        bytes: squares.saturating_mul(8).saturating_mul(d * d),
+        how: format!(
+            "{squares} × d² = {}² doubles: C⁻¹, its variance table, {nulls} sequential null factor(s)",
+            d
+        ),
     })
 }
 
@@ -327,6 +356,35 @@ mod tests {
         assert_eq!(large.terms[0].bytes, 65536 * 8 * 8 + enum_bytes);
         assert!(small.terms.iter().any(|t| t.what == "olh null"));
         assert!(small.terms.iter().any(|t| t.what == "Monte Carlo null"));
+    }
+
+    /// The pool factors are counted (issue 44): W and its variance table, d² doubles
+    /// each, plus one per sequential test's null; none above the dense domain.
+    #[test]
+    fn olh_counts_its_pool_factors() {
+        let stream = |d: u32, sequential: bool| {
+            format!(
+                "[[stream]]\nname = \"s\"\nsource = {{ kind = \"parquet\", paths = [\"x\"] }}\n\
+                 mechanism = {{ kind = \"olh\", epsilon = 4.0, domain = {d}, pool_size = 2048 }}\n\
+                 [[stream.test]]\nname = \"t\"\nkind = \"gof\"\nnull = \"uniform\"\n\
+                 sequential = {sequential}\n"
+            )
+        };
+        let factor = |e: &StateEstimate| {
+            e.terms
+                .iter()
+                .find(|t| t.what == "olh pool factor")
+                .map(|t| t.bytes)
+        };
+        assert_eq!(
+            factor(&estimate(&stream(1000, false))),
+            Some(2 * 8 * 1000 * 1000)
+        );
+        assert_eq!(
+            factor(&estimate(&stream(1000, true))),
+            Some(3 * 8 * 1000 * 1000)
+        );
+        assert_eq!(factor(&estimate(&stream(5000, false))), None);
     }
 
     #[test]

@@ -36,6 +36,10 @@ pub(super) fn spawn(
     events: impl Fn(WorkerEvent) + Clone + Send + 'static,
 ) -> Result<Vec<std::thread::JoinHandle<()>>, Error> {
     let mechanism = Mechanism::from_config(&config.mechanism)?;
+    // OLH's pool factor, once, before the first snapshot round needs it.
+    if let Err(why) = mechanism.prepare() {
+        tracing::warn!(stream = %config.name, "{why}");
+    }
     let layout = ReportLayout::of(config, &mechanism);
     let topic = kafka.topics.first().cloned().unwrap_or_default();
     let input_partitions = partition_count(kafka, &topic, Duration::from_secs(30))?;
