@@ -13,6 +13,7 @@ pub mod error;
 pub mod jsonl;
 #[cfg(feature = "kafka")]
 pub mod kafka;
+pub mod memo_file;
 pub mod messages;
 pub mod parallel_files;
 pub mod parquet;

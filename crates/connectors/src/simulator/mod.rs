@@ -4,6 +4,7 @@
 //! ([`file`]), and `serve` runs it as a live source stamping wall-clock event times
 //! ([`live`]).
 
+pub mod devices;
 pub mod file;
 pub mod live;
 
@@ -19,4 +20,5 @@ pub fn sampler(p: Vec<f64>, what: &str) -> Result<WeightedAliasIndex<f64>, Conne
     })
 }
 
+pub use devices::{simulate_devices_to_parquet, DeviceSimulation, DevicesWritten};
 pub use file::{simulate_to_parquet, SimulateSpec};

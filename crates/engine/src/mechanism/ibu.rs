@@ -40,6 +40,7 @@ impl Mechanism {
             | Mechanism::Noise(_)
             | Mechanism::Hadamard(_)
             | Mechanism::Cohort(_) => None,
+            Mechanism::Longitudinal(l) => l.composed().ibu_matrix(),
         }
     }
 
@@ -52,6 +53,9 @@ impl Mechanism {
         &self,
         sketch: &Sketch,
     ) -> Result<(Estimate, Option<Mle>), EngineError> {
+        if let Mechanism::Longitudinal(l) = self {
+            return l.composed().estimate_and_ibu(sketch);
+        }
         let ibu = match (self, sketch) {
             (Mechanism::Olh(m), Sketch::Pool(s)) => {
                 let supports = m.supports(s.table());

@@ -15,6 +15,7 @@ mod fold_kernels;
 mod gof_reference;
 mod gof_size;
 mod independence_two_sample;
+mod longitudinal;
 mod olh;
 mod oue;
 mod private_budget;
