@@ -6,6 +6,8 @@
 //! whose exact bin probabilities come from the noise CDF: post-processing cannot raise the
 //! privacy loss, so the binned loss must also stay within ε.
 
+pub mod device;
+
 use rand::Rng;
 use statrs::distribution::{Beta, ContinuousCDF, Normal};
 
