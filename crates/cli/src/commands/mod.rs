@@ -7,6 +7,7 @@ pub mod batch;
 pub mod check;
 pub mod merge;
 pub mod plan;
+mod plan_longitudinal;
 mod plan_variance;
 pub mod serve;
 pub mod simulate;
