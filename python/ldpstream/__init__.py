@@ -12,12 +12,23 @@ Example:
     >>> ldpstream.gof(reports, m, null="uniform")["p_value"]  # doctest: +SKIP
 """
 
-from ._ldpstream import Job, Mechanism, Sketches, __version__
+from ._ldpstream import (
+    FileMemoStore,
+    Job,
+    LongitudinalClient,
+    Mechanism,
+    MemoryMemoStore,
+    Sketches,
+    __version__,
+)
 from ._oneliners import estimate, gof, independence, plan, two_sample
 
 __all__ = [
+    "FileMemoStore",
     "Job",
+    "LongitudinalClient",
     "Mechanism",
+    "MemoryMemoStore",
     "Sketches",
     "__version__",
     "estimate",

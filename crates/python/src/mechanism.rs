@@ -18,13 +18,15 @@ use serde_json::{json, Value};
 use crate::arrow_in::import_array;
 use crate::arrow_out::to_pyarrow_array;
 use crate::errors::{contained, value_error};
+use crate::longitudinal::{LongitudinalClient, Store};
 use crate::messages::{check_envelope, encode, Envelope, Format};
 
 /// A local randomizer, as a stream's `mechanism` table configures it.
 ///
 /// Build one with a constructor per kind (`grr`, `bitflip`, `oue`, `subset`, `olh`,
 /// `gauss`, `laplace`, `hadamard`, `cohort`, `matrix`, `raw`); `randomize` privatizes true values on the
-/// client, drawing from the OS-seeded CSPRNG.
+/// client, drawing from the OS-seeded CSPRNG. The longitudinal kinds (`lgrr`, `losue`,
+/// `lsue`) report through a device's `client()`, which keeps their memo.
 ///
 /// Example:
 ///     >>> m = ldpstream.Mechanism.grr(epsilon=1.0, domain=16)
@@ -46,6 +48,26 @@ fn finite(name: &str, value: f64) -> PyResult<f64> {
             "mechanism {name} = {value}: must be a finite number"
         )))
     }
+}
+
+fn longitudinal(
+    kind: &str,
+    epsilon_perm: f64,
+    epsilon_1: f64,
+    domain: u32,
+    period: &str,
+) -> PyResult<Mechanism> {
+    // Checked as the config checks it (each ε named, ε1 < ε∞, the period's range).
+    let table = json!({
+        "kind": kind, "epsilon_perm": finite("epsilon_perm", epsilon_perm)?,
+        "epsilon_1": finite("epsilon_1", epsilon_1)?, "domain": domain, "period": period
+    });
+    let config: MechanismConfig = serde_json::from_value(table.clone())
+        .map_err(|e| value_error(format!("mechanism {table}: {e}")))?;
+    config
+        .validate("mechanism")
+        .map_err(|e| value_error(e.to_string()))?;
+    build(table)
 }
 
 fn build(table: Value) -> PyResult<Mechanism> {
@@ -179,6 +201,80 @@ impl Mechanism {
         build(json!({"kind": "matrix", "matrix": matrix}))
     }
 
+    /// L-GRR, memoized randomized response (docs/STATISTICS.md §1.9): a device keeps one
+    /// GenRR response per value it holds, drawn at `epsilon_perm`, and reports once per
+    /// `period` a second GenRR of it, so that one report is GenRR at `epsilon_1`. Reports
+    /// come from a device's `client()`, which keeps the memo.
+    #[classmethod]
+    #[pyo3(signature = (*, epsilon_perm, epsilon_1, domain, period="1d"))]
+    fn lgrr(
+        _cls: &Bound<'_, PyType>,
+        epsilon_perm: f64,
+        epsilon_1: f64,
+        domain: u32,
+        period: &str,
+    ) -> PyResult<Self> {
+        longitudinal("lgrr", epsilon_perm, epsilon_1, domain, period)
+    }
+
+    /// L-OSUE: OUE memoized at `epsilon_perm`, every bit flipped per report so that one
+    /// report is OUE at `epsilon_1` (reports: the packed bits).
+    #[classmethod]
+    #[pyo3(signature = (*, epsilon_perm, epsilon_1, domain, period="1d"))]
+    fn losue(
+        _cls: &Bound<'_, PyType>,
+        epsilon_perm: f64,
+        epsilon_1: f64,
+        domain: u32,
+        period: &str,
+    ) -> PyResult<Self> {
+        longitudinal("losue", epsilon_perm, epsilon_1, domain, period)
+    }
+
+    /// L-SUE (RAPPOR's construction): bit flipping memoized at `epsilon_perm`, every bit
+    /// flipped again per report so that one report is bitflip at `epsilon_1`.
+    #[classmethod]
+    #[pyo3(signature = (*, epsilon_perm, epsilon_1, domain, period="1d"))]
+    fn lsue(
+        _cls: &Bound<'_, PyType>,
+        epsilon_perm: f64,
+        epsilon_1: f64,
+        domain: u32,
+        period: &str,
+    ) -> PyResult<Self> {
+        longitudinal("lsue", epsilon_perm, epsilon_1, domain, period)
+    }
+
+    /// A device's client of this lgrr, losue or lsue mechanism: `store` keeps its memos
+    /// (None: in memory, lost on restart, each value then spending epsilon_perm again; a
+    /// `FileMemoStore` on a device; or any object with `load(metric) -> str | None` and
+    /// `save(metric, text)`). A device reports each metric at most once per period;
+    /// `same_period` "refuse" (default) or "repeat" (the first report's bytes again, for a
+    /// send that failed); past `max_memoized_values` distinct values it stops reporting
+    /// the metric.
+    #[pyo3(signature = (*, store=None, max_memoized_values=16, same_period="refuse"))]
+    fn client(
+        &self,
+        py: Python<'_>,
+        store: Option<&Bound<'_, PyAny>>,
+        max_memoized_values: u32,
+        same_period: &str,
+    ) -> PyResult<LongitudinalClient> {
+        let Engine::Longitudinal(l) = &self.engine else {
+            return Err(value_error(format!(
+                "client(): a {} mechanism keeps no memo; use randomize() or messages()",
+                self.engine.kind()
+            )));
+        };
+        LongitudinalClient::new(
+            (**l).clone(),
+            self.engine.fingerprint().unwrap_or_default(),
+            Store::from_py(py, store)?,
+            max_memoized_values,
+            same_period,
+        )
+    }
+
     /// No randomization: the curator model (reports: the true UInt32 categories).
     #[classmethod]
     #[pyo3(signature = (*, domain))]
@@ -227,6 +323,7 @@ impl Mechanism {
         values: &Bound<'_, PyAny>,
         insecure_seed: Option<u64>,
     ) -> PyResult<Py<PyAny>> {
+        self.refuse_longitudinal("randomize")?;
         let xs = true_values(values)?;
         let array = py.detach(|| {
             contained("randomizing", || match insecure_seed {
@@ -261,6 +358,7 @@ impl Mechanism {
         groups: Option<&Bound<'py, PyAny>>,
         max_group_value_bytes: usize,
     ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+        self.refuse_longitudinal("messages")?;
         let format = Format::parse(format).map_err(value_error)?;
         let groups = group_pairs(groups)?;
         let envelope = Envelope {
@@ -285,6 +383,20 @@ impl Mechanism {
 }
 
 impl Mechanism {
+    /// A longitudinal mechanism's reports need a device's memo: `randomize` and `messages`
+    /// would draw a new memo every time, spending epsilon_perm on every report.
+    fn refuse_longitudinal(&self, what: &str) -> PyResult<()> {
+        if matches!(self.engine, Engine::Longitudinal(_)) {
+            return Err(value_error(format!(
+                "{what}(): a {} device reports from its memo, once per period: use \
+                 client(store=...).report() or .message(); a memo drawn anew for every \
+                 report would spend epsilon_perm every time",
+                self.engine.kind()
+            )));
+        }
+        Ok(())
+    }
+
     /// The engine's randomizer, for the test-only replay (`conformance.rs`).
     #[cfg(feature = "conformance-replay")]
     pub(crate) fn engine(&self) -> &Engine {
