@@ -21,18 +21,29 @@ from .exceptions import (
     LdpError,
     MechanismMismatchError,
 )
-from ._ldpstream import Job, Mechanism, Sketches, __version__
+from ._ldpstream import (
+    FileMemoStore,
+    Job,
+    LongitudinalClient,
+    Mechanism,
+    MemoryMemoStore,
+    Sketches,
+    __version__,
+)
 from ._oneliners import estimate, gof, independence, plan, two_sample
 
 __all__ = [
     "BudgetError",
     "ConfigError",
+    "FileMemoStore",
     "InputError",
     "InternalError",
     "Job",
     "LdpError",
+    "LongitudinalClient",
     "Mechanism",
     "MechanismMismatchError",
+    "MemoryMemoStore",
     "Sketches",
     "__version__",
     "estimate",

@@ -11,6 +11,7 @@ mod cli;
 mod http_access;
 mod http_tls;
 mod ledger_durability;
+mod longitudinal;
 mod looks;
 mod mechanisms;
 mod merge;

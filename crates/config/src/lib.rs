@@ -9,6 +9,7 @@ mod error;
 mod hypothesis_config;
 mod hypothesis_spec;
 mod load;
+mod longitudinal;
 mod model;
 mod null;
 mod number_text;
@@ -26,6 +27,7 @@ pub use hypothesis_config::{MethodSpec, TestConfig};
 pub use hypothesis_spec::{
     Calibration, CuratorSpec, InnerTester, KindKeyError, TestKind, TestMethod, TestSpec,
 };
+pub use longitudinal::{LongitudinalKind, LongitudinalParams, DEFAULT_PERIOD, MIN_PERIOD};
 pub use model::{
     olh_default_g, ColumnsConfig, Config, EventTime, HttpTlsConfig, KafkaConfig, MechanismConfig,
     MessageFormat, ScaleOutConfig, ServeConfig, SimulatorConfig, SinkConfig, SourceConfig,

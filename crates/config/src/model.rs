@@ -378,6 +378,40 @@ pub enum MechanismConfig {
     Matrix { matrix: Vec<Vec<f64>> },
     /// No local randomizer: a trusted curator sees the true category.
     Raw { domain: u32 },
+    /// L-GRR (longitudinal GenRR, Arcolezi et al. 2022): a device memoizes one GenRR
+    /// response at `epsilon_perm` per value it has held and reports a second GenRR of it
+    /// once per `period`, chosen so that one report is exactly GenRR at `epsilon_1`
+    /// (docs/STATISTICS.md §1.9). Reports as `grr`'s.
+    Lgrr {
+        epsilon_perm: f64,
+        epsilon_1: f64,
+        domain: u32,
+        #[serde(default = "default_period")]
+        period: DurationMs,
+    },
+    /// L-OSUE: OUE at `epsilon_perm` memoized, every bit flipped per report so that one
+    /// report is exactly OUE at `epsilon_1`. Reports as `oue`'s.
+    Losue {
+        epsilon_perm: f64,
+        epsilon_1: f64,
+        domain: u32,
+        #[serde(default = "default_period")]
+        period: DurationMs,
+    },
+    /// L-SUE (RAPPOR's construction): symmetric bit flipping at `epsilon_perm` memoized,
+    /// every bit flipped per report so that one report is exactly `bitflip` at
+    /// `epsilon_1`. Reports as `bitflip`'s.
+    Lsue {
+        epsilon_perm: f64,
+        epsilon_1: f64,
+        domain: u32,
+        #[serde(default = "default_period")]
+        period: DurationMs,
+    },
+}
+
+fn default_period() -> DurationMs {
+    crate::longitudinal::DEFAULT_PERIOD
 }
 
 impl MechanismConfig {
@@ -402,6 +436,9 @@ impl MechanismConfig {
             MechanismConfig::Olh { .. } => "olh",
             MechanismConfig::Matrix { .. } => "matrix",
             MechanismConfig::Raw { .. } => "raw",
+            MechanismConfig::Lgrr { .. } => "lgrr",
+            MechanismConfig::Losue { .. } => "losue",
+            MechanismConfig::Lsue { .. } => "lsue",
         }
     }
 
@@ -417,7 +454,10 @@ impl MechanismConfig {
             | MechanismConfig::Hadamard { domain, .. }
             | MechanismConfig::Cohort { domain, .. }
             | MechanismConfig::Olh { domain, .. }
-            | MechanismConfig::Raw { domain } => *domain,
+            | MechanismConfig::Raw { domain }
+            | MechanismConfig::Lgrr { domain, .. }
+            | MechanismConfig::Losue { domain, .. }
+            | MechanismConfig::Lsue { domain, .. } => *domain,
             MechanismConfig::Matrix { matrix } => matrix.first().map_or(0, |row| row.len() as u32),
         }
     }
@@ -519,7 +559,9 @@ impl TestMethod {
     /// The methods that apply to a test kind on a mechanism; the first is the default.
     pub fn applicable(kind: TestKind, mechanism: &MechanismConfig) -> &'static [TestMethod] {
         use TestMethod::*;
-        match (kind, mechanism) {
+        // A longitudinal kind's reports follow its composed channel, whose tests apply
+        // unchanged (docs/STATISTICS.md §1.9).
+        match (kind, &*mechanism.server_channel()) {
             (TestKind::Gof, MechanismConfig::Grr { .. }) => &[LocalExpGOF, ChannelGOF],
             (TestKind::Gof, MechanismConfig::Bitflip { .. } | MechanismConfig::Oue { .. }) => {
                 &[LocalBitFlipGOF]

@@ -17,6 +17,7 @@ pub mod inputs;
 pub mod jsonl;
 #[cfg(feature = "kafka")]
 pub mod kafka;
+pub mod memo_file;
 pub mod messages;
 #[cfg(feature = "parquet")]
 pub mod parallel_files;

@@ -137,16 +137,19 @@ pub fn evaluate(
 ) -> Result<TestRecord, EngineError> {
     let method = test.method.method();
     let seed = simulation_seed(stream, test, &scope);
+    // The statistics see the channel the reports follow (a longitudinal kind's composed
+    // one, docs/STATISTICS.md §1.9); the record keeps the stream's own kind and privacy.
+    let channel = mechanism.channel();
     let outcome = if sketch.n() == 0 {
         Outcome::inconclusive("no reports in the window")
     } else {
         match &test.spec {
             TestSpec::Gof { null } => {
-                let p0 = null.probabilities(mechanism.domain());
-                let outcome = gof(test, method, mechanism, sketch, &p0, seed)?;
+                let p0 = null.probabilities(channel.domain());
+                let outcome = gof(test, method, channel, sketch, &p0, seed)?;
                 if test.sequential {
                     outcome.sequential(
-                        gof_e_process_tuned(mechanism, sketch, &p0, design(test))?,
+                        gof_e_process_tuned(channel, sketch, &p0, design(test))?,
                         test.alpha.get(),
                     )
                 } else {
@@ -155,10 +158,10 @@ pub fn evaluate(
             }
             TestSpec::Independence { rows, cols } => {
                 let table = (*rows as usize, *cols as usize);
-                let outcome = independence(test, method, mechanism, sketch, table, seed)?;
+                let outcome = independence(test, method, channel, sketch, table, seed)?;
                 if test.sequential {
                     let e = independence_e_process_tuned(
-                        mechanism,
+                        channel,
                         sketch,
                         table.0,
                         table.1,
@@ -193,10 +196,11 @@ pub fn evaluate_two_sample(
     b: &Sketch,
 ) -> Result<TestRecord, EngineError> {
     let method = test.method.method();
+    let channel = mechanism.channel();
     let outcome = if a.n() == 0 || b.n() == 0 {
         Outcome::inconclusive("one of the two samples has no reports")
     } else {
-        let decision = match (method, mechanism, a, b) {
+        let decision = match (method, channel, a, b) {
             (TestMethod::GenRRTwoSample, _, Sketch::Counts(x), Sketch::Counts(y)) => {
                 genrr_two_sample(&x.counts(), &y.counts())
             }
@@ -213,7 +217,7 @@ pub fn evaluate_two_sample(
         let outcome = Outcome::chi2(decision, test.alpha.get());
         if test.sequential {
             outcome.sequential(
-                two_sample_e_process_tuned(mechanism, a, b, design(test))?,
+                two_sample_e_process_tuned(channel, a, b, design(test))?,
                 test.alpha.get(),
             )
         } else {

@@ -74,3 +74,78 @@ pub fn _conformance<'py>(
     out.set_item("reports", to_pyarrow_array(py, array)?)?;
     Ok(out)
 }
+
+/// Replays one longitudinal step (conformance/README.md, "Longitudinal"): a client of
+/// `mechanism` whose store holds `memo_before` (canonical JSON) reports `value` for
+/// `metric` at `ts` from `words`. A dict of the words read, the report (int or bytes) or the
+/// refusal's name, the memo after (canonical JSON), and the JSON and binary messages
+/// stamped as `LongitudinalClient.message` stamps them.
+#[pyfunction]
+#[pyo3(signature = (mechanism, metric, value, ts, words, memo_before=None, max_memoized_values=16, same_period="refuse", groups=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn _conformance_longitudinal<'py>(
+    py: Python<'py>,
+    mechanism: &Mechanism,
+    metric: &str,
+    value: u32,
+    ts: i64,
+    words: Vec<u32>,
+    memo_before: Option<&str>,
+    max_memoized_values: u32,
+    same_period: &str,
+    groups: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    use crate::longitudinal::{report_array, LongitudinalClient, MemoryMemoStore, Store};
+    use ldpstream_engine::mechanism::{Mechanism as Engine, Response};
+
+    let Engine::Longitudinal(l) = mechanism.engine() else {
+        return Err(input_error("not a longitudinal mechanism"));
+    };
+    let store = Py::new(py, MemoryMemoStore::new_py())?;
+    if let Some(memo) = memo_before {
+        store.get().save_text(metric, memo)?;
+    }
+    let fingerprint = mechanism.engine().fingerprint().unwrap_or_default();
+    let client = LongitudinalClient::new(
+        (**l).clone(),
+        fingerprint,
+        Store::Memory(store.clone_ref(py)),
+        max_memoized_values,
+        same_period,
+    )?;
+    let mut replay = Replay { words, at: 0 };
+    let result = contained("replaying", || {
+        Ok(client.report_with(metric, value, ts, &mut replay))
+    })?;
+    let out = PyDict::new(py);
+    out.set_item("consumed", replay.at)?;
+    out.set_item("memo_after", store.get().load_text(metric)?)?;
+    let groups = group_pairs(groups)?;
+    match result {
+        Ok(report) => {
+            match &report {
+                Response::Category(c) => out.set_item("report", *c)?,
+                Response::Bits(b) => out.set_item("report", PyBytes::new(py, b))?,
+            }
+            out.set_item("refusal", py.None())?;
+            let array = report_array(&report)?;
+            for (stamp, suffix) in [(None, ""), (Some(fingerprint), "_stamped")] {
+                let envelope = Envelope {
+                    ts: Some(ts),
+                    groups: &groups,
+                    fingerprint: stamp,
+                };
+                for (format, name) in [(Format::Json, "json"), (Format::Binary, "binary")] {
+                    let messages = encode(&array, format, &envelope).map_err(input_error)?;
+                    let message = messages.first().map(Vec::as_slice).unwrap_or_default();
+                    out.set_item(format!("{name}{suffix}"), PyBytes::new(py, message))?;
+                }
+            }
+        }
+        Err(e) => {
+            out.set_item("report", py.None())?;
+            out.set_item("refusal", e.code())?;
+        }
+    }
+    Ok(out)
+}

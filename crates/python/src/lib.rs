@@ -10,6 +10,7 @@ mod config_in;
 mod conformance;
 mod errors;
 mod job;
+mod longitudinal;
 mod mechanism;
 mod messages;
 mod plan;
@@ -26,9 +27,14 @@ fn _ldpstream(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<job::Job>()?;
     m.add_class::<sketches::Sketches>()?;
     m.add_class::<mechanism::Mechanism>()?;
+    m.add_class::<longitudinal::LongitudinalClient>()?;
+    m.add_class::<longitudinal::MemoryMemoStore>()?;
+    m.add_class::<longitudinal::FileMemoStore>()?;
     m.add_function(wrap_pyfunction!(plan::_plan, m)?)?;
     #[cfg(feature = "conformance-replay")]
     m.add_function(wrap_pyfunction!(conformance::_conformance, m)?)?;
+    #[cfg(feature = "conformance-replay")]
+    m.add_function(wrap_pyfunction!(conformance::_conformance_longitudinal, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

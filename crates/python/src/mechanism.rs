@@ -18,6 +18,7 @@ use serde_json::{json, Value};
 use crate::arrow_in::import_array;
 use crate::arrow_out::to_pyarrow_array;
 use crate::errors::{config_error, contained, input_error, int_arg, internal_error, opt_int_arg};
+use crate::longitudinal::{LongitudinalClient, Store};
 use crate::messages::{check_envelope, encode, Envelope, Format};
 
 /// A local randomizer, as a stream's `mechanism` table configures it.
@@ -25,7 +26,8 @@ use crate::messages::{check_envelope, encode, Envelope, Format};
 /// Build one with a constructor per kind (`grr`, `bitflip`, `oue`, `subset`, `olh`,
 /// `gauss`, `laplace`, `hadamard`, `cohort`, `matrix`, `raw`); `randomize` privatizes true values on the
 /// client, drawing from a CSPRNG freshly seeded from the OS on every call (safe across
-/// `fork`: a forked child never replays its parent's draws).
+/// `fork`: a forked child never replays its parent's draws). The longitudinal kinds
+/// (`lgrr`, `losue`, `lsue`) report through a device's `client()`, which keeps their memo.
 ///
 /// Example:
 ///     >>> m = ldpstream.Mechanism.grr(epsilon=1.0, domain=16)
@@ -47,6 +49,26 @@ fn finite(name: &str, value: f64) -> PyResult<f64> {
             "mechanism {name} = {value}: must be a finite number"
         )))
     }
+}
+
+fn longitudinal(
+    kind: &str,
+    epsilon_perm: f64,
+    epsilon_1: f64,
+    domain: u32,
+    period: &str,
+) -> PyResult<Mechanism> {
+    // Checked as the config checks it (each ε named, ε1 < ε∞, the period's range).
+    let table = json!({
+        "kind": kind, "epsilon_perm": finite("epsilon_perm", epsilon_perm)?,
+        "epsilon_1": finite("epsilon_1", epsilon_1)?, "domain": domain, "period": period
+    });
+    let config: MechanismConfig = serde_json::from_value(table.clone())
+        .map_err(|e| config_error(format!("mechanism {table}: {e}")))?;
+    config
+        .validate("mechanism")
+        .map_err(|e| config_error(e.to_string()))?;
+    build(table)
 }
 
 fn build(table: Value) -> PyResult<Mechanism> {
@@ -212,6 +234,80 @@ impl Mechanism {
         build(json!({"kind": "matrix", "matrix": matrix}))
     }
 
+    /// L-GRR, memoized randomized response (docs/STATISTICS.md §1.9): a device keeps one
+    /// GenRR response per value it holds, drawn at `epsilon_perm`, and reports once per
+    /// `period` a second GenRR of it, so that one report is GenRR at `epsilon_1`. Reports
+    /// come from a device's `client()`, which keeps the memo.
+    #[classmethod]
+    #[pyo3(signature = (*, epsilon_perm, epsilon_1, domain, period="1d"))]
+    fn lgrr(
+        _cls: &Bound<'_, PyType>,
+        epsilon_perm: f64,
+        epsilon_1: f64,
+        domain: u32,
+        period: &str,
+    ) -> PyResult<Self> {
+        longitudinal("lgrr", epsilon_perm, epsilon_1, domain, period)
+    }
+
+    /// L-OSUE: OUE memoized at `epsilon_perm`, every bit flipped per report so that one
+    /// report is OUE at `epsilon_1` (reports: the packed bits).
+    #[classmethod]
+    #[pyo3(signature = (*, epsilon_perm, epsilon_1, domain, period="1d"))]
+    fn losue(
+        _cls: &Bound<'_, PyType>,
+        epsilon_perm: f64,
+        epsilon_1: f64,
+        domain: u32,
+        period: &str,
+    ) -> PyResult<Self> {
+        longitudinal("losue", epsilon_perm, epsilon_1, domain, period)
+    }
+
+    /// L-SUE (RAPPOR's construction): bit flipping memoized at `epsilon_perm`, every bit
+    /// flipped again per report so that one report is bitflip at `epsilon_1`.
+    #[classmethod]
+    #[pyo3(signature = (*, epsilon_perm, epsilon_1, domain, period="1d"))]
+    fn lsue(
+        _cls: &Bound<'_, PyType>,
+        epsilon_perm: f64,
+        epsilon_1: f64,
+        domain: u32,
+        period: &str,
+    ) -> PyResult<Self> {
+        longitudinal("lsue", epsilon_perm, epsilon_1, domain, period)
+    }
+
+    /// A device's client of this lgrr, losue or lsue mechanism: `store` keeps its memos
+    /// (None: in memory, lost on restart, each value then spending epsilon_perm again; a
+    /// `FileMemoStore` on a device; or any object with `load(metric) -> str | None` and
+    /// `save(metric, text)`). A device reports each metric at most once per period;
+    /// `same_period` "refuse" (default) or "repeat" (the first report's bytes again, for a
+    /// send that failed); past `max_memoized_values` distinct values it stops reporting
+    /// the metric.
+    #[pyo3(signature = (*, store=None, max_memoized_values=16, same_period="refuse"))]
+    fn client(
+        &self,
+        py: Python<'_>,
+        store: Option<&Bound<'_, PyAny>>,
+        max_memoized_values: u32,
+        same_period: &str,
+    ) -> PyResult<LongitudinalClient> {
+        let Engine::Longitudinal(l) = &self.engine else {
+            return Err(config_error(format!(
+                "client(): a {} mechanism keeps no memo; use randomize() or messages()",
+                self.engine.kind()
+            )));
+        };
+        LongitudinalClient::new(
+            (**l).clone(),
+            self.engine.fingerprint().unwrap_or_default(),
+            Store::from_py(py, store)?,
+            max_memoized_values,
+            same_period,
+        )
+    }
+
     /// No randomization: the curator model (reports: the true UInt32 categories).
     #[classmethod]
     #[pyo3(signature = (*, domain))]
@@ -262,6 +358,7 @@ impl Mechanism {
         values: &Bound<'_, PyAny>,
         insecure_seed: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
+        self.refuse_longitudinal("randomize")?;
         let insecure_seed: Option<u64> = opt_int_arg("insecure_seed", insecure_seed)?;
         let xs = true_values(values)?;
         let array = py.detach(|| {
@@ -298,6 +395,7 @@ impl Mechanism {
         groups: Option<&Bound<'py, PyAny>>,
         max_group_value_bytes: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+        self.refuse_longitudinal("messages")?;
         let ts: Option<i64> = opt_int_arg("ts", ts)?;
         // The stream setting's default.
         let max_group_value_bytes: usize =
@@ -326,6 +424,20 @@ impl Mechanism {
 }
 
 impl Mechanism {
+    /// A longitudinal mechanism's reports need a device's memo: `randomize` and `messages`
+    /// would draw a new memo every time, spending epsilon_perm on every report.
+    fn refuse_longitudinal(&self, what: &str) -> PyResult<()> {
+        if matches!(self.engine, Engine::Longitudinal(_)) {
+            return Err(config_error(format!(
+                "{what}(): a {} device reports from its memo, once per period: use \
+                 client(store=...).report() or .message(); a memo drawn anew for every \
+                 report would spend epsilon_perm every time",
+                self.engine.kind()
+            )));
+        }
+        Ok(())
+    }
+
     /// The engine's randomizer, for the test-only replay (`conformance.rs`).
     #[cfg(feature = "conformance-replay")]
     pub(crate) fn engine(&self) -> &Engine {

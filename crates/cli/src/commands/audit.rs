@@ -1,7 +1,9 @@
 //! `ldpstream audit`: sample a randomizer and bound its privacy loss from below.
 
 use anyhow::{anyhow, Result};
+use ldpstream_engine::audit::device::audit_device;
 use ldpstream_engine::audit::{audit, check_audit_size};
+use ldpstream_engine::mechanism::Mechanism;
 use rand::SeedableRng;
 
 use std::path::PathBuf;
@@ -12,9 +14,10 @@ use super::{rand_seed, usage, MechanismArgs};
 pub struct AuditArgs {
     #[command(flatten)]
     mechanism: MechanismArgs,
-    /// Reports sampled per input value.
-    #[arg(long, default_value_t = 1_000_000)]
-    samples: u64,
+    /// Reports sampled per input value (default 1,000,000), or devices with
+    /// --device-reports (default 10,000).
+    #[arg(long)]
+    samples: Option<u64>,
     /// Seed of the sampling RNG; drawn from the OS when omitted.
     #[arg(long)]
     seed: Option<u64>,
@@ -23,6 +26,12 @@ pub struct AuditArgs {
     /// "Clients"), the same number for every input.
     #[arg(long, conflicts_with_all = ["samples", "seed"])]
     reports: Option<PathBuf>,
+    /// lgrr, losue, lsue: audit one device's R reports of the same value instead of one
+    /// report. The output is their modal category (lgrr) or per-bit majority (losue, lsue),
+    /// enumerated as one report is, and the claim is --epsilon-perm: every report comes
+    /// from one memo. With --reports, each line's output is that statistic.
+    #[arg(long, value_name = "R")]
+    device_reports: Option<u32>,
 }
 
 pub fn run(args: AuditArgs) -> Result<()> {
@@ -30,24 +39,56 @@ pub fn run(args: AuditArgs) -> Result<()> {
     // domain too large to audit costs O(d²) already.
     check_audit_size(&args.mechanism.config()?).map_err(|e| usage(e.to_string()))?;
     let mechanism = args.mechanism.build()?;
-    if args.samples == 0 {
+    let samples = args.samples.unwrap_or(if args.device_reports.is_some() {
+        10_000
+    } else {
+        1_000_000
+    });
+    if samples == 0 {
         return Err(usage("--samples must be at least 1"));
     }
-    let (report, source) = match &args.reports {
-        Some(path) => (
-            super::audit_reports::audit_file(&mechanism, path)?,
+    let device = match (args.device_reports, &mechanism) {
+        (None, _) => None,
+        (Some(0), _) => return Err(usage("--device-reports must be at least 1")),
+        (Some(r), Mechanism::Longitudinal(l)) => Some((r, l.as_ref())),
+        (Some(_), m) => {
+            return Err(usage(format!(
+                "--device-reports audits a device's memo: it is for lgrr, losue and lsue, not {}",
+                m.kind()
+            )))
+        }
+    };
+    // One device's statistic is enumerated as its memo (round 1, at ε∞) is.
+    let audited = match device {
+        Some((_, l)) => l.first_round().clone(),
+        None => mechanism.clone(),
+    };
+    let (report, source) = match (&args.reports, device) {
+        (Some(path), _) => (
+            super::audit_reports::audit_file(&audited, path)?,
             format!("reports from {}", path.display()),
         ),
-        None => {
+        (None, Some((r, l))) => {
             let seed = args.seed.unwrap_or_else(rand_seed);
             let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
             (
-                audit(&mechanism, args.samples, &mut rng)?,
+                audit_device(l, r, samples, &mut rng)?,
+                format!("seed {seed}; {r} reports per device"),
+            )
+        }
+        (None, None) => {
+            let seed = args.seed.unwrap_or_else(rand_seed);
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+            (
+                audit(&mechanism, samples, &mut rng)?,
                 format!("seed {seed}"),
             )
         }
     };
     let claimed = match (report.claimed_epsilon, mechanism.privacy().rho) {
+        (Some(e), _) if device.is_some() => {
+            format!("ε∞ = {e} (epsilon_perm: any number of reports of one value)")
+        }
         (Some(e), _) => format!("ε = {e}"),
         (None, Some(rho)) => format!("ρ = {rho} (zCDP; no pure ε)"),
         (None, None) => "none (raw reports are not locally private)".to_string(),

@@ -7,6 +7,7 @@ pub mod batch;
 pub mod check;
 pub mod merge;
 pub mod plan;
+mod plan_longitudinal;
 mod plan_variance;
 pub mod serve;
 pub mod simulate;
@@ -42,6 +43,12 @@ pub enum MechanismKind {
     Matrix,
     /// No randomization (curator model).
     Raw,
+    /// L-GRR: GenRR memoized at --epsilon-perm, GenRR per report at --epsilon-1.
+    Lgrr,
+    /// L-OSUE: OUE memoized at --epsilon-perm, bits flipped per report (OUE at --epsilon-1).
+    Losue,
+    /// L-SUE (RAPPOR): bit flip memoized at --epsilon-perm, per report at --epsilon-1.
+    Lsue,
 }
 
 /// The mechanism flags shared by `simulate` and `audit`.
@@ -80,6 +87,19 @@ pub struct MechanismArgs {
     /// (one per type) by ','. Every column sums to 1.
     #[arg(long)]
     matrix: Option<String>,
+    /// lgrr, losue, lsue: ε∞ of the memoized response (spent once per distinct value).
+    #[arg(long)]
+    epsilon_perm: Option<f64>,
+    /// lgrr, losue, lsue: ε1 of one report (< --epsilon-perm).
+    #[arg(long = "epsilon-1")]
+    epsilon_1: Option<f64>,
+    /// lgrr, losue, lsue: a device reports at most once per period, e.g. "1d".
+    #[arg(long, default_value = "1d", value_parser = parse_duration)]
+    period: ldpstream_config::DurationMs,
+}
+
+fn parse_duration(text: &str) -> std::result::Result<ldpstream_config::DurationMs, String> {
+    ldpstream_config::DurationMs::parse(text)
 }
 
 impl MechanismArgs {
@@ -92,6 +112,16 @@ impl MechanismArgs {
             self.domain
                 .ok_or_else(|| usage("--domain is required for this mechanism"))
         };
+        let longitudinal = matches!(
+            self.mechanism,
+            MechanismKind::Lgrr | MechanismKind::Losue | MechanismKind::Lsue
+        );
+        if !longitudinal && (self.epsilon_perm.is_some() || self.epsilon_1.is_some()) {
+            return Err(usage(
+                "--epsilon-perm and --epsilon-1 are for lgrr, losue and lsue; this mechanism \
+                 takes --epsilon",
+            ));
+        }
         let config = match self.mechanism {
             MechanismKind::Grr => MechanismConfig::Grr {
                 epsilon: epsilon()?,
@@ -140,6 +170,9 @@ impl MechanismArgs {
                 pool_seed: self.pool_seed,
             },
             MechanismKind::Raw => MechanismConfig::Raw { domain: domain()? },
+            MechanismKind::Lgrr | MechanismKind::Losue | MechanismKind::Lsue => {
+                self.longitudinal(domain()?)?
+            }
             MechanismKind::Matrix => {
                 let text = self
                     .matrix
@@ -154,6 +187,43 @@ impl MechanismArgs {
             .validate("--mechanism")
             .map_err(|e| usage(e.to_string()))?;
         Ok(config)
+    }
+
+    fn longitudinal(&self, domain: u32) -> Result<MechanismConfig> {
+        if self.epsilon.is_some() {
+            return Err(usage(
+                "--epsilon is not used by lgrr, losue or lsue: give --epsilon-perm (the memo's) \
+                 and --epsilon-1 (one report's)",
+            ));
+        }
+        let need = |value: Option<f64>, flag: &str| {
+            value.ok_or_else(|| usage(format!("{flag} is required for this mechanism")))
+        };
+        let (epsilon_perm, epsilon_1) = (
+            need(self.epsilon_perm, "--epsilon-perm")?,
+            need(self.epsilon_1, "--epsilon-1")?,
+        );
+        let period = self.period;
+        Ok(match self.mechanism {
+            MechanismKind::Lgrr => MechanismConfig::Lgrr {
+                epsilon_perm,
+                epsilon_1,
+                domain,
+                period,
+            },
+            MechanismKind::Losue => MechanismConfig::Losue {
+                epsilon_perm,
+                epsilon_1,
+                domain,
+                period,
+            },
+            _ => MechanismConfig::Lsue {
+                epsilon_perm,
+                epsilon_1,
+                domain,
+                period,
+            },
+        })
     }
 
     pub fn build(&self) -> Result<Mechanism> {

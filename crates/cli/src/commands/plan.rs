@@ -55,6 +55,8 @@ pub struct PlanArgs {
     /// The OLH stream's `g` (with --pool-size; default round(e^ε) + 1).
     #[arg(long, requires = "pool_size")]
     olh_g: Option<u32>,
+    #[command(flatten)]
+    longitudinal: super::plan_longitudinal::LongitudinalArgs,
 }
 
 /// Domains beyond this would make the planner allocate gigabytes for one probability vector.
@@ -115,6 +117,7 @@ pub fn run(args: PlanArgs) -> Result<()> {
     if args.n == Some(0) {
         return Err(usage("--n 0: give at least 1 report"));
     }
+    super::plan_longitudinal::check(&args.longitudinal, d, args.epsilon)?;
     super::plan_variance::print_variances(d, args.epsilon)?;
     let Some(alternative) = args.alternative.as_deref() else {
         if args.n.is_some() || args.power.is_some() || args.sequential || args.plot.is_some() {
@@ -122,7 +125,12 @@ pub fn run(args: PlanArgs) -> Result<()> {
                 "--n, --power, --sequential and --plot plan a test: give --alternative too",
             ));
         }
-        return Ok(());
+        return super::plan_longitudinal::print_longitudinal(
+            &args.longitudinal,
+            d,
+            args.epsilon,
+            None,
+        );
     };
     let p0 = parse_distribution(&args.null, d, "--null")?;
     if let Some(x) = p0.iter().find(|x| **x <= 0.0) {
@@ -186,6 +194,12 @@ pub fn run(args: PlanArgs) -> Result<()> {
         .collect::<Result<Vec<_>>>()?;
 
     print_plan(&args, &h, &rows);
+    super::plan_longitudinal::print_longitudinal(
+        &args.longitudinal,
+        d,
+        args.epsilon,
+        Some((&h, args.alpha, args.n, args.power)),
+    )?;
     if let Some(size) = args.pool_size {
         println!(
             "note: the OLH row is planned for the fixed pool pool_size = {size}, pool_seed = {} \

@@ -3,6 +3,7 @@
 
 use std::collections::HashSet;
 
+use super::longitudinal::validate_longitudinal_window;
 use super::null::validate_null;
 use super::window::{validate_looks, validate_window};
 use crate::error::ConfigError;
@@ -58,6 +59,7 @@ fn validate_test(
     validate_kind_keys(at, test, d, &stream.columns.report)?;
     validate_window(&format!("{at}.window"), &test.window)?;
     validate_looks(&format!("{at}.window.looks"), test)?;
+    validate_longitudinal_window(&format!("{at}.window"), test, &stream.mechanism)?;
     let method = resolve_method(at, test, &stream.mechanism)?;
     validate_sequential(at, test, &stream.mechanism)?;
     validate_calibration(at, test, method, &stream.mechanism)?;
@@ -241,6 +243,9 @@ fn tv_distance(at: &str, distance: Option<f64>) -> Result<f64, ConfigError> {
 
 /// The (kind, mechanism) pairs that have an e-process (engine `sequential` module).
 fn supports_sequential(kind: TestKind, mechanism: &MechanismConfig) -> bool {
+    // A longitudinal stream has its composed channel's e-processes (within a period).
+    let channel = mechanism.server_channel();
+    let mechanism = &*channel;
     match kind {
         TestKind::Gof => true,
         TestKind::Independence => matches!(

@@ -162,6 +162,13 @@ fn validate_mechanism_at(m: &str, mechanism: &MechanismConfig) -> Result<(), Con
         }
         MechanismConfig::Matrix { matrix } => validate_channel(&m, matrix)?,
         MechanismConfig::Raw { .. } => {}
+        MechanismConfig::Lgrr { .. }
+        | MechanismConfig::Losue { .. }
+        | MechanismConfig::Lsue { .. } => {
+            super::longitudinal::validate_longitudinal_mechanism(&m, mechanism, |key, value| {
+                local_epsilon(key, value, false).map(|_| ())
+            })?;
+        }
     }
     if let MechanismConfig::Cohort {
         cohorts, domain, ..

@@ -5,6 +5,7 @@
 mod hypothesis;
 mod kafka;
 mod ledger;
+mod longitudinal;
 mod mechanism;
 mod null;
 mod serve;

@@ -7,6 +7,7 @@ use unicode_normalization::UnicodeNormalization;
 
 use super::hypothesis::validate_tests;
 use super::kafka::validate_kafka_source;
+use super::longitudinal::validate_longitudinal_source;
 use super::mechanism::validate_mechanism;
 use super::null::validate_null;
 use super::window::{validate_pane_count, MAX_WINDOW_MS};
@@ -83,6 +84,7 @@ fn validate_stream(at: &str, stream: StreamTable) -> Result<StreamConfig, Config
     validate_mechanism(at, &stream.mechanism)?;
     validate_batching(at, &stream)?;
     validate_source(at, &stream)?;
+    validate_longitudinal_source(at, &stream)?;
     validate_columns(at, &stream)?;
     validate_budget(at, &stream)?;
     validate_lateness(at, &stream)?;

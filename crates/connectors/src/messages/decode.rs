@@ -121,51 +121,59 @@ fn json_index(m: &JsonFields<'_>, name: &str) -> Result<u32, BadMessage> {
         .ok_or_else(|| bad(format!("JSON: {name:?} is not a u32")))
 }
 
+/// The builder of `mechanism`'s report column and the name of its index column, if any.
+fn report_builder(stream: &StreamConfig, mechanism: &Mechanism) -> (ReportBuilder, Option<String>) {
+    let d = mechanism.domain();
+    match mechanism {
+        // A longitudinal kind's messages carry its composed kind's report; the decoder's
+        // fingerprint stays the stream's own.
+        Mechanism::Longitudinal(l) => report_builder(stream, l.composed()),
+        Mechanism::Grr(_) | Mechanism::Channel(_) | Mechanism::Raw { .. } => {
+            (ReportBuilder::U32(UInt32Builder::new()), None)
+        }
+        Mechanism::BitFlip(m) => (
+            ReportBuilder::Bits(
+                FixedSizeBinaryBuilder::new(m.report_bytes() as i32),
+                m.report_bytes(),
+            ),
+            None,
+        ),
+        Mechanism::Hadamard(_) => (
+            ReportBuilder::Indexed(UInt32Builder::new(), Int8Builder::new()),
+            Some(stream.columns.row.clone()),
+        ),
+        Mechanism::Cohort(_) => (
+            ReportBuilder::Indexed(UInt32Builder::new(), Int8Builder::new()),
+            Some(stream.columns.cohort.clone()),
+        ),
+        Mechanism::Subset(_) => (
+            ReportBuilder::List(
+                ListBuilder::new(UInt32Builder::new()).with_field(Arc::new(Field::new(
+                    "item",
+                    DataType::UInt32,
+                    false,
+                ))),
+            ),
+            None,
+        ),
+        Mechanism::Olh(_) => (
+            ReportBuilder::Pooled(UInt32Builder::new(), UInt32Builder::new()),
+            Some(stream.columns.seed.clone()),
+        ),
+        Mechanism::Noise(_) => (
+            ReportBuilder::Vector(
+                FixedSizeListBuilder::new(Float64Builder::new(), d as i32)
+                    .with_field(Arc::new(Field::new("item", DataType::Float64, false))),
+                d,
+            ),
+            None,
+        ),
+    }
+}
+
 impl MessageDecoder {
     pub fn new(stream: &StreamConfig, mechanism: &Mechanism, format: MessageFormat) -> Self {
-        let d = mechanism.domain();
-        let (report, index_name) = match mechanism {
-            Mechanism::Grr(_) | Mechanism::Channel(_) | Mechanism::Raw { .. } => {
-                (ReportBuilder::U32(UInt32Builder::new()), None)
-            }
-            Mechanism::BitFlip(m) => (
-                ReportBuilder::Bits(
-                    FixedSizeBinaryBuilder::new(m.report_bytes() as i32),
-                    m.report_bytes(),
-                ),
-                None,
-            ),
-            Mechanism::Hadamard(_) => (
-                ReportBuilder::Indexed(UInt32Builder::new(), Int8Builder::new()),
-                Some(stream.columns.row.clone()),
-            ),
-            Mechanism::Cohort(_) => (
-                ReportBuilder::Indexed(UInt32Builder::new(), Int8Builder::new()),
-                Some(stream.columns.cohort.clone()),
-            ),
-            Mechanism::Subset(_) => (
-                ReportBuilder::List(
-                    ListBuilder::new(UInt32Builder::new()).with_field(Arc::new(Field::new(
-                        "item",
-                        DataType::UInt32,
-                        false,
-                    ))),
-                ),
-                None,
-            ),
-            Mechanism::Olh(_) => (
-                ReportBuilder::Pooled(UInt32Builder::new(), UInt32Builder::new()),
-                Some(stream.columns.seed.clone()),
-            ),
-            Mechanism::Noise(_) => (
-                ReportBuilder::Vector(
-                    FixedSizeListBuilder::new(Float64Builder::new(), d as i32)
-                        .with_field(Arc::new(Field::new("item", DataType::Float64, false))),
-                    d,
-                ),
-                None,
-            ),
-        };
+        let (report, index_name) = report_builder(stream, mechanism);
         MessageDecoder {
             format,
             report_name: stream.columns.report.clone(),

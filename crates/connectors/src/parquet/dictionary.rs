@@ -39,7 +39,7 @@ pub struct KeyCounts {
 /// row group, nothing grouped or windowed.
 fn applies(file: &InputFile, layout: &ReportLayout) -> bool {
     matches!(
-        layout.mechanism,
+        layout.mechanism.channel(),
         Mechanism::Grr(_) | Mechanism::Channel(_) | Mechanism::Raw { .. }
     ) && layout.index.is_none()
         && layout.group_by.is_empty()

@@ -49,42 +49,7 @@ impl SimulateSpec {
     }
 
     fn schema(&self) -> Arc<Schema> {
-        let d = self.mechanism.domain();
-        let mut fields = match &self.mechanism {
-            Mechanism::Grr(_) | Mechanism::Channel(_) | Mechanism::Raw { .. } => {
-                vec![Field::new("report", DataType::UInt32, false)]
-            }
-            Mechanism::BitFlip(m) => vec![Field::new(
-                "report",
-                DataType::FixedSizeBinary(m.report_bytes() as i32),
-                false,
-            )],
-            Mechanism::Subset(_) => vec![Field::new(
-                "report",
-                DataType::List(Arc::new(Field::new("item", DataType::UInt32, false))),
-                false,
-            )],
-            Mechanism::Noise(_) => vec![Field::new(
-                "report",
-                DataType::FixedSizeList(
-                    Arc::new(Field::new("item", DataType::Float64, false)),
-                    d as i32,
-                ),
-                false,
-            )],
-            Mechanism::Hadamard(_) => vec![
-                Field::new("row", DataType::UInt32, false),
-                Field::new("report", DataType::Int8, false),
-            ],
-            Mechanism::Cohort(_) => vec![
-                Field::new("cohort", DataType::UInt32, false),
-                Field::new("report", DataType::Int8, false),
-            ],
-            Mechanism::Olh(_) => vec![
-                Field::new("seed", DataType::UInt32, false),
-                Field::new("report", DataType::UInt32, false),
-            ],
-        };
+        let mut fields = report_fields(&self.mechanism);
         if self.groups.is_some() {
             fields.push(Field::new("group", DataType::Utf8, false));
         }
@@ -96,6 +61,47 @@ impl SimulateSpec {
             ));
         }
         Arc::new(Schema::new(fields))
+    }
+}
+
+/// The report columns of `mechanism` in the canonical schema's order.
+fn report_fields(mechanism: &Mechanism) -> Vec<Field> {
+    let d = mechanism.domain();
+    match mechanism {
+        Mechanism::Longitudinal(l) => report_fields(l.composed()),
+        Mechanism::Grr(_) | Mechanism::Channel(_) | Mechanism::Raw { .. } => {
+            vec![Field::new("report", DataType::UInt32, false)]
+        }
+        Mechanism::BitFlip(m) => vec![Field::new(
+            "report",
+            DataType::FixedSizeBinary(m.report_bytes() as i32),
+            false,
+        )],
+        Mechanism::Subset(_) => vec![Field::new(
+            "report",
+            DataType::List(Arc::new(Field::new("item", DataType::UInt32, false))),
+            false,
+        )],
+        Mechanism::Noise(_) => vec![Field::new(
+            "report",
+            DataType::FixedSizeList(
+                Arc::new(Field::new("item", DataType::Float64, false)),
+                d as i32,
+            ),
+            false,
+        )],
+        Mechanism::Hadamard(_) => vec![
+            Field::new("row", DataType::UInt32, false),
+            Field::new("report", DataType::Int8, false),
+        ],
+        Mechanism::Cohort(_) => vec![
+            Field::new("cohort", DataType::UInt32, false),
+            Field::new("report", DataType::Int8, false),
+        ],
+        Mechanism::Olh(_) => vec![
+            Field::new("seed", DataType::UInt32, false),
+            Field::new("report", DataType::UInt32, false),
+        ],
     }
 }
 

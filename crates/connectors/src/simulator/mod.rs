@@ -5,6 +5,8 @@
 //! ([`live`]).
 
 #[cfg(feature = "parquet")]
+pub mod devices;
+#[cfg(feature = "parquet")]
 pub mod file;
 pub mod live;
 
@@ -20,5 +22,7 @@ pub fn sampler(p: Vec<f64>, what: &str) -> Result<WeightedAliasIndex<f64>, Conne
     })
 }
 
+#[cfg(feature = "parquet")]
+pub use devices::{simulate_devices_to_parquet, DeviceSimulation, DevicesWritten};
 #[cfg(feature = "parquet")]
 pub use file::{simulate_to_parquet, SimulateSpec};

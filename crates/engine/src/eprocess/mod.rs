@@ -159,6 +159,7 @@ pub fn null_report_law(mechanism: &Mechanism, p0: &[f64]) -> Result<Option<Vec<f
         });
     }
     Ok(match mechanism {
+        Mechanism::Longitudinal(l) => return null_report_law(l.composed(), p0),
         Mechanism::Grr(m) => Some(m.report_law(p0)),
         Mechanism::Raw { .. } => Some(p0.to_vec()),
         Mechanism::Channel(m) => Some(m.signal_law(p0)),
@@ -239,6 +240,7 @@ pub fn gof_e_process_tuned(
     p0: &[f64],
     design: Option<Design>,
 ) -> Result<EProcess, EngineError> {
+    let mechanism = mechanism.channel();
     if let Some(e) = signed_gof_e_process(mechanism, sketch, p0, design)? {
         return Ok(e);
     }
@@ -305,6 +307,7 @@ pub fn independence_e_process_tuned(
     cols: usize,
     design: Option<Design>,
 ) -> Result<EProcess, EngineError> {
+    let mechanism = mechanism.channel();
     if rows < 2 || cols < 2 || rows * cols != mechanism.domain() {
         return Err(EngineError::invalid(
             "rows",
@@ -397,6 +400,7 @@ pub fn two_sample_e_process_tuned(
     b: &Sketch,
     design: Option<Design>,
 ) -> Result<EProcess, EngineError> {
+    let mechanism = mechanism.channel();
     let (n1, n2) = (a.n(), b.n());
     if n1 == 0 || n2 == 0 {
         return Ok(EProcess {

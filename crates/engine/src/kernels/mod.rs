@@ -84,6 +84,7 @@ fn is_list(t: &DataType, _: usize) -> bool {
 pub fn report_schema(mechanism: &Mechanism) -> ReportSchema {
     let d = mechanism.domain();
     match mechanism {
+        Mechanism::Longitudinal(l) => report_schema(l.composed()),
         Mechanism::Grr(_) | Mechanism::Channel(_) | Mechanism::Raw { .. } => ReportSchema {
             report_type: "UInt32".into(),
             accepts_report: is_u32,
@@ -140,6 +141,7 @@ pub fn fold_batch(
     report: &dyn Array,
     index: Option<&dyn Array>,
 ) -> Result<(), EngineError> {
+    let mechanism = mechanism.channel();
     match (mechanism, &mut *sketch) {
         (Mechanism::Grr(_) | Mechanism::Channel(_) | Mechanism::Raw { .. }, Sketch::Counts(s)) => {
             fold_categories(downcast::<UInt32Array>(report, "UInt32")?, s);

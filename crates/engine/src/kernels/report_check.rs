@@ -6,12 +6,12 @@ use crate::sketch::{RejectReason, Sketch, SumSketch};
 /// authority: they count the rejection into the record, so a source appends the report
 /// either way. The rules mirror the kernels' per-row checks; a property test in `fold`
 /// keeps the two in step.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ReportCheck {
     rule: Rule,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 enum Rule {
     /// Categories `0..size`.
     Categories { size: u64 },
@@ -32,6 +32,7 @@ enum Rule {
 
 impl ReportCheck {
     pub fn new(mechanism: &Mechanism) -> Self {
+        let mechanism = mechanism.channel();
         // OLH's table can hold 2^24 cells: its dimensions are the mechanism's own.
         if let Mechanism::Olh(m) = mechanism {
             return ReportCheck {

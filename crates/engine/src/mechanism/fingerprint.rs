@@ -18,7 +18,8 @@ impl Mechanism {
     /// (cohort), then g and the pool size as u32 and the pool seed as u64 (olh); for matrix the number of signals and of types as u32, then every entry
     /// as f64 bits, row by row; for gauss ρ as f64 bits then d as u32, for laplace ε then d
     /// (`max_abs` is left out: it bounds what the server accepts, not how a client draws);
-    /// for subset ε, d, then k as u32.
+    /// for subset ε, d, then k as u32; for lgrr, losue and lsue ε∞ (`epsilon_perm`) and ε1
+    /// as f64 bits, d as u32, then the period in ms as u64.
     /// None for raw, which no client randomizes.
     pub fn fingerprint(&self) -> Option<u32> {
         let mut bytes = self.kind().as_bytes().to_vec();
@@ -60,6 +61,12 @@ impl Mechanism {
                 NoiseKind::Laplace { epsilon } => eps_d(epsilon, n.domain()),
             },
             Mechanism::Raw { .. } => return None,
+            Mechanism::Longitudinal(l) => {
+                bytes.extend_from_slice(&l.epsilon_perm().to_le_bytes());
+                bytes.extend_from_slice(&l.epsilon_1().to_le_bytes());
+                bytes.extend_from_slice(&l.domain().to_le_bytes());
+                bytes.extend_from_slice(&l.period_ms().to_le_bytes());
+            }
         }
         Some(fnv1a(&bytes))
     }

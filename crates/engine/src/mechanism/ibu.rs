@@ -60,6 +60,7 @@ impl Mechanism {
             | Mechanism::Noise(_)
             | Mechanism::Hadamard(_)
             | Mechanism::Cohort(_) => None,
+            Mechanism::Longitudinal(l) => l.composed().ibu_matrix(),
         }
     }
 
@@ -69,6 +70,9 @@ impl Mechanism {
     /// once for the estimates and the IBU; the IBU itself costs O(d) per iteration, at most
     /// `IBU_MAX_CELL_UPDATES` category updates in all.
     pub fn estimate_and_ibu(&self, sketch: &Sketch) -> Result<SnapshotEstimates, EngineError> {
+        if let Mechanism::Longitudinal(l) = self {
+            return l.composed().estimate_and_ibu(sketch);
+        }
         let ibu = match (self, sketch) {
             (Mechanism::Olh(m), Sketch::Pool(s)) => {
                 let supports = m.supports(s.table());

@@ -129,6 +129,7 @@ impl Mechanism {
             // Every EM step on the reports' own likelihood costs a pass of S·d hashes, up to
             // thousands of steps per snapshot: records carry Norm-Sub and the IBU on the
             // support counts (O(d) per step) instead.
+            Mechanism::Longitudinal(l) => l.composed().mle_omitted(n),
             Mechanism::Olh(_) => Some(
                 "olh: the MLE (EM on the reports' likelihood) costs S·d hashes per \
                  iteration and is not computed; see estimate_norm_sub and estimate_ibu \
@@ -148,6 +149,9 @@ impl Mechanism {
     /// * Gauss/Laplace: the Euclidean projection of `Ĥ/n` onto the simplex, the maximiser of
     ///   the Gaussian approximation with isotropic noise.
     pub fn mle(&self, sketch: &Sketch) -> Result<Mle, EngineError> {
+        if let Mechanism::Longitudinal(l) = self {
+            return l.composed().mle(sketch);
+        }
         Ok(match (self, sketch) {
             (Mechanism::Grr(m), Sketch::Counts(s)) => {
                 grr_mle(&as_f64(&s.counts()), m.rho(), m.gamma())

@@ -16,6 +16,7 @@ mod grr;
 mod hadamard;
 mod ibu;
 mod likelihood;
+pub mod longitudinal;
 mod noise;
 mod olh;
 mod olh_solver;
@@ -32,6 +33,7 @@ pub use discrete_noise::{bernoulli_exp, discrete_gaussian, discrete_laplace};
 pub use grr::Grr;
 pub use hadamard::{fwht, Hadamard};
 pub use ibu::{PlainEstimate, SnapshotEstimates};
+pub use longitudinal::{Longitudinal, Response};
 pub use noise::{sample_laplace, Noise, NoiseKind};
 pub use olh::{olh_bucket, olh_pool, Olh};
 pub use olh_solver::{PoolSolver, OLH_EXACT_VARIANCE_WORK};
@@ -90,6 +92,13 @@ pub struct Privacy {
     /// ρ of ρ-zCDP, for Gaussian noise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rho: Option<f64>,
+    /// The longitudinal kinds: ε∞ of the memoized response, spent once per distinct value
+    /// a device holds (`epsilon` is then ε1, one report's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epsilon_perm: Option<f64>,
+    /// The longitudinal kinds: the period (ms) a device reports each metric at most once in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub period_ms: Option<u64>,
 }
 
 /// A stream's mechanism, built once from its config.
@@ -109,6 +118,10 @@ pub enum Mechanism {
     Raw {
         domain: u32,
     },
+    /// A memoized two-round randomizer (`lgrr`, `losue`, `lsue`). Its reports follow its
+    /// composed channel, which every sketch, estimate and test reads through
+    /// [`Mechanism::channel`]; only its kind, privacy and fingerprint are its own.
+    Longitudinal(Box<Longitudinal>),
 }
 
 impl Mechanism {
@@ -169,7 +182,24 @@ impl Mechanism {
                 check_domain(*domain)?;
                 Mechanism::Raw { domain: *domain }
             }
+            MechanismConfig::Lgrr { .. }
+            | MechanismConfig::Losue { .. }
+            | MechanismConfig::Lsue { .. } => match Longitudinal::from_config(config) {
+                Some(l) => Mechanism::Longitudinal(Box::new(l?)),
+                None => return Err(EngineError::Corrupt("not a longitudinal table".into())),
+            },
         })
+    }
+
+    /// The channel a report follows, which the statistics use: the composed one of a
+    /// longitudinal mechanism, else the mechanism itself. Every statistics entry point
+    /// reads the mechanism through this (the test `every_statistics_path_sees_the_composed_channel`
+    /// guards it).
+    pub fn channel(&self) -> &Mechanism {
+        match self {
+            Mechanism::Longitudinal(l) => l.composed(),
+            other => other,
+        }
     }
 
     pub fn kind(&self) -> &'static str {
@@ -186,6 +216,7 @@ impl Mechanism {
             Mechanism::Subset(_) => "subset",
             Mechanism::Olh(_) => "olh",
             Mechanism::Raw { .. } => "raw",
+            Mechanism::Longitudinal(l) => l.kind(),
         }
     }
 
@@ -201,6 +232,7 @@ impl Mechanism {
             Mechanism::Subset(m) => m.domain(),
             Mechanism::Olh(m) => m.domain(),
             Mechanism::Raw { domain } => *domain,
+            Mechanism::Longitudinal(l) => l.domain(),
         }) as usize
     }
 
@@ -228,10 +260,20 @@ impl Mechanism {
             Mechanism::Olh(m) => {
                 Sketch::Pool(PoolSketch::new(m.pool_size() as usize, m.g() as usize))
             }
+            Mechanism::Longitudinal(l) => l.composed().new_sketch(),
         }
     }
 
     pub fn privacy(&self) -> Privacy {
+        if let Mechanism::Longitudinal(l) = self {
+            return Privacy {
+                kind: l.kind().to_string(),
+                epsilon: Some(l.epsilon_1()),
+                rho: None,
+                epsilon_perm: Some(l.epsilon_perm()),
+                period_ms: Some(l.period_ms()),
+            };
+        }
         let (epsilon, rho) = match self {
             Mechanism::Grr(m) => (Some(m.epsilon()), None),
             Mechanism::BitFlip(m) => (Some(m.epsilon()), None),
@@ -244,17 +286,22 @@ impl Mechanism {
             Mechanism::Olh(m) => (Some(m.epsilon()), None),
             Mechanism::Channel(m) => (Some(m.epsilon()).filter(|e| e.is_finite()), None),
             Mechanism::Subset(m) => (Some(m.epsilon()), None),
-            Mechanism::Raw { .. } => (None, None),
+            Mechanism::Raw { .. } | Mechanism::Longitudinal(_) => (None, None),
         };
         Privacy {
             kind: self.kind().to_string(),
             epsilon,
             rho,
+            epsilon_perm: None,
+            period_ms: None,
         }
     }
 
     /// The unbiased frequency estimate and its standard errors from a sketch snapshot.
     pub fn estimate(&self, sketch: &Sketch) -> Result<Estimate, EngineError> {
+        if let Mechanism::Longitudinal(l) = self {
+            return l.composed().estimate(sketch);
+        }
         Ok(match (self, sketch) {
             (Mechanism::Grr(m), Sketch::Counts(s)) => m.estimate(&s.counts(), s.n()),
             (Mechanism::Raw { .. }, Sketch::Counts(s)) => Estimate::from_frequencies(
@@ -277,6 +324,9 @@ impl Mechanism {
     /// Refuses a sketch this mechanism does not produce: another kind, or another number of
     /// cells (a d = 3 sketch read into a d = 10 stream gave a 3-entry estimate).
     pub fn check_sketch(&self, sketch: &Sketch) -> Result<(), EngineError> {
+        if let Mechanism::Longitudinal(l) = self {
+            return l.composed().check_sketch(sketch);
+        }
         // OLH's empty table can be 128 MiB: compare its shape without building one.
         if let (Mechanism::Olh(m), Sketch::Pool(s)) = (self, sketch) {
             return if s.pool_size() == m.pool_size() as usize && s.g() == m.g() as usize {

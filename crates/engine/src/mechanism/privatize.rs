@@ -105,6 +105,27 @@ pub fn privatize_batch<R: Rng + ?Sized>(
                 Arc::new(UInt32Array::from(ys)),
             ]
         }
+        // Distinct devices' first reports: both rounds, the memo thrown away, so each
+        // follows the composed channel. A device that reports again keeps its memo
+        // (`longitudinal::device::Device`).
+        Mechanism::Longitudinal(l) => {
+            let (mut categories, mut bytes) = (Vec::new(), Vec::new());
+            for &x in xs {
+                match l.fresh_report(x, rng)? {
+                    super::Response::Category(c) => categories.push(c),
+                    super::Response::Bits(b) => bytes.extend(b),
+                }
+            }
+            match l.composed() {
+                Mechanism::BitFlip(m) => {
+                    let array =
+                        FixedSizeBinaryArray::try_new(m.report_bytes() as i32, bytes.into(), None)
+                            .map_err(bad_field)?;
+                    vec![Arc::new(array)]
+                }
+                _ => vec![Arc::new(UInt32Array::from(categories))],
+            }
+        }
         Mechanism::Cohort(m) => {
             let (cohorts, signs): (Vec<u32>, Vec<i8>) = xs
                 .iter()

@@ -8,6 +8,7 @@
 
 mod alternative;
 mod detection;
+mod longitudinal;
 mod ncx2;
 mod noncentrality;
 mod olh_pool;
@@ -17,6 +18,7 @@ mod variance;
 
 pub use alternative::{Alternative, Hypotheses};
 pub use detection::{sequential_detection, Detection, SequentialOptions};
+pub use longitudinal::{lifetime_spend, LifetimeSpend};
 pub use ncx2::{chi2_isf, ncx2_sf};
 pub use noncentrality::{noncentrality, PlanMechanism};
 pub use olh_pool::{OlhPoolPower, MAX_POOL_PLAN_WORK};

@@ -146,6 +146,7 @@ pub fn gof_statistic(
     sketch: &Sketch,
     p0: &[f64],
 ) -> Result<Decision, EngineError> {
+    let mechanism = mechanism.channel();
     let d = p0.len() as u32;
     Ok(match (method, mechanism, sketch) {
         // The GenRR and raw tables may be sparse (d up to 2^24): walked by their non-zero
@@ -209,6 +210,7 @@ pub fn run_gof(
     sketch: &Sketch,
     params: &GofParams,
 ) -> Result<GofResult, EngineError> {
+    let mechanism = mechanism.channel();
     // Always simulated, from the exact conditional null of the fixed pool.
     if let (TestMethod::OlhSupportGOF, Mechanism::Olh(m), Sketch::Pool(s)) =
         (params.method, mechanism, sketch)

@@ -122,6 +122,7 @@ pub fn sample_null_sketch<R: Rng + ?Sized>(
     p0: &[f64],
     rng: &mut R,
 ) -> Result<Sketch, EngineError> {
+    let mechanism = mechanism.channel();
     let n = observed.n();
     Ok(match (mechanism, observed) {
         (Mechanism::Grr(m), Sketch::Counts(_)) => Sketch::Counts(CountSketch::from_counts(

@@ -60,6 +60,7 @@ impl StateEstimate {
         batch_rows: usize,
         reports: Option<u64>,
     ) -> Self {
+        let mechanism = mechanism.channel();
         let empty = mechanism.new_sketch();
         let sketch = empty.max_heap_bytes() as u64;
         let cell = SPARSE_CELL_BYTES as u64;

@@ -16,6 +16,7 @@ mod gof_reference;
 mod gof_size;
 mod group_fold;
 mod independence_two_sample;
+mod longitudinal;
 mod mc_seeds;
 mod olh;
 mod olh_unbiased;

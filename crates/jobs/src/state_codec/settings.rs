@@ -49,6 +49,28 @@ pub fn settings_of(stream: &StreamConfig) -> Settings {
         MechanismConfig::Gauss { rho, .. } => put("mechanism rho", compact(*rho)),
         MechanismConfig::Matrix { matrix } => put("mechanism matrix", format!("{matrix:?}")),
         MechanismConfig::Raw { .. } => {}
+        MechanismConfig::Lgrr {
+            epsilon_perm,
+            epsilon_1,
+            period,
+            ..
+        }
+        | MechanismConfig::Losue {
+            epsilon_perm,
+            epsilon_1,
+            period,
+            ..
+        }
+        | MechanismConfig::Lsue {
+            epsilon_perm,
+            epsilon_1,
+            period,
+            ..
+        } => {
+            put("mechanism epsilon_perm", compact(*epsilon_perm));
+            put("mechanism epsilon_1", compact(*epsilon_1));
+            put("mechanism period", period.to_string());
+        }
     }
     put("mechanism domain", m.domain().to_string());
     let c = &stream.columns;

@@ -6,6 +6,8 @@
 //! whose exact bin probabilities come from the noise CDF: post-processing cannot raise the
 //! privacy loss, so the binned loss must also stay within ε.
 
+pub mod device;
+
 use rand::Rng;
 use statrs::distribution::{Beta, ContinuousCDF, Normal};
 
@@ -100,6 +102,10 @@ pub const AUDIT_CONFIDENCE: f64 = 0.95;
 /// Hadamard: 2K signed rows; noise: the bins of coordinate 0; subset: C(d, k)).
 pub fn audit_outputs(config: &MechanismConfig) -> u64 {
     match config {
+        // One report of a longitudinal kind is its composed kind's report.
+        MechanismConfig::Lgrr { .. }
+        | MechanismConfig::Losue { .. }
+        | MechanismConfig::Lsue { .. } => audit_outputs(&config.server_channel()),
         MechanismConfig::Grr { domain, .. } | MechanismConfig::Raw { domain } => u64::from(*domain),
         MechanismConfig::Bitflip { domain, .. } | MechanismConfig::Oue { domain, .. } => {
             1u64.checked_shl(*domain).unwrap_or(u64::MAX)
@@ -128,7 +134,7 @@ pub fn check_audit_size(config: &MechanismConfig) -> Result<(), EngineError> {
         u64::from(config.domain()),
         audit_outputs(config),
         matches!(
-            config,
+            *config.server_channel(),
             MechanismConfig::Bitflip { .. } | MechanismConfig::Oue { .. }
         ),
     )
@@ -176,6 +182,8 @@ enum Row {
 fn row_of(mechanism: &Mechanism, s: usize, edges: &[f64]) -> Result<Row, EngineError> {
     let d = mechanism.domain();
     Ok(match mechanism {
+        // One report's law is the composed channel's.
+        Mechanism::Longitudinal(l) => return row_of(l.composed(), s, edges),
         Mechanism::Grr(m) => {
             let (rho, gamma) = (m.rho(), m.gamma());
             Row::Law(
@@ -277,6 +285,7 @@ fn row_of(mechanism: &Mechanism, s: usize, edges: &[f64]) -> Result<Row, EngineE
 fn output_count(mechanism: &Mechanism) -> usize {
     let d = mechanism.domain();
     match mechanism {
+        Mechanism::Longitudinal(l) => output_count(l.composed()),
         Mechanism::Grr(_) | Mechanism::Raw { .. } => d,
         Mechanism::Channel(m) => m.signals(),
         Mechanism::BitFlip(_) => 1usize << d,
@@ -296,7 +305,7 @@ fn noise_edges() -> Vec<f64> {
 }
 
 fn check_built(mechanism: &Mechanism) -> Result<(), EngineError> {
-    let bitflip = matches!(mechanism, Mechanism::BitFlip(_));
+    let bitflip = matches!(mechanism.channel(), Mechanism::BitFlip(_));
     let domain = mechanism.domain() as u64;
     // Not `output_count`, whose `1 << d` for bit flip would overflow at large d.
     let outputs = if bitflip {
@@ -355,6 +364,11 @@ pub fn sample_output<R: Rng + ?Sized>(
     rng: &mut R,
 ) -> Result<usize, EngineError> {
     Ok(match mechanism {
+        // A device's first report of x: both rounds.
+        Mechanism::Longitudinal(l) => match l.fresh_report(x, rng)? {
+            crate::mechanism::Response::Category(c) => c as usize,
+            crate::mechanism::Response::Bits(b) => packed_index(&b),
+        },
         Mechanism::Grr(m) => m.randomize_with(x, rng)? as usize,
         Mechanism::Raw { domain } => {
             if x >= *domain {
@@ -366,12 +380,7 @@ pub fn sample_output<R: Rng + ?Sized>(
             x as usize
         }
         Mechanism::Channel(m) => m.randomize_with(x, rng)? as usize,
-        Mechanism::BitFlip(m) => m
-            .randomize_with(x, rng)?
-            .iter()
-            .enumerate()
-            .map(|(i, &b)| (b as usize) << (8 * i))
-            .sum(),
+        Mechanism::BitFlip(m) => packed_index(&m.randomize_with(x, rng)?),
         Mechanism::Hadamard(m) => {
             let (j, y) = m.randomize_with(x, rng)?;
             2 * j as usize + usize::from(y < 0)
@@ -387,6 +396,15 @@ pub fn sample_output<R: Rng + ?Sized>(
         Mechanism::Noise(m) => bin_of(m.randomize_with(x, rng)?[0]),
         Mechanism::Subset(m) => rank(&m.randomize_with(x, rng)?) as usize,
     })
+}
+
+/// A packed unary report's index in the audit's enumeration: byte i at bits 8i..8i+7.
+pub(crate) fn packed_index(bytes: &[u8]) -> usize {
+    bytes
+        .iter()
+        .enumerate()
+        .map(|(i, &b)| (b as usize) << (8 * i))
+        .sum()
 }
 
 /// What an audit found.

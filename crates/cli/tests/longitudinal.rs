@@ -1,0 +1,187 @@
+//! The longitudinal kinds (lgrr, losue, lsue) through the binary: `audit` of one report
+//! (bounded by ε1) and of one device's many reports of a value (bounded by ε∞), `plan`'s
+//! rows and lifetime spend, and `simulate --devices` refusing what it cannot simulate.
+
+use std::process::{Command, Output};
+
+fn ldpstream(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ldpstream"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn lower_bound(out: &str) -> f64 {
+    out.lines()
+        .find(|l| l.starts_with("empirical ε lower bound:"))
+        .and_then(|l| l.split_whitespace().nth(4))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no bound in {out}"))
+}
+
+fn mechanism(kind: &str) -> Vec<&str> {
+    vec![
+        "--mechanism",
+        kind,
+        "--epsilon-perm",
+        "2",
+        "--epsilon-1",
+        "0.5",
+        "--domain",
+        "3",
+    ]
+}
+
+/// Issue 47: one report of a longitudinal client is its composed kind at ε1, so the audit
+/// of one report approaches ε1 = 0.5 from below (not ε∞ = 2).
+#[test]
+fn audit_of_one_report_stays_below_epsilon_1() {
+    for kind in ["lgrr", "losue", "lsue"] {
+        let mut args = vec!["audit"];
+        args.extend(mechanism(kind));
+        args.extend(["--samples", "200000", "--seed", "3"]);
+        let out = stdout(&ldpstream(&args));
+        assert!(out.contains("claimed privacy:           ε = 0.5"), "{out}");
+        let bound = lower_bound(&out);
+        assert!(bound > 0.3 && bound <= 0.5, "{kind}: {out}");
+        assert!(!out.contains("VIOLATION"), "{kind}: {out}");
+    }
+}
+
+/// Issue 47 (notes pitfall 11): 1,000 reports of one value by one device come from one
+/// memo, so their statistic's loss stays below ε∞ = 2, far under 1,000·ε1.
+#[test]
+fn audit_of_a_thousand_reports_of_one_value_stays_below_epsilon_perm() {
+    for kind in ["lgrr", "losue"] {
+        let mut args = vec!["audit"];
+        args.extend(mechanism(kind));
+        args.extend(["--device-reports", "1000", "--samples", "3000", "--seed", "5"]);
+        let out = stdout(&ldpstream(&args));
+        assert!(out.contains("ε∞ = 2 (epsilon_perm"), "{out}");
+        let bound = lower_bound(&out);
+        assert!(bound > 1.0 && bound < 2.0, "{kind}: {out}");
+        assert!(!out.contains("VIOLATION"), "{kind}: {out}");
+    }
+}
+
+#[test]
+fn device_reports_are_refused_for_a_client_without_memo() {
+    let o = ldpstream(&[
+        "audit",
+        "--mechanism",
+        "grr",
+        "--epsilon",
+        "1",
+        "--domain",
+        "3",
+        "--device-reports",
+        "10",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("lgrr, losue and lsue, not grr"), "{err}");
+}
+
+/// `plan --epsilon-perm --horizon 365d`: the rows are grr/oue/bitflip at ε1, and a year of
+/// daily reports with 3 distinct values spends 3·ε∞ = 6 on the values against 365·ε.
+#[test]
+fn plan_prints_the_rows_at_epsilon_1_and_the_lifetime_spend() {
+    let out = stdout(&ldpstream(&[
+        "plan",
+        "--domain",
+        "8",
+        "--epsilon",
+        "1",
+        "--epsilon-perm",
+        "2",
+        "--horizon",
+        "365d",
+        "--values",
+        "3",
+    ]));
+    for row in [
+        "L-GRR (lgrr)",
+        "L-OSUE (losue)",
+        "L-SUE (lsue)",
+        "T = 365 reports",
+        "min(c·ε∞, T·ε1) = 6",
+        "T·ε  = 365",
+        "T·ε1 = 365",
+    ] {
+        assert!(out.contains(row), "{row:?} missing from {out}");
+    }
+    // lgrr's row is grr's at ε1 = 1, d = 8: n·Var(p̂_j) as p_j → 0 is
+    // (e^ε + d − 2)/(e^ε − 1)² (docs/STATISTICS.md §1.9).
+    let e = std::f64::consts::E;
+    let expected = (e + 6.0) / ((e - 1.0) * (e - 1.0));
+    let line = out.lines().find(|l| l.starts_with("L-GRR")).unwrap();
+    let printed: f64 = line
+        .split_whitespace()
+        .find_map(|w| w.contains('e').then(|| w.parse().ok()).flatten())
+        .unwrap();
+    assert!(
+        (printed / expected - 1.0).abs() < 1e-5,
+        "{printed} vs {expected}: {line}"
+    );
+}
+
+#[test]
+fn plan_refuses_a_horizon_that_is_not_whole_periods_or_without_epsilon_perm() {
+    for (args, needle) in [
+        (
+            vec!["--epsilon-perm", "2", "--horizon", "36h"],
+            "a whole number of periods",
+        ),
+        (vec!["--horizon", "365d"], "give --epsilon-perm too"),
+        (vec!["--epsilon-perm", "0.5"], "epsilon_1"),
+    ] {
+        let mut all = vec!["plan", "--domain", "8", "--epsilon", "1"];
+        all.extend(args);
+        let o = ldpstream(&all);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{all:?}: {err}");
+        assert!(err.contains(needle), "{all:?}: {err}");
+    }
+}
+
+#[test]
+fn simulate_refuses_n_for_devices_with_memo_and_devices_for_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.parquet");
+    let out = out.to_str().unwrap();
+    let mut lgrr = vec!["simulate"];
+    lgrr.extend(mechanism("lgrr"));
+    lgrr.extend(["--p", "uniform", "--n", "10", "--out", out]);
+    let o = ldpstream(&lgrr);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("give --devices"), "{err}");
+    let o = ldpstream(&[
+        "simulate",
+        "--mechanism",
+        "grr",
+        "--epsilon",
+        "1",
+        "--domain",
+        "3",
+        "--p",
+        "uniform",
+        "--devices",
+        "10",
+        "--out",
+        out,
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("it is for lgrr, losue and lsue"), "{err}");
+}
