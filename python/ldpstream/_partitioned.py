@@ -297,8 +297,10 @@ def worker_error(error: BaseException) -> BaseException:
             return current
         cause = getattr(current, "cause", None)
         current = cause if isinstance(cause, BaseException) else current.__cause__
-    # Spark: only the text of the worker's traceback reaches the driver.
-    if type(error).__name__ != "PythonException":
+    # Spark: only the text of the worker's traceback reaches the driver; so too for Ray when
+    # the worker's exception did not survive as a cause (it is in the RayTaskError's text).
+    from_ray = any(c.__module__.startswith("ray.") for c in type(error).__mro__)
+    if type(error).__name__ != "PythonException" and not from_ray:
         return error
     matches = list(re.finditer(r"(?:ldpstream\.exceptions\.(\w+)|\bValueError): (.*)", str(error)))
     if not matches:
