@@ -394,7 +394,7 @@ impl GroupFold {
             read.map_err(|e| e.into_stream(origin, self.max_value_bytes))?;
         }
         // Rows by destination: all of them when the batch has one (the usual case).
-        let one = match (panes, dest.iter().any(|&d| d == UNTIMED)) {
+        let one = match (panes, dest.contains(&UNTIMED)) {
             (_, _) if dest.is_empty() => Some(None),
             ([], true) => Some(None),
             ([p], false) => Some(Some(*p)),
