@@ -227,6 +227,7 @@ impl LongitudinalClient {
     }
 
     /// `report_with` on the client's device (the conformance replay passes its words).
+    #[cfg(feature = "conformance-replay")]
     pub(crate) fn report_with<R: rand::Rng + ?Sized>(
         &self,
         metric: &str,
