@@ -11,8 +11,7 @@ use rand::RngCore;
 
 use crate::arrow_out::to_pyarrow_array;
 use crate::errors::{contained, value_error};
-use crate::group_values::group_pairs;
-use crate::mechanism::Mechanism;
+use crate::mechanism::{group_pairs, Mechanism};
 use crate::messages::{encode, Envelope, Format};
 
 /// Replays fixed 32-bit words; a 64-bit word is two of them, low half first (as rand_core

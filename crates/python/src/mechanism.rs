@@ -18,7 +18,6 @@ use serde_json::{json, Value};
 use crate::arrow_in::import_array;
 use crate::arrow_out::to_pyarrow_array;
 use crate::errors::{contained, value_error};
-use crate::group_values::group_pairs;
 use crate::longitudinal::{LongitudinalClient, Store};
 use crate::messages::{check_envelope, encode, Envelope, Format};
 
@@ -428,6 +427,27 @@ impl Mechanism {
             _ => Err(value_error("the randomizer returned no report column")),
         }
     }
+}
+
+/// Group values as (name, value) pairs, in order: from a dict or a sequence of pairs.
+pub(crate) fn group_pairs(groups: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<(String, String)>> {
+    let Some(groups) = groups else {
+        return Ok(Vec::new());
+    };
+    let pairs = if groups.hasattr("items")? {
+        groups.call_method0("items")?
+    } else {
+        groups.clone()
+    };
+    let mut out = Vec::new();
+    for pair in pairs.try_iter()? {
+        out.push(
+            pair?
+                .extract::<(String, String)>()
+                .map_err(|e| value_error(format!("groups: expected (name, value) strings: {e}")))?,
+        );
+    }
+    Ok(out)
 }
 
 /// True categories as u32: an Arrow integer array (cast without wrapping) or a sequence.
