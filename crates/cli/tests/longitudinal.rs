@@ -65,7 +65,14 @@ fn audit_of_a_thousand_reports_of_one_value_stays_below_epsilon_perm() {
     for kind in ["lgrr", "losue"] {
         let mut args = vec!["audit"];
         args.extend(mechanism(kind));
-        args.extend(["--device-reports", "1000", "--samples", "3000", "--seed", "5"]);
+        args.extend([
+            "--device-reports",
+            "1000",
+            "--samples",
+            "3000",
+            "--seed",
+            "5",
+        ]);
         let out = stdout(&ldpstream(&args));
         assert!(out.contains("ε∞ = 2 (epsilon_perm"), "{out}");
         let bound = lower_bound(&out);

@@ -7,6 +7,7 @@
 //! rewrites conformance/golden.json from the engine; without it the file must be exactly
 //! what the engine produces now.
 
+mod longitudinal;
 mod olh;
 mod samplers;
 
@@ -595,6 +596,7 @@ fn golden_encodings_are_what_the_engine_produces() {
         "cases": cases().iter().map(golden).collect::<Vec<_>>(),
         "samplers": samplers::sampler_cases(),
         "olh_pools": olh::olh_pools(),
+        "longitudinal": longitudinal::longitudinal_cases(),
     });
     let text = serde_json::to_string_pretty(&golden).unwrap() + "\n";
     let path = fixture_path();

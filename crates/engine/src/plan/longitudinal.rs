@@ -56,7 +56,7 @@ pub fn lifetime_spend(
     values: u64,
 ) -> Result<LifetimeSpend, EngineError> {
     let period = params.period.millis();
-    if horizon.millis() == 0 || period == 0 || horizon.millis() % period != 0 {
+    if horizon.millis() == 0 || period == 0 || !horizon.millis().is_multiple_of(period) {
         return Err(EngineError::invalid(
             "horizon",
             format!("{horizon} (period {})", params.period),
