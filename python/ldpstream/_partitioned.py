@@ -276,6 +276,10 @@ _LAYOUT: Dict[str, Tuple[Callable[[pa.Array, StreamColumns, str], pa.Array], Opt
     "hadamard": (_sign, "row"),
     "cohort": (_sign, "cohort"),
     "olh": (_category, "seed"),
+    # The longitudinal kinds report in their composed kind's format (docs/STATISTICS.md §1.9).
+    "lgrr": (_category, None),
+    "losue": (_fixed_binary, None),
+    "lsue": (_fixed_binary, None),
 }
 
 

@@ -96,6 +96,15 @@ KIND_CASES = {
     ),
     "raw": (["--domain", "8"], 'kind = "raw", domain = 8', ""),
 }
+# The longitudinal kinds: reports from simulated devices (`simulate --devices`), one per
+# device and period, so no groups and no window across periods (docs/STATISTICS.md §1.9).
+for _kind in ("lgrr", "losue", "lsue"):
+    KIND_CASES[_kind] = (
+        ["--epsilon-perm", "2", "--epsilon-1", "1", "--domain", "8", "--period", "1d"],
+        f'kind = "{_kind}", epsilon_perm = 2.0, epsilon_1 = 1.0, domain = 8, period = "1d"',
+        "",
+    )
+LONGITUDINAL_KINDS = ("lgrr", "losue", "lsue")
 
 # One grouped, timed stream of a kind: a global and a one-minute tumbling GOF test.
 KIND_CONFIG = """
@@ -118,10 +127,28 @@ window = {{ kind = "tumbling", size = "1m" }}
 """
 
 
+# A longitudinal kind's stream: six-hour windows inside its one-day period.
+DEVICES_CONFIG = """
+[[stream]]
+name = "s"
+source = {{ kind = "parquet", paths = ["{data}/{kind}-*.parquet"] }}
+mechanism = {{ {mechanism} }}
+[[stream.test]]
+name = "quarters"
+kind = "gof"
+null = "uniform"
+window = {{ kind = "tumbling", size = "6h" }}
+{extra}
+"""
+
+
 def kind_reference(data: Path, kind: str) -> "Reference":
     """Two grouped, timed Parquet files of `kind` (4,000 reports) written by `simulate`,
-    and what `batch` makes of them."""
+    and what `batch` makes of them; for a longitudinal kind, two files of 2,000 simulated
+    devices' reports over one period."""
     args, mechanism, extra = KIND_CASES[kind]
+    if kind in LONGITUDINAL_KINDS:
+        return _devices_reference(data, kind, args, mechanism, extra)
     files = []
     for i, groups in enumerate(["a=1500,b=500", "a=800,b=1200"]):
         path = data / f"{kind}-{i}.parquet"
@@ -132,6 +159,22 @@ def kind_reference(data: Path, kind: str) -> "Reference":
         files.append(path)
     config = data / f"{kind}.toml"
     config.write_text(KIND_CONFIG.format(data=data, kind=kind, mechanism=mechanism, extra=extra))
+    out = data / f"ref-{kind}"
+    out.mkdir()
+    return Reference(config, files, out)
+
+
+def _devices_reference(data: Path, kind: str, args, mechanism: str, extra: str) -> "Reference":
+    files = []
+    for i in range(2):
+        path = data / f"{kind}-{i}.parquet"
+        ldpstream(
+            "simulate", "--mechanism", kind, *args, "--devices", "2000", "--periods", "1",
+            "--seed", str(i), "--ts-start", "2026-01-01T00:00:00Z", "--out", str(path),
+        )
+        files.append(path)
+    config = data / f"{kind}.toml"
+    config.write_text(DEVICES_CONFIG.format(data=data, kind=kind, mechanism=mechanism, extra=extra))
     out = data / f"ref-{kind}"
     out.mkdir()
     return Reference(config, files, out)

@@ -7,9 +7,8 @@ use std::borrow::Cow;
 
 use crate::duration::DurationMs;
 use crate::model::MechanismConfig;
+pub use crate::model::DEFAULT_PERIOD;
 
-/// The default `period`: one report per metric per day.
-pub const DEFAULT_PERIOD: DurationMs = DurationMs(86_400_000);
 /// The shortest `period`: a device reports at most once per period, so a shorter one only
 /// multiplies reports without any gain in privacy bookkeeping.
 pub const MIN_PERIOD: DurationMs = DurationMs(1_000);

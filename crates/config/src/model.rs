@@ -410,8 +410,11 @@ pub enum MechanismConfig {
     },
 }
 
+/// The default `period` of the longitudinal kinds: one report per metric per day.
+pub const DEFAULT_PERIOD: DurationMs = DurationMs(86_400_000);
+
 fn default_period() -> DurationMs {
-    crate::longitudinal::DEFAULT_PERIOD
+    DEFAULT_PERIOD
 }
 
 impl MechanismConfig {
@@ -420,7 +423,7 @@ impl MechanismConfig {
     /// cannot be left out of them. A unit test ties it to the variants serde knows.
     pub const KINDS: &'static [&'static str] = &[
         "grr", "bitflip", "oue", "subset", "gauss", "laplace", "hadamard", "cohort", "olh",
-        "matrix", "raw",
+        "matrix", "raw", "lgrr", "losue", "lsue",
     ];
 
     pub fn kind(&self) -> &'static str {

@@ -1,7 +1,5 @@
 //! Turns sketch snapshots into [`TestRecord`]s: estimates, statistic, p-value, decision.
 
-use std::collections::BTreeMap;
-
 use ldpstream_config::{
     Calibration, CuratorSpec, MethodSpec, StreamConfig, TestConfig, TestMethod, TestSpec,
 };
@@ -36,13 +34,7 @@ fn design(test: &TestConfig) -> Option<Design> {
 /// (seed 002, footnote 2).
 pub const MIN_EXPECTED_CELL: f64 = 5.0;
 
-/// Where a result sits: the group it covers and its window bounds (RFC 3339), if any.
-#[derive(Debug, Clone, Default)]
-pub struct Scope {
-    pub group: Option<BTreeMap<String, Option<String>>>,
-    pub window_start: Option<String>,
-    pub window_end: Option<String>,
-}
+pub use crate::scope::Scope;
 
 /// The parts of a record that depend on the test, not on the sketch.
 #[derive(Debug, Default)]
@@ -628,16 +620,7 @@ pub fn evaluate_private<R: rand::Rng + ?Sized>(
     };
     if method == TestMethod::PrivateUniqueElements && !unique_elements_applies(counts.n(), k) {
         rec.inconclusive = true;
-        rec.inconclusive_reason = Some(format!(
-            "PrivateUniqueElements needs n ≤ k + 1 reports (k = {k} categories{}): with more, \
-             uniform no longer has the most singletons, so far-from-uniform data can look \
-             more uniform than uniform; use PrivateCollisions",
-            if q.is_some() {
-                ", 6d after Goldreich's map"
-            } else {
-                ""
-            },
-        ));
+        rec.inconclusive_reason = Some(unique_elements_inapplicable(k, q.is_some()));
         rec.budget_remaining = Some(ledger.remaining_in(window.0, window.1, group.as_ref()));
         return Ok(rec);
     }
@@ -709,6 +692,20 @@ pub fn evaluate_private<R: rand::Rng + ?Sized>(
     rec.p_value = p_value;
     rec.reject = reject;
     Ok(rec)
+}
+
+/// Why PrivateUniqueElements releases nothing beyond n = k + 1.
+fn unique_elements_inapplicable(k: usize, identity: bool) -> String {
+    format!(
+        "PrivateUniqueElements needs n ≤ k + 1 reports (k = {k} categories{}): with more, \
+         uniform no longer has the most singletons, so far-from-uniform data can look \
+         more uniform than uniform; use PrivateCollisions",
+        if identity {
+            ", 6d after Goldreich's map"
+        } else {
+            ""
+        },
+    )
 }
 
 /// A non-private tester of uniformity for SubsampleAndAggregate.

@@ -27,6 +27,7 @@ pub mod mechanism;
 pub(crate) mod mle;
 pub mod plan;
 pub mod record;
+pub mod scope;
 pub mod simulation_seed;
 pub mod sketch;
 pub(crate) mod stats;

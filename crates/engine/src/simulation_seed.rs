@@ -16,7 +16,7 @@
 use ldpstream_config::{StreamConfig, TestConfig, WindowConfig};
 use twox_hash::xxhash3_128::Hasher;
 
-use crate::hypothesis::Scope;
+use crate::scope::Scope;
 
 /// Bumped if the key's layout ever changes: old and new seeds then differ everywhere
 /// instead of colliding by accident.

@@ -11,7 +11,8 @@ use rand::RngCore;
 
 use crate::arrow_out::to_pyarrow_array;
 use crate::errors::{contained, input_error};
-use crate::mechanism::{group_pairs, Mechanism};
+use crate::group_values::group_pairs;
+use crate::mechanism::Mechanism;
 use crate::messages::{encode, Envelope, Format};
 
 /// Replays fixed 32-bit words; a 64-bit word is two of them, low half first (as rand_core

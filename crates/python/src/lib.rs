@@ -9,6 +9,7 @@ mod config_in;
 #[cfg(feature = "conformance-replay")]
 mod conformance;
 mod errors;
+mod group_values;
 mod job;
 mod longitudinal;
 mod mechanism;

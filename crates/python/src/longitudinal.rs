@@ -25,7 +25,7 @@ use pyo3::types::PyBytes;
 use std::sync::Arc;
 
 use crate::errors::{config_error, input_error};
-use crate::mechanism::group_pairs;
+use crate::group_values::group_pairs;
 use crate::messages::{check_envelope, encode, Envelope, Format};
 
 fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -79,7 +79,7 @@ impl Mechanism {
                 let plain = m.estimate_plain(&supports, s.n()).estimate;
                 let (estimate, omitted, bias_bound) = match m.solver() {
                     Ok(solver) => (
-                        solver.estimate(m, &supports, s.n()),
+                        solver.estimate(m.as_ref(), &supports, s.n()),
                         None,
                         Some(solver.bias_bound()),
                     ),

@@ -3,7 +3,7 @@ use std::sync::{Arc, OnceLock};
 use rand::Rng;
 
 use super::cohort::splitmix64;
-use super::olh_solver::PoolSolver;
+use super::olh_solver::{PoolChannel, PoolSolver};
 use super::{Estimate, Grr};
 use crate::error::EngineError;
 
@@ -280,6 +280,29 @@ fn add_row_supports<T: Copy + std::ops::AddAssign>(
     for s in support.iter_mut() {
         *s += row[(((key >> 32) * g) >> 32) as usize];
         key = key.wrapping_add(a);
+    }
+}
+
+// Olh's own methods of the same names answer (inherent methods come first), so none of
+// these calls itself.
+impl PoolChannel for Olh {
+    fn domain(&self) -> u32 {
+        self.domain()
+    }
+    fn g(&self) -> u32 {
+        self.g()
+    }
+    fn pool(&self) -> &[(u64, u64)] {
+        self.pool()
+    }
+    fn pool_seed(&self) -> u64 {
+        self.pool_seed()
+    }
+    fn q(&self) -> f64 {
+        self.q()
+    }
+    fn p_minus_q(&self) -> f64 {
+        self.p_minus_q()
     }
 }
 

@@ -10,8 +10,21 @@
 
 use nalgebra::{Cholesky, DMatrix};
 
-use super::olh::Olh;
 use super::Estimate;
+
+/// What the solver reads of an OLH mechanism: its hash pool and its GRR's probabilities.
+/// A trait (implemented by [`super::olh::Olh`]) so that the mechanism, which holds its
+/// solver, and the solver do not depend on each other.
+pub trait PoolChannel {
+    fn domain(&self) -> u32;
+    /// The hash range g.
+    fn g(&self) -> u32;
+    fn pool(&self) -> &[(u64, u64)];
+    fn pool_seed(&self) -> u64;
+    /// The probability of a given wrong bucket.
+    fn q(&self) -> f64;
+    fn p_minus_q(&self) -> f64;
+}
 
 /// The most `2·S·d²` steps the exact variance table M may cost once per config (a few
 /// seconds on one core); above it the standard errors use the fresh-hash variance scaled
@@ -88,7 +101,7 @@ impl PoolSolver {
     /// Builds C from bucket pairs (S·d²/g additions), factors it, and keeps `W = C⁻¹`, its
     /// row sums, and the exact variance table when affordable. Err: why the pool cannot
     /// give the estimate (for the record's `estimate_omitted`).
-    pub fn new(olh: &Olh) -> Result<Self, String> {
+    pub fn new(olh: &impl PoolChannel) -> Result<Self, String> {
         let d = olh.domain() as usize;
         let (g, s) = (olh.g() as usize, olh.pool().len());
         let limit = ldpstream_config::OLH_MAX_DENSE_DOMAIN;
@@ -207,7 +220,7 @@ impl PoolSolver {
 
     /// The unbiased estimate `π̂ = W(f − q1)/(p − q)` from the support counts and its
     /// standard errors (see [`PoolSolver::report_variance`], π plugged in as π̂).
-    pub fn estimate(&self, olh: &Olh, supports: &[u64], n: u64) -> Estimate {
+    pub fn estimate(&self, olh: &impl PoolChannel, supports: &[u64], n: u64) -> Estimate {
         if n == 0 {
             return Estimate::default();
         }
@@ -230,7 +243,7 @@ impl PoolSolver {
     /// (p − q)π_v)²)/(p − q)²` (docs/STATISTICS.md §1.8); π's negative entries (a plug-in
     /// estimate's) count as 0 in the M term, a sum of non-negative parts. Above the work
     /// bound, [`PoolSolver::scaled_fresh_variance`].
-    pub fn report_variance(&self, olh: &Olh, pi: &[f64]) -> Vec<f64> {
+    pub fn report_variance(&self, olh: &impl PoolChannel, pi: &[f64]) -> Vec<f64> {
         let d = self.d;
         let (q, gap) = (olh.q(), olh.p_minus_q());
         let clipped: Vec<f64> = pi.iter().map(|&x| x.max(0.0)).collect();
@@ -252,7 +265,7 @@ impl PoolSolver {
     /// (`diag(W̄ S̄ W̄)` in closed form, O(d): `C̄ = aI + b11ᵀ`, the three-way collisions'
     /// mean `P̄`), times the pool's `W_vv/W̄_vv`. Within 0.98–1.04 of exact at d ≥ 256
     /// (0.98–1.08 at d = 16 with mass on one category).
-    pub(crate) fn scaled_fresh_variance(&self, olh: &Olh, pi: &[f64]) -> Vec<f64> {
+    pub(crate) fn scaled_fresh_variance(&self, olh: &impl PoolChannel, pi: &[f64]) -> Vec<f64> {
         let (q, gap) = (olh.q(), olh.p_minus_q());
         let d = self.d;
         let (gf, df) = (f64::from(olh.g()), d as f64);
@@ -288,7 +301,7 @@ impl PoolSolver {
 
 /// M (see [`PoolSolver`]): for each pool entry, each row of W summed by bucket, then the
 /// squares gathered back per category. 2·S·d² steps, d² doubles.
-fn variance_table(olh: &Olh, w: &[f64]) -> Vec<f64> {
+fn variance_table(olh: &impl PoolChannel, w: &[f64]) -> Vec<f64> {
     let d = olh.domain() as usize;
     let g = olh.g() as usize;
     let mut m = vec![0.0; d * d];
@@ -314,7 +327,7 @@ fn variance_table(olh: &Olh, w: &[f64]) -> Vec<f64> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::mechanism::olh::Olh;
 
     /// d = 16, g = 4, S = 64, pool seed 3, ε = 1, the table `T[i, y] = 100 + (37i + 11y)
     /// mod 23`: π̂ and its exact standard errors against numpy/scipy

@@ -20,7 +20,7 @@ use arrow::record_batch::RecordBatch;
 use super::error::StreamError;
 use super::keys::{key_ids, DictCache, KeyTable, OTHER_ID};
 use super::layout::ReportLayout;
-use super::paned::PanedDelta;
+use super::paned_delta::PanedDelta;
 use crate::kernels::{count_categories, fold_batch};
 use crate::mechanism::Mechanism;
 use crate::sketch::counts::TableMut;

@@ -10,7 +10,7 @@ use arrow::record_batch::RecordBatch;
 use super::error::StreamError;
 use super::groups::{group_rows, BatchGroups};
 use super::layout::ReportLayout;
-use super::paned::PanedDelta;
+use super::paned_delta::PanedDelta;
 use crate::kernels::fold_batch;
 use crate::sketch::Sketch;
 use crate::window::{other_key, Grouped, EVENT_TIME_MS};
@@ -107,7 +107,7 @@ pub fn fold_record_batch(
 }
 
 /// Keeps the `max_groups` smallest keys of a batch apart and gives the rest one overflow
-/// id, the rule [`super::paned::PanedDelta`] applies across batches, so a high-cardinality
+/// id, the rule [`super::paned_delta::PanedDelta`] applies across batches, so a high-cardinality
 /// batch never allocates a sketch per row and the groups kept do not depend on row order.
 fn cap_groups(groups: &mut BatchGroups, max_groups: usize, columns: usize) {
     if groups.keys.len() <= max_groups {

@@ -19,6 +19,7 @@ pub mod layout;
 pub mod looks;
 pub mod memory;
 pub mod paned;
+pub mod paned_delta;
 pub mod window_results;
 
 pub use due::{longest_window, rfc3339, stream_pane_width, take_due, WindowSnapshot};
@@ -29,7 +30,8 @@ pub use latches::{LatchEntry, SequentialLatches};
 pub use layout::{block_column, with_block_columns, ReportLayout};
 pub use looks::{take_looks, Look};
 pub use memory::StateEstimate;
-pub use paned::{fold_paned_batch, is_event_time, PanedDelta};
+pub use paned::{fold_paned_batch, is_event_time};
+pub use paned_delta::PanedDelta;
 pub use window_results::{
     evaluate_look, evaluate_snapshot, evaluate_stream, evaluate_test_groups, Private,
 };

@@ -14,7 +14,7 @@ use super::error::StreamError;
 use super::latches::SequentialLatches;
 use super::layout::{block_column, ReportLayout};
 use super::looks::{for_each_look, Look};
-use super::paned::PanedDelta;
+use super::paned_delta::PanedDelta;
 use crate::curator::ledger::PrivacyLedger;
 use crate::hypothesis::{evaluate, evaluate_private, evaluate_two_sample, BlockCounts, Scope};
 use crate::mechanism::Mechanism;

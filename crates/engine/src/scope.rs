@@ -1,0 +1,13 @@
+//! Where a result sits. Its own module because both the tests ([`crate::hypothesis`]) and
+//! the Monte Carlo seed each record's simulations draw from ([`crate::simulation_seed`])
+//! are keyed by it.
+
+use std::collections::BTreeMap;
+
+/// Where a result sits: the group it covers and its window bounds (RFC 3339), if any.
+#[derive(Debug, Clone, Default)]
+pub struct Scope {
+    pub group: Option<BTreeMap<String, Option<String>>>,
+    pub window_start: Option<String>,
+    pub window_end: Option<String>,
+}
