@@ -65,12 +65,21 @@ for check in check_module_cycles.py check_sizes.py check_doc_links.py; do
 done
 stage "layout checks"
 
-# Built first on its own, so the timings below tell compiling from testing.
-cargo test --workspace --all-targets --features ldpstream/kafka-integration-tests --no-run 2>&1 | tee -a "$log"
+# Built first on its own, so the timings below tell compiling from testing. Every test
+# binary runs even when an earlier one failed (--no-fail-fast), and so do the stages
+# after it; a failing cargo (a compile error prints no "test result:" line) is counted as
+# a failure of its own.
+cargo_test() {
+  if ! cargo test "$@" 2>&1 | tee -a "$log"; then
+    echo "test result: FAILED. 0 passed; 1 failed; 0 ignored (cargo test $* exited non-zero)" | tee -a "$log"
+  fi
+}
+features=(--workspace --all-targets --features ldpstream/kafka-integration-tests)
+cargo_test "${features[@]}" --no-run
 stage "cargo test: compile"
-cargo test --workspace --all-targets --features ldpstream/kafka-integration-tests 2>&1 | tee -a "$log"
+cargo_test "${features[@]}" --no-fail-fast
 stage "cargo test: run"
-cargo test --workspace --doc 2>&1 | tee -a "$log"
+cargo_test --workspace --doc
 stage "doc tests"
 
 # The Python package (python/): `pip install ./python` into the git-ignored venv .venv-py,
