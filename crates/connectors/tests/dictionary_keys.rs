@@ -134,7 +134,14 @@ fn fold_input(delta: &mut PanedDelta, input: RowGroupInput<'_>, layout: &ReportL
                     panic!("the key path is offered to count sketches only");
                 };
                 fold_key_counts(&counts.dictionary, &counts.key_counts, counts.nulls, s);
-                delta.untimed.insert(Vec::new(), sketch);
+                // A task of the parallel fold folds several row groups: each adds to the
+                // one sketch, as the batch job's fold does.
+                match delta.untimed.get_mut(&Vec::new()) {
+                    Some(existing) => existing.merge(&sketch).expect("merge"),
+                    None => {
+                        delta.untimed.insert(Vec::new(), sketch);
+                    }
+                }
             }
         }
     }

@@ -195,7 +195,7 @@ fn reports_the_fold_will_reject_are_flagged_with_the_reason() {
 #[test]
 fn olh_reports_decode_and_are_flagged() {
     let (s, m) = stream(
-        "{ kind = \"olh\", epsilon = 1.0, domain = 100, g = 4, pool_size = 8 }",
+        "{ kind = \"olh\", epsilon = 1.0, domain = 25, g = 4, pool_size = 8 }",
         "",
     );
     let mut json = MessageDecoder::new(&s, &m, MessageFormat::Json);

@@ -41,9 +41,11 @@ pub fn olh_cases() -> Vec<Case> {
             31,
         ),
         case(
-            "olh-eps10-d2pow24",
-            "{ kind = \"olh\", epsilon = 10.0, domain = 16777216, pool_size = 16, pool_seed = 9007199254740993 }",
-            16_777_215,
+            // d = 2^24 at ε = 10 is refused since issue 44 (no pool within the sketch's
+            // size limit identifies it), so the largest domain a pool of 64 identifies.
+            "olh-eps10-d2pow20",
+            "{ kind = \"olh\", epsilon = 10.0, domain = 1048576, pool_size = 64, pool_seed = 9007199254740993 }",
+            1_048_575,
             32,
         ),
         Case {
