@@ -403,7 +403,10 @@ fn olh_estimates_match_the_pool_expectation() {
         );
         // The exact variance of the unbiased estimate is not the plain one's, but of its
         // size at d = 4 (the engine's olh_solver tests pin it against numpy).
-        assert!(se > 0.5 * formula && se < 2.0 * formula, "[{v}]: se {se} vs {formula}");
+        assert!(
+            se > 0.5 * formula && se < 2.0 * formula,
+            "[{v}]: se {se} vs {formula}"
+        );
         assert!(
             (plain - expected).abs() < 4.0 * formula,
             "[{v}]: plain {plain} vs {expected} ± {formula}"
