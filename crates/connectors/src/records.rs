@@ -74,6 +74,9 @@ pub fn record_schema() -> SchemaRef {
                 Field::new("kind", DataType::Utf8, false),
                 Field::new("epsilon", DataType::Float64, true),
                 Field::new("rho", DataType::Float64, true),
+                // The longitudinal kinds (lgrr, losue, lsue): ε∞ of the memo, the period.
+                Field::new("epsilon_perm", DataType::Float64, true),
+                Field::new("period_ms", DataType::UInt64, true),
             ])),
             false,
         ),
