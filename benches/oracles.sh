@@ -60,7 +60,7 @@ oracle_tests olh_unbiased --include-ignored | grep -E '^olh|test result|panicked
 # Per-record Monte Carlo seeds (issue 44): raw d = 10, n = 6, m = 999, at test seeds 0–4,
 # the issue's 20,000 null groups each.
 echo "# Monte Carlo seeds: size over null groups per test seed (bound α + 2 s.e.)"
-oracle_tests mc_seeds per_group_seeds_hold_the_level_over_20000_groups --include-ignored | grep -E '^raw d|test result|panicked'
+oracle_tests mc_seeds per_group_seeds_hold_the_level_over_20000_groups --include-ignored | grep -E '^raw d|^mc_seeds|test result|panicked'
 echo "# fold speed ($rows reports, median of $repeats folds, test profile: opt-level 3)"
 # The test profile: the one scripts/test.sh has already built, so no second compile.
 # scripts/test.sh's `cargo test --workspace --all-targets` already built it (and passes its
