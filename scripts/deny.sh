@@ -4,6 +4,7 @@
 #   scripts/deny.sh
 #   LDPSTREAM_ADVISORY_DB=/path/to/advisory-db scripts/deny.sh   (a git clone of
 #       github.com/rustsec/advisory-db, for a machine that cannot reach GitHub)
+#   scripts/deny.sh --install-only   (builds cargo-deny and checks nothing: scripts/prefetch.sh)
 # Prints one "test result:" line per part. Advisories that cannot be checked (no
 # database reachable) are reported as ignored, never as passed.
 set -euo pipefail
@@ -18,6 +19,7 @@ if ! "$deny" --version 2>/dev/null | grep -qF "$version"; then
   CARGO_PROFILE_DEV_DEBUG=false \
     cargo install --locked --quiet --debug cargo-deny --version "$version" --root "$tools"
 fi
+[ "${1:-}" = "--install-only" ] && exit 0
 
 status=0
 if "$deny" --log-level warn check --hide-inclusion-graph licenses bans sources; then

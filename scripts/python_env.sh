@@ -34,6 +34,10 @@ pip=("$venv/bin/python" -m pip --disable-pip-version-check -q)
 if [ -f python/requirements-spark.txt ]; then
   "${pip[@]}" install -r python/requirements-spark.txt >&2
 fi
+# Only the venv and the requirements: scripts/prefetch.sh downloads them while cargo compiles.
+if [ "${LDPSTREAM_PY_DEPS_ONLY:-0}" = 1 ]; then
+  exit 0
+fi
 started=$(date +%s)
 # --no-deps: the pinned requirements above already installed pyarrow, and
 # --force-reinstall (the package's version does not change between builds) would

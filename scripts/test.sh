@@ -9,7 +9,8 @@
 # Around the tests it starts a local Kafka-protocol broker (deploy/kafka/start-local.sh,
 # stopped again on exit) and exports its address as LDPSTREAM_KAFKA_BROKERS for the Kafka
 # integration tests. It installs promtool (Debian package `prometheus`) when missing, for
-# the `promtool check metrics` test; if that is impossible the test says so loudly.
+# the `promtool check metrics` test (scripts/prefetch.sh, in the background while cargo
+# compiles); if that is impossible the test says so loudly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 log=$(mktemp)
@@ -29,14 +30,34 @@ stage() {
   stage_started=$now
 }
 
-if ! command -v promtool >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "installing promtool (Debian package prometheus)..." >&2
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null) \
-      || echo "WARNING: could not install promtool; the promtool check will be SKIPPED" >&2
-  else
-    echo "WARNING: promtool missing and not installable here; the promtool check will be SKIPPED" >&2
+# Installs that wait on the network (Debian's prometheus and chromium, the Python and npm
+# test packages, the deploy linters) and cargo-deny's build run in the background while
+# cargo compiles (scripts/prefetch.sh); each is awaited before the first stage that needs
+# it. promtool is needed by the metrics tests, so the apt part is awaited before them.
+prefetch_apt_log=$(mktemp)
+prefetch_tools_log=$(mktemp)
+scripts/prefetch.sh apt >"$prefetch_apt_log" 2>&1 &
+prefetch_apt=$!
+scripts/prefetch.sh tools >"$prefetch_tools_log" 2>&1 &
+prefetch_tools=$!
+await() { # await PID LOG WHAT
+  if ! wait "$1"; then
+    echo "WARNING: the prefetch of $3 failed (each stage installs what is missing itself):" >&2
+    tail -20 "$2" >&2
   fi
+  rm -f "$2"
+}
+
+# librdkafka and the service's TLS link the system's OpenSSL (Debian's libssl-dev) instead
+# of building OpenSSL from source (openssl-sys's `vendored`, which the release build and the
+# image keep): the vendored build was the longest single step of a cold CI compile, and the
+# Kafka TLS and HTTPS tests exercise the same API either way. Installed when missing.
+if ! pkg-config --exists openssl 2>/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libssl-dev pkg-config >/dev/null) \
+    || echo "WARNING: could not install libssl-dev; OpenSSL is built from source" >&2
+fi
+if pkg-config --exists openssl 2>/dev/null; then
+  export OPENSSL_NO_VENDOR=1
 fi
 
 # A free loopback port for the broker, so parallel checkouts do not collide.
@@ -77,6 +98,11 @@ cargo_test() {
 features=(--workspace --all-targets --features ldpstream/kafka-integration-tests)
 cargo_test "${features[@]}" --no-run
 stage "cargo test: compile"
+await "$prefetch_apt" "$prefetch_apt_log" "Debian's prometheus and chromium"
+if ! command -v promtool >/dev/null 2>&1; then
+  echo "WARNING: promtool missing and not installable here; the promtool check will be SKIPPED" >&2
+fi
+stage "waiting for the apt prefetch"
 cargo_test "${features[@]}" --no-fail-fast
 stage "cargo test: run"
 cargo_test --workspace --doc
@@ -87,6 +113,8 @@ stage "doc tests"
 # suite, which
 # runs the binary the tests just built as the reference. pytest's summary becomes a
 # "test result:" line; a run with no test passed counts as a failure.
+await "$prefetch_tools" "$prefetch_tools_log" "the Python, npm and deploy tools and cargo-deny"
+stage "waiting for the tools prefetch"
 py_started=$(date +%s)
 if py=$(scripts/python_env.sh 2> >(tee -a "$log" >&2)) \
   && LDPSTREAM_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/ldpstream" \
