@@ -30,6 +30,19 @@ stage() {
   stage_started=$now
 }
 
+# librdkafka and the service's TLS link the system's OpenSSL (Debian's libssl-dev) instead
+# of building OpenSSL from source (openssl-sys's `vendored`, which the release build and the
+# image keep): the vendored build was the longest single step of a cold CI compile, and the
+# Kafka TLS and HTTPS tests exercise the same API either way. Installed when missing, before the apt prefetch below (one
+# apt-get at a time).
+if ! pkg-config --exists openssl 2>/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libssl-dev pkg-config >/dev/null) \
+    || echo "WARNING: could not install libssl-dev; OpenSSL is built from source" >&2
+fi
+if pkg-config --exists openssl 2>/dev/null; then
+  export OPENSSL_NO_VENDOR=1
+fi
+
 # Installs that wait on the network (Debian's prometheus and chromium, the Python and npm
 # test packages, the deploy linters) and cargo-deny's build run in the background while
 # cargo compiles (scripts/prefetch.sh); each is awaited before the first stage that needs
@@ -47,18 +60,6 @@ await() { # await PID LOG WHAT
   fi
   rm -f "$2"
 }
-
-# librdkafka and the service's TLS link the system's OpenSSL (Debian's libssl-dev) instead
-# of building OpenSSL from source (openssl-sys's `vendored`, which the release build and the
-# image keep): the vendored build was the longest single step of a cold CI compile, and the
-# Kafka TLS and HTTPS tests exercise the same API either way. Installed when missing.
-if ! pkg-config --exists openssl 2>/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libssl-dev pkg-config >/dev/null) \
-    || echo "WARNING: could not install libssl-dev; OpenSSL is built from source" >&2
-fi
-if pkg-config --exists openssl 2>/dev/null; then
-  export OPENSSL_NO_VENDOR=1
-fi
 
 # A free loopback port for the broker, so parallel checkouts do not collide.
 port=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
