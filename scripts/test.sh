@@ -33,8 +33,8 @@ stage() {
 # librdkafka and the service's TLS link the system's OpenSSL (Debian's libssl-dev) instead
 # of building OpenSSL from source (openssl-sys's `vendored`, which the release build and the
 # image keep): the vendored build was the longest single step of a cold CI compile, and the
-# Kafka TLS and HTTPS tests exercise the same API either way. Installed when missing, before the apt prefetch below (one
-# apt-get at a time).
+# Kafka TLS and HTTPS tests exercise the same API either way. Installed when missing,
+# before the apt prefetch below (one apt-get at a time).
 if ! pkg-config --exists openssl 2>/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libssl-dev pkg-config >/dev/null) \
     || echo "WARNING: could not install libssl-dev; OpenSSL is built from source" >&2
