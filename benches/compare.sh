@@ -39,7 +39,7 @@ bench_need_bins ldpstream
 bin="$BIN_DIR/ldpstream"
 if ! benches/.venv/bin/python -c 'import duckdb, polars, pyarrow, numpy' 2>/dev/null; then
   python3 -m venv benches/.venv
-  if ! benches/.venv/bin/pip install --quiet duckdb==2.0.0 polars==2.1.0 pyarrow==26.0.1 numpy==2.4.6; then
+  if ! benches/.venv/bin/pip install --quiet -r benches/requirements-tools.txt; then
     [ "$SMOKE" = 1 ] || { echo "could not install the peer tools (duckdb, polars, pyarrow)" >&2; exit 1; }
     echo "SKIPPED: the peer tools (duckdb, polars, pyarrow) are not installable here; timing ldpstream alone" >&2
     peers=(--no-peers)

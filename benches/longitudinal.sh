@@ -7,15 +7,21 @@
 #     variance of each category's estimates within 10% of the closed form;
 #   - level: the GOF of the 10th period over 2,000 null datasets of 5,000 devices, at most
 #     α + 2 s.e.
-# SMOKE=1 runs the CI-sized tests instead (seconds).
+# SMOKE=1 only checks that the filter still names tests: scripts/test.sh's `cargo test` has
+# just run their CI-sized versions.
 #
 #   benches/longitudinal.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# --workspace and the features of scripts/test.sh's build, so nothing is compiled again.
+tests=(cargo test --quiet --workspace --features ldpstream/kafka-integration-tests --lib -- tests::longitudinal::)
 if [ "${SMOKE:-0}" = 1 ]; then
-  args=()
-else
-  args=(--ignored)
+  listed=$("${tests[@]}" --ignored --list 2>/dev/null | grep -c ': test$' || true)
+  if [ "$listed" -eq 0 ]; then
+    echo "no ignored test matches tests::longitudinal:: any more; update benches/longitudinal.sh" >&2
+    exit 1
+  fi
+  echo "longitudinal: $listed full-size tests (smoke mode does not run them)"
+  exit 0
 fi
-cargo test --quiet --workspace --lib -- tests::longitudinal:: --nocapture --test-threads 1 "${args[@]}" 2>&1 \
-  | grep -E '^longitudinal|test result|panicked'
+"${tests[@]}" --nocapture --test-threads 1 --ignored 2>&1 | grep -E '^longitudinal|test result|panicked'

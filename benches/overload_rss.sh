@@ -146,7 +146,7 @@ for le, count in buckets:
 PY
 venv=benches/.venv
 if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import matplotlib' 2>/dev/null; then
-  python3 -m venv "$venv" && "$venv/bin/pip" -q install matplotlib || true
+  python3 -m venv "$venv" && "$venv/bin/pip" -q install -r benches/requirements-tools.txt || true
 fi
 "$venv/bin/python" - "$dir/samples.txt" "$out/$name.png" <<'PY' || echo "no plot (matplotlib missing)" >&2
 import sys

@@ -41,7 +41,7 @@ bin="$BIN_DIR/ldpstream"
 py=benches/.venv/bin/python
 if ! "$py" -c 'import pyarrow, numpy, matplotlib' 2>/dev/null; then
   python3 -m venv benches/.venv
-  benches/.venv/bin/pip install --quiet pyarrow==26.0.1 numpy==2.4.6 matplotlib
+  benches/.venv/bin/pip install --quiet -r benches/requirements-tools.txt
 fi
 mkdir -p "$data"
 

@@ -8,6 +8,7 @@
 #                               browser client), in one apt-get run
 #   scripts/prefetch.sh tools   the Python test venv's pinned requirements
 #                               (scripts/python_env.sh), the JS client's npm packages,
+#                               the bench scripts' peers (benches/requirements-tools.txt),
 #                               deploy/check.sh's linters, and cargo-deny (scripts/deny.sh)
 #
 # Each stage that needs a tool still installs it when missing, so a failed prefetch costs
@@ -34,6 +35,9 @@ apt)
 tools)
   LDPSTREAM_PY_DEPS_ONLY=1 nice -n 19 scripts/python_env.sh >/dev/null || status=1
   (cd clients/js && nice -n 19 npm ci --no-audit --no-fund --silent) || status=1
+  [ -x benches/.venv/bin/python ] || python3 -m venv benches/.venv
+  nice -n 19 benches/.venv/bin/pip install --quiet --disable-pip-version-check \
+    -r benches/requirements-tools.txt || status=1
   nice -n 19 scripts/deny.sh --install-only || status=1
   # Last: its tools step would also apt-get prometheus, which the apt prefetch has done by now.
   nice -n 19 deploy/check.sh --tools-only >/dev/null || status=1
