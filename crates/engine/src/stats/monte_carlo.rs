@@ -65,7 +65,7 @@ pub fn sample_multinomial<R: Rng + ?Sized>(
     n: u64,
     probs: &[f64],
 ) -> Result<Vec<u64>, EngineError> {
-    MultinomialSampler::new(n, probs).sample(rng)
+    MultinomialSampler::once(n, probs).sample(rng)
 }
 
 /// The item counts of n reports drawn exactly from the mechanism under `p0`: true values

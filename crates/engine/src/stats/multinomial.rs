@@ -5,8 +5,6 @@
 //! issue 45). A law built once samples exactly as one built afresh, so the draws, and the
 //! records, are unchanged.
 
-use std::collections::HashMap;
-
 use rand::Rng;
 use rand_distr::{Binomial, Distribution};
 
@@ -19,19 +17,33 @@ pub(crate) struct MultinomialSampler {
     /// Cell j's conditional probability given the cells before it (the last cell takes
     /// what is left, so it has none).
     conditional: Vec<f64>,
-    /// `Binomial(left, conditional[j])` by `(j, left)`: few distinct ones at small n,
-    /// where simulation is used.
-    laws: HashMap<(usize, u64), Binomial>,
+    /// `Binomial(left, conditional[j])` at `j·(n+1) + left`, built at its first use. Kept
+    /// only while the table is small ([`MAX_KEPT_LAWS`]): a simulated p-value is used at
+    /// small n, where the remaining counts repeat; at large n they rarely do.
+    laws: Vec<Option<Binomial>>,
 }
 
-/// A sampler whose cache outgrows this many laws stops adding to it: at large n the
-/// remaining counts rarely repeat, and BTPE's setup is cheap anyway.
-const MAX_CACHED_LAWS: usize = 1 << 14;
+/// Above this many (cell, remaining count) pairs the laws are built per draw, as before.
+const MAX_KEPT_LAWS: usize = 1 << 12;
 
 impl MultinomialSampler {
+    /// A sampler that keeps its laws, for many draws.
     pub(crate) fn new(n: u64, probs: &[f64]) -> Self {
+        let mut sampler = Self::once(n, probs);
+        let pairs = usize::try_from(n)
+            .ok()
+            .and_then(|n| n.checked_add(1))
+            .and_then(|n| n.checked_mul(sampler.conditional.len()))
+            .filter(|&pairs| pairs <= MAX_KEPT_LAWS)
+            .unwrap_or(0);
+        sampler.laws = vec![None; pairs];
+        sampler
+    }
+
+    /// A sampler for one draw: it keeps no laws, so it allocates no table.
+    pub(crate) fn once(n: u64, probs: &[f64]) -> Self {
         let mut mass_left = 1.0;
-        let conditional = probs
+        let conditional: Vec<f64> = probs
             .iter()
             .take(probs.len().saturating_sub(1))
             .map(|&p| {
@@ -48,7 +60,7 @@ impl MultinomialSampler {
             n,
             cells: probs.len(),
             conditional,
-            laws: HashMap::new(),
+            laws: Vec::new(),
         }
     }
 
@@ -63,7 +75,7 @@ impl MultinomialSampler {
             } else if q >= 1.0 {
                 left
             } else {
-                law(&mut self.laws, j, left, q)?.sample(rng)
+                law(&mut self.laws, self.n, j, left, q)?.sample(rng)
             };
             out.push(k);
             left -= k;
@@ -76,21 +88,29 @@ impl MultinomialSampler {
     }
 }
 
-/// `Binomial(left, q)` for cell `j`: kept from an earlier draw, or built and kept.
+/// `Binomial(left, q)` for cell `j`: kept from an earlier draw, or built (and kept when
+/// the table has room for the laws).
 fn law(
-    laws: &mut HashMap<(usize, u64), Binomial>,
+    laws: &mut [Option<Binomial>],
+    n: u64,
     j: usize,
     left: u64,
     q: f64,
 ) -> Result<Binomial, EngineError> {
-    if let Some(law) = laws.get(&(j, left)) {
-        return Ok(*law);
+    // `left ≤ n` and the table, when not empty, has a slot for every (j, left).
+    let slot = (|| {
+        let row = usize::try_from(n).ok()?.checked_add(1)?;
+        j.checked_mul(row)?.checked_add(usize::try_from(left).ok()?)
+    })()
+    .filter(|&slot| slot < laws.len());
+    if let Some(law) = slot.and_then(|slot| laws[slot]) {
+        return Ok(law);
     }
     let law = Binomial::new(left, q).map_err(|e| {
         EngineError::invalid("binomial probability", q, "a probability").with_detail(e)
     })?;
-    if laws.len() < MAX_CACHED_LAWS {
-        laws.insert((j, left), law);
+    if let Some(slot) = slot {
+        laws[slot] = Some(law);
     }
     Ok(law)
 }
@@ -155,6 +175,11 @@ mod tests {
                         reference(&mut b, n, probs),
                         "n = {n}, probs = {probs:?}"
                     );
+                    assert_eq!(
+                        MultinomialSampler::once(n, probs).sample(&mut a).unwrap(),
+                        reference(&mut b, n, probs),
+                        "n = {n}, probs = {probs:?}, once"
+                    );
                 }
                 // Both generators are at the same point afterwards.
                 assert_eq!(a.random::<u64>(), b.random::<u64>());
@@ -163,12 +188,11 @@ mod tests {
     }
 
     #[test]
-    fn the_cache_stops_growing_at_its_bound() {
-        let mut sampler = MultinomialSampler::new(1 << 30, &[0.25; 4]);
-        let mut rng = StdRng::seed_from_u64(3);
-        for _ in 0..20_000 {
-            sampler.sample(&mut rng).unwrap();
-        }
-        assert!(sampler.laws.len() <= MAX_CACHED_LAWS);
+    fn laws_are_kept_only_for_small_tables() {
+        assert_eq!(MultinomialSampler::new(10, &[0.25; 4]).laws.len(), 33);
+        assert!(MultinomialSampler::new(1 << 30, &[0.25; 4]).laws.is_empty());
+        assert!(MultinomialSampler::new(u64::MAX, &[0.25; 4])
+            .laws
+            .is_empty());
     }
 }
