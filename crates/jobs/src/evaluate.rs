@@ -14,6 +14,7 @@ use crate::error::Error;
 use crate::ledger::file::{check_reset_names, open_ledger, LedgerEntry};
 pub use crate::ledger::release::{Release, Released};
 use crate::ledger::store::{LedgerFile, LockedLedger};
+use crate::parallel_groups::RayonGroups;
 
 /// Tests every stream of `config` on the sketches `sketches_of` gives it (folded here, or
 /// merged from partial sketch files). `fingerprints[i]` identifies stream i's input for
@@ -65,7 +66,13 @@ pub fn test_streams(
             ledger: ledger.as_mut().map(|e| &mut e.ledger),
             noise: &mut *noise,
         };
-        records.extend(evaluate_stream(stream, &mechanism, sketches, &mut private)?);
+        records.extend(evaluate_stream(
+            stream,
+            &mechanism,
+            sketches,
+            &mut private,
+            &RayonGroups,
+        )?);
     }
     if let Some(l) = &mut locked {
         for (stream, entry) in config.streams.iter().zip(opened) {

@@ -3,7 +3,8 @@
 //! of folded sketches every bounded job ends in ([`evaluate`]), partial sketch files and their exact merge
 //! ([`sketch_file`]), the in-memory fold of Arrow data and its identity ([`memory_fold`],
 //! [`memory_id`]), the versioned state encoding ([`state_codec`]), the state a config will
-//! hold ([`state_memory`]) and the privacy ledger ([`ledger`]). It reads through the
+//! hold ([`state_memory`]), the privacy ledger ([`ledger`]) and the evaluation of a window's
+//! groups on rayon's pool ([`parallel_groups`]). It reads through the
 //! connectors' Parquet side, folds and tests through the engine's stream layer, and
 //! builds no Kafka client, async runtime or HTTP server: the service (`ldpstream-serve`)
 //! and the Python package (`ldpstream-python`) both sit on it.
@@ -19,6 +20,7 @@ pub mod memory_check;
 pub mod memory_fold;
 pub mod memory_id;
 pub mod output;
+pub mod parallel_groups;
 pub mod row_digest;
 pub mod sketch_file;
 pub mod state_codec;

@@ -23,7 +23,7 @@ pub struct BatchArgs {
     /// Parquet file or glob; repeatable. Replaces the paths of every Parquet source.
     #[arg(long = "input")]
     inputs: Vec<String>,
-    /// Worker threads for the fold (default: one per core).
+    /// Worker threads for the fold and the per-group tests (default: one per core).
     #[arg(long)]
     threads: Option<usize>,
     /// Fold only: write the sketches of this share of the input into DIR (one
@@ -72,8 +72,8 @@ pub fn run(args: BatchArgs) -> Result<()> {
     if let Some(threads) = args.threads {
         if threads == 0 || threads > MAX_THREADS {
             bail!(UsageError(format!(
-                "--threads {threads}: must be from 1 to {MAX_THREADS} (the fold is CPU-bound; \
-                 more threads than cores only adds overhead)"
+                "--threads {threads}: must be from 1 to {MAX_THREADS} (the fold and the tests \
+                 are CPU-bound; more threads than cores only adds overhead)"
             )));
         }
         rayon::ThreadPoolBuilder::new()

@@ -8,6 +8,7 @@ mod gof;
 mod independence;
 mod local_exp_gof;
 mod monte_carlo;
+mod multinomial;
 mod multiple;
 mod noise_gof;
 mod olh_gof;
@@ -37,7 +38,7 @@ pub use monte_carlo::{monte_carlo_p_value, sample_multinomial, sample_null_sketc
 pub use multiple::bh_q_values;
 pub use noise_gof::noise_statistic;
 pub use olh_gof::{olh_gof, OlhNull};
-pub use pearson::{pearson_gof, pearson_gof_cells};
+pub use pearson::{pearson_gof, pearson_gof_cells, pearson_statistic_cells};
 pub use row_conditioned::{sign_row_means, sign_spread};
 pub use sheffet::tv_distance;
 #[cfg(test)]

@@ -4,6 +4,7 @@
 use rand::Rng;
 use rand_distr::{Binomial, Distribution, Gamma, Normal, Poisson};
 
+use super::multinomial::MultinomialSampler;
 use crate::error::EngineError;
 use crate::mechanism::{Mechanism, Noise, NoiseKind, Subset};
 use crate::sketch::{BitSketch, CountSketch, PoolSketch, SignedSketch, Sketch, SumSketch};
@@ -57,31 +58,14 @@ fn noise_sum<R: Rng + ?Sized>(rng: &mut R, m: &Noise, n: u64) -> Result<f64, Eng
     }
 }
 
-/// `Multinomial(n, probs)` by sequential conditional binomials: O(d) draws.
+/// `Multinomial(n, probs)` by sequential conditional binomials: O(d) draws. To draw the
+/// same law many times, keep a [`MultinomialSampler`].
 pub fn sample_multinomial<R: Rng + ?Sized>(
     rng: &mut R,
     n: u64,
     probs: &[f64],
 ) -> Result<Vec<u64>, EngineError> {
-    let mut left = n;
-    let mut mass_left = 1.0;
-    let mut out = Vec::with_capacity(probs.len());
-    for (j, &p) in probs.iter().enumerate() {
-        if j + 1 == probs.len() {
-            out.push(left);
-            break;
-        }
-        let q = if mass_left > 0.0 {
-            (p / mass_left).clamp(0.0, 1.0)
-        } else {
-            0.0
-        };
-        let k = binomial(rng, left, q)?;
-        out.push(k);
-        left -= k;
-        mass_left -= p;
-    }
-    Ok(out)
+    MultinomialSampler::once(n, probs).sample(rng)
 }
 
 /// The item counts of n reports drawn exactly from the mechanism under `p0`: true values
@@ -188,6 +172,45 @@ pub fn sample_null_sketch<R: Rng + ?Sized>(
     })
 }
 
+/// The null sketches of one observed sketch, drawn again and again for one simulated
+/// p-value. A count table's law is built once (the report law and its binomials); the
+/// other kinds draw through [`sample_null_sketch`]. Draws equal `sample_null_sketch`'s.
+pub struct NullSampler<'a> {
+    mechanism: &'a Mechanism,
+    observed: &'a Sketch,
+    p0: &'a [f64],
+    counts: Option<MultinomialSampler>,
+}
+
+impl<'a> NullSampler<'a> {
+    pub fn new(mechanism: &'a Mechanism, observed: &'a Sketch, p0: &'a [f64]) -> Self {
+        let n = observed.n();
+        let counts = match (mechanism.channel(), observed) {
+            (Mechanism::Grr(m), Sketch::Counts(_)) => {
+                Some(MultinomialSampler::new(n, &m.report_law(p0)))
+            }
+            (Mechanism::Channel(m), Sketch::Counts(_)) => {
+                Some(MultinomialSampler::new(n, &m.signal_law(p0)))
+            }
+            (Mechanism::Raw { .. }, Sketch::Counts(_)) => Some(MultinomialSampler::new(n, p0)),
+            _ => None,
+        };
+        Self {
+            mechanism,
+            observed,
+            p0,
+            counts,
+        }
+    }
+
+    pub fn sample<R: Rng + ?Sized>(&mut self, rng: &mut R) -> Result<Sketch, EngineError> {
+        match &mut self.counts {
+            Some(law) => Ok(Sketch::Counts(CountSketch::from_counts(law.sample(rng)?))),
+            None => sample_null_sketch(self.mechanism, self.observed, self.p0, rng),
+        }
+    }
+}
+
 /// How far below the observed statistic a simulated one still counts as a tie, relative to
 /// the observed one: R's `chisq.test` uses the same `1 − 64·ε`.
 const TIE_TOLERANCE: f64 = 64.0 * f64::EPSILON;
@@ -216,6 +239,38 @@ pub fn monte_carlo_p_value(observed: f64, simulated: &mut [f64], alpha: f64) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The kept laws draw the null sketches `sample_null_sketch` draws, one by one from
+    /// the same generator: simulated p-values are unchanged.
+    #[test]
+    fn null_sampler_draws_as_sample_null_sketch() {
+        use crate::mechanism::Grr;
+        use rand::rngs::StdRng;
+        use rand::SeedableRng;
+        let p0 = [0.1, 0.2, 0.3, 0.15, 0.25];
+        for (seed, m) in [
+            Mechanism::Grr(Grr::new(1.0, 5).unwrap()),
+            Mechanism::Raw { domain: 5 },
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            for n in [0u64, 3, 37, 5_000] {
+                let observed = Sketch::Counts(CountSketch::from_counts(vec![n, 0, 0, 0, 0]));
+                let (mut a, mut b) = (
+                    StdRng::seed_from_u64(seed as u64 + n),
+                    StdRng::seed_from_u64(seed as u64 + n),
+                );
+                let mut sampler = NullSampler::new(&m, &observed, &p0);
+                for _ in 0..200 {
+                    assert_eq!(
+                        sampler.sample(&mut a).unwrap(),
+                        sample_null_sketch(&m, &observed, &p0, &mut b).unwrap()
+                    );
+                }
+            }
+        }
+    }
 
     /// Statistics equal but for the order of a float sum are ties: both count as `≥`.
     #[test]

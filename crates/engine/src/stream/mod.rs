@@ -11,6 +11,7 @@
 pub mod due;
 pub mod error;
 pub mod group_fold;
+pub mod group_map;
 pub mod grouped;
 pub mod groups;
 mod keys;
@@ -25,6 +26,7 @@ pub mod window_results;
 pub use due::{longest_window, rfc3339, stream_pane_width, take_due, WindowSnapshot};
 pub use error::StreamError;
 pub use group_fold::GroupFold;
+pub use group_map::{GroupMap, GroupTask, Sequential};
 pub use grouped::{fold_paned_batch_reference, fold_record_batch};
 pub use latches::{LatchEntry, SequentialLatches};
 pub use layout::{block_column, with_block_columns, ReportLayout};

@@ -11,6 +11,7 @@ use tracing::warn;
 
 use super::due::{for_each_due, rfc3339, stream_pane_width, WindowSnapshot};
 use super::error::StreamError;
+use super::group_map::{GroupMap, Sequential};
 use super::latches::SequentialLatches;
 use super::layout::{block_column, ReportLayout};
 use super::looks::{for_each_look, Look};
@@ -80,7 +81,9 @@ pub struct Private<'a> {
 /// The records of one test over one window's sketches, keyed by `key_columns`: sketches are
 /// merged down to the test's groups, two-sample tests pair their labelled samples,
 /// curator-model tests spend from the ledger, and every record gets its Benjamini–Hochberg
-/// q-value across the window's groups.
+/// q-value across the window's groups. `groups` runs the per-group tests that spend no
+/// budget (curator-model tests draw noise and spend in group order, so they run in order).
+#[allow(clippy::too_many_arguments)]
 pub fn evaluate_test_groups(
     stream: &StreamConfig,
     test: &TestConfig,
@@ -89,6 +92,7 @@ pub fn evaluate_test_groups(
     fold_columns: &[String],
     bounds: Option<Bounds>,
     private: &mut Private,
+    groups: &dyn GroupMap,
 ) -> Result<Vec<TestRecord>, StreamError> {
     let window = (bounds.map(|b| b.start), bounds.map(|b| b.end));
     let fold_columns = fold_columns.to_vec();
@@ -115,20 +119,26 @@ pub fn evaluate_test_groups(
                     })
                 };
                 let (sa, sb) = (side(a)?, side(b)?);
-                let keys: BTreeSet<&GroupKey> = sa.keys().chain(sb.keys()).collect();
+                let keys: Vec<&GroupKey> = sa
+                    .keys()
+                    .chain(sb.keys())
+                    .collect::<BTreeSet<_>>()
+                    .into_iter()
+                    .collect();
                 let empty = mechanism.new_sketch();
-                for key in keys {
+                batch = groups.map(keys.len(), &|i| {
+                    let key = keys[i];
                     let x = sa.get(key).map_or(&empty, |s| &**s);
                     let y = sb.get(key).map_or(&empty, |s| &**s);
-                    batch.push(evaluate_two_sample(
+                    Ok(evaluate_two_sample(
                         stream,
                         test,
                         mechanism,
                         scope(&record_columns, key, bounds),
                         x,
                         y,
-                    )?);
-                }
+                    )?)
+                })?;
             }
             TestSpec::Uniformity(_) | TestSpec::Identity { .. } => {
                 let ledger =
@@ -174,15 +184,20 @@ pub fn evaluate_test_groups(
                 }
             }
             TestSpec::Gof { .. } | TestSpec::Independence { .. } => {
-                for (key, sketch) in merge_by(sketches, &fold_columns, group_by, |_| true)? {
-                    batch.push(evaluate(
+                let merged: Vec<(GroupKey, Cow<Sketch>)> =
+                    merge_by(sketches, &fold_columns, group_by, |_| true)?
+                        .into_iter()
+                        .collect();
+                batch = groups.map(merged.len(), &|i| {
+                    let (key, sketch) = &merged[i];
+                    Ok(evaluate(
                         stream,
                         test,
                         mechanism,
-                        scope(group_by, &key, bounds),
-                        &sketch,
-                    )?);
-                }
+                        scope(group_by, key, bounds),
+                        sketch,
+                    )?)
+                })?;
             }
         }
     }
@@ -195,11 +210,13 @@ pub fn evaluate_test_groups(
 
 /// One record per (test, window, group). The input is exhausted, so every window is final
 /// and no report is late: each one lands in its window whatever order files were read in.
+/// `groups` evaluates each (test, window)'s groups: [`Sequential`], or the caller's pool.
 pub fn evaluate_stream(
     stream: &StreamConfig,
     mechanism: &Mechanism,
     folded: PanedDelta,
     private: &mut Private,
+    groups: &dyn GroupMap,
 ) -> Result<Vec<TestRecord>, StreamError> {
     if stream.tests.is_empty() {
         warn!(stream = %stream.name, "stream has no [[stream.test]] entries; nothing to report");
@@ -223,7 +240,7 @@ pub fn evaluate_stream(
     let mut look_records: BTreeMap<(usize, Option<i64>), Vec<TestRecord>> = BTreeMap::new();
     for_each_look(stream, &store, None, i64::MAX, |look| {
         let key = (look.snapshot.test, look.snapshot.bounds.map(|b| b.start));
-        let records = evaluate_look(stream, mechanism, &look, private)?;
+        let records = look_records_with(stream, mechanism, &look, private, groups)?;
         look_records.entry(key).or_default().extend(records);
         Ok::<(), StreamError>(())
     })?;
@@ -233,7 +250,9 @@ pub fn evaluate_stream(
     for_each_due(stream, &mut store, false, |snapshot| {
         let key = (snapshot.test, snapshot.bounds.map(|b| b.start));
         records.extend(look_records.remove(&key).unwrap_or_default());
-        records.extend(evaluate_snapshot(stream, mechanism, &snapshot, private)?);
+        records.extend(snapshot_records(
+            stream, mechanism, &snapshot, private, groups,
+        )?);
         Ok::<(), StreamError>(())
     })?;
     // A sequential test's rejection at any look stands at its final record (and the
@@ -249,7 +268,17 @@ pub fn evaluate_look(
     look: &Look,
     private: &mut Private,
 ) -> Result<Vec<TestRecord>, StreamError> {
-    let mut records = evaluate_snapshot(stream, mechanism, &look.snapshot, private)?;
+    look_records_with(stream, mechanism, look, private, &Sequential)
+}
+
+fn look_records_with(
+    stream: &StreamConfig,
+    mechanism: &Mechanism,
+    look: &Look,
+    private: &mut Private,
+    groups: &dyn GroupMap,
+) -> Result<Vec<TestRecord>, StreamError> {
+    let mut records = snapshot_records(stream, mechanism, &look.snapshot, private, groups)?;
     let end = rfc3339(look.end);
     for r in &mut records {
         r.look_end = Some(end.clone());
@@ -265,6 +294,16 @@ pub fn evaluate_snapshot(
     snapshot: &WindowSnapshot,
     private: &mut Private,
 ) -> Result<Vec<TestRecord>, StreamError> {
+    snapshot_records(stream, mechanism, snapshot, private, &Sequential)
+}
+
+fn snapshot_records(
+    stream: &StreamConfig,
+    mechanism: &Mechanism,
+    snapshot: &WindowSnapshot,
+    private: &mut Private,
+    groups: &dyn GroupMap,
+) -> Result<Vec<TestRecord>, StreamError> {
     let test = &stream.tests[snapshot.test];
     if test.spec.curator().is_some() && !snapshot.is_final {
         return Ok(Vec::new());
@@ -278,6 +317,7 @@ pub fn evaluate_snapshot(
         &key_columns,
         snapshot.bounds,
         private,
+        groups,
     )?;
     // A private test releases no count of raw reports, late ones included (they stay 0).
     let late = if test.spec.curator().is_some() {

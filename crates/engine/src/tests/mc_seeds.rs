@@ -108,6 +108,7 @@ fn groups_draw_their_own_reference_sets() {
 fn batch_and_serve_paths_draw_the_same_seeds() {
     use crate::stream::{
         evaluate_snapshot, evaluate_stream, stream_pane_width, take_due, PanedDelta, Private,
+        Sequential,
     };
     use crate::window::{Grouped, PaneStore};
     let toml = "[[stream]]\nname = \"s\"\nsource = { kind = \"parquet\", paths = [\"x\"] }\n\
@@ -147,6 +148,7 @@ fn batch_and_serve_paths_draw_the_same_seeds() {
         &m,
         delta(vec![pane(0), pane(hour)], hour + 10),
         &mut private,
+        &Sequential,
     )
     .unwrap();
     let mut store = PaneStore::new(stream_pane_width(&stream), 0);

@@ -15,6 +15,7 @@ mod fold_kernels;
 mod gof_reference;
 mod gof_size;
 mod group_fold;
+mod group_map;
 mod independence_two_sample;
 mod longitudinal;
 mod mc_seeds;
