@@ -173,6 +173,7 @@ export class LongitudinalClient {
   }
 
   async #report(metric: string, value: number, ts: number, source: WordSource): Promise<Report> {
+    if (typeof metric !== "string") throw new LdpClientError("metric", metric, "a string naming the metric");
     checkInput(value, this.domain);
     if (!Number.isSafeInteger(ts)) throw new LdpClientError("ts", ts, "integer milliseconds since the epoch");
     const period = periodOf(ts, this.periodMs);

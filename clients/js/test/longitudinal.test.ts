@@ -132,6 +132,7 @@ test("parameters, options and inputs are refused naming them; Randomizer points 
   const c = new LongitudinalClient(lgrr);
   await assert.rejects(c.report("m", 4, T0), (e: LdpClientError) => e.parameter === "value");
   await assert.rejects(c.report("m", 1, 1.5), (e: LdpClientError) => e.parameter === "ts");
+  await assert.rejects(c.report(7 as unknown as string, 1, T0), (e: LdpClientError) => e.parameter === "metric");
   // The default period is a day, as the server's.
   assert.equal(new LongitudinalClient({ ...lgrr, period: undefined }).periodMs, DAY);
 });
