@@ -16,6 +16,7 @@ export { InMemoryMemoStore, MemoFormatError, MEMO_VERSION } from "./memo.js";
 export type { MemoStore } from "./memo.js";
 export { DEFAULT_STORAGE_PREFIX, LocalStorageMemoStore } from "./browser_store.js";
 export type { StorageLike } from "./browser_store.js";
+export { IndexedDBMemoStore } from "./indexeddb_store.js";
 export type { Report } from "./mechanisms.js";
 export type { MessageOptions } from "./encode.js";
 export { encodeBinary, encodeJson };

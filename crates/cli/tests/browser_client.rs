@@ -6,8 +6,8 @@
 //! the true distribution does not reject, and every estimate lies within 4 standard
 //! errors of it.
 //!
-//! The second test runs the longitudinal client on the browser's localStorage memo store
-//! in two browser processes on one profile: the memo and the period rule survive the
+//! The second test runs the longitudinal client on the browser's memo stores (localStorage,
+//! IndexedDB) in two browser processes on one profile: the memo and the period rule survive the
 //! restart (clients/js/test/browser/memo_page.mjs serves its page).
 //!
 //! Ignored by plain `cargo test`: they need the built bundle, node and chromium;
@@ -211,7 +211,8 @@ fn chromium_run(url: &str, profile: &Path, lines: &std::sync::mpsc::Receiver<Str
     serde_json::from_str(&line.expect("the memo page posted no outcome within 120 s")).unwrap()
 }
 
-/// Issue 47: the JS client's browser memo store (localStorage) survives a browser restart.
+/// Issue 47: the JS client's browser memo stores (localStorage, IndexedDB) survive a
+/// browser restart.
 /// Run 1 reports in a period and is refused a second report in it; run 2, a new browser
 /// process on the same profile, is still refused in that period, and the next period's
 /// report comes from the same memo.
@@ -246,34 +247,40 @@ fn browser_client_memo_store_survives_a_browser_restart() {
     });
     const T0: i64 = 1_767_225_600_000; // 2026-01-01, the start of a day
     const DAY: i64 = 86_400_000;
-    let profile = dir.path().join("profile");
-    let url = |ts: [i64; 2]| format!("http://127.0.0.1:{port}/?ts={}&ts={}", ts[0], ts[1]);
-    let one = chromium_run(&url([T0, T0 + 5]), &profile, &lines);
-    let two = chromium_run(&url([T0 + 7, T0 + DAY]), &profile, &lines);
+    for store in ["localstorage", "indexeddb"] {
+        let profile = dir.path().join(format!("profile-{store}"));
+        let url = |ts: [i64; 2]| {
+            format!(
+                "http://127.0.0.1:{port}/?ts={}&ts={}&store={store}",
+                ts[0], ts[1]
+            )
+        };
+        let one = chromium_run(&url([T0, T0 + 5]), &profile, &lines);
+        let two = chromium_run(&url([T0 + 7, T0 + DAY]), &profile, &lines);
+        let is_report = |v: &Value| {
+            v.as_str()
+                .is_some_and(|s| s.len() == 4 && s.bytes().all(|c| c.is_ascii_hexdigit()))
+        };
+        assert!(is_report(&one["outcomes"][0]), "{store}: {one}");
+        assert_eq!(one["outcomes"][1], "same_period", "{store}: {one}");
+        assert_eq!(
+            two["outcomes"][0], "same_period",
+            "{store}: the period was forgotten: {two}"
+        );
+        assert!(is_report(&two["outcomes"][1]), "{store}: {two}");
+        let memo =
+            |run: &Value| -> Value { serde_json::from_str(run["memo"].as_str().unwrap()).unwrap() };
+        let (m1, m2) = (memo(&one), memo(&two));
+        assert_eq!(
+            m1["values"], m2["values"],
+            "{store}: the memo was drawn again after the restart"
+        );
+        assert_eq!(
+            (m1["reports"].as_u64(), m2["reports"].as_u64()),
+            (Some(1), Some(2))
+        );
+        assert_eq!(m2["last_period"], (T0 + DAY) / DAY);
+    }
     page.kill().unwrap();
     page.wait().unwrap();
-
-    let is_report = |v: &Value| {
-        v.as_str()
-            .is_some_and(|s| s.len() == 4 && s.bytes().all(|c| c.is_ascii_hexdigit()))
-    };
-    assert!(is_report(&one["outcomes"][0]), "{one}");
-    assert_eq!(one["outcomes"][1], "same_period", "{one}");
-    assert_eq!(
-        two["outcomes"][0], "same_period",
-        "the period was forgotten: {two}"
-    );
-    assert!(is_report(&two["outcomes"][1]), "{two}");
-    let memo =
-        |run: &Value| -> Value { serde_json::from_str(run["memo"].as_str().unwrap()).unwrap() };
-    let (m1, m2) = (memo(&one), memo(&two));
-    assert_eq!(
-        m1["values"], m2["values"],
-        "the memo was drawn again after the restart"
-    );
-    assert_eq!(
-        (m1["reports"].as_u64(), m2["reports"].as_u64()),
-        (Some(1), Some(2))
-    );
-    assert_eq!(m2["last_period"], (T0 + DAY) / DAY);
 }

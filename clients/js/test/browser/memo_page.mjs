@@ -1,7 +1,8 @@
 // The page of the browser memo-store test (crates/cli/tests/browser_client.rs): serves the
 // client's browser bundle (`npm run build:browser`) as /ldpstream-client/index.js and, at
-// /?ts=T&ts=U…, a page that reports the metric "m" (value 2) with a LongitudinalClient on
-// the browser's localStorage at each event time T, U, … in order, then posts each outcome
+// /?ts=T&ts=U…[&store=indexeddb], a page that reports the metric "m" (value 2) with a
+// LongitudinalClient on the browser's localStorage (or IndexedDB) store at each event
+// time T, U, … in order, then posts each outcome
 // (the report, or the refusal's code) and the stored memo to /done, which prints them as
 // one JSON line. Run by two browser processes on one profile, it shows the memo surviving
 // a restart. Prints "listening PORT" first.
@@ -15,18 +16,20 @@ const bundle = readFileSync(fileURLToPath(new URL("../../dist/browser/index.js",
 
 const page = `<!doctype html><html><head><title>ldpstream memo store test</title></head><body>
 <script type="module">
-import { LocalStorageMemoStore, LongitudinalClient, LdpRefusal } from "/ldpstream-client/index.js";
+import { IndexedDBMemoStore, LocalStorageMemoStore, LongitudinalClient, LdpRefusal } from "/ldpstream-client/index.js";
 const config = { kind: "losue", epsilon_perm: 3, epsilon_1: 1, domain: 10, period: "1d" };
-const client = new LongitudinalClient(config, { store: new LocalStorageMemoStore() });
+const params = new URL(location.href).searchParams;
+const store = params.get("store") === "indexeddb" ? await IndexedDBMemoStore.open() : new LocalStorageMemoStore();
+const client = new LongitudinalClient(config, { store });
 const outcomes = [];
-for (const ts of new URL(location.href).searchParams.getAll("ts").map(Number)) {
+for (const ts of params.getAll("ts").map(Number)) {
   try {
     outcomes.push(JSON.parse(await client.json("m", 2, { ts })).report);
   } catch (e) {
     outcomes.push(e instanceof LdpRefusal ? e.code : "error: " + e.message);
   }
 }
-const memo = localStorage.getItem("ldpstream-memo:m");
+const memo = await store.load("m");
 await fetch("/done", { method: "POST", body: JSON.stringify({ outcomes, memo }) });
 document.body.dataset.done = "1";
 </script></body></html>`;
