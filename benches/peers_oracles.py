@@ -18,8 +18,16 @@ a call xxhash 4 refuses, so its module's xxhash is patched as below); multi-freq
 ldpstream's bucket of v under pool entry `seed` (the report's pool index). pure-LDP has no
 subset selection.
 
+The longitudinal kinds (issue 47), with --lgrr, --lgrr-d2 and --losue (one period of
+`simulate --devices`, so one window of the period): multi-freq-ldpy's L-OSUE second round
+is ldpstream's (both make one report OUE at ε1), so `L_OSUE_Aggregator_MI` runs as it is.
+Its L-GRR second round is the paper's, whose composition is exact only at d = 2
+(docs/STATISTICS.md §1.9): `L_GRR_Aggregator_MI` is compared at d = 2, and at any d its
+estimator `MI_long` is given ldpstream's round probabilities. Both to 1e-12.
+
   peers_oracles.py --bin B --grr F --oue F --subset F --olh F --epsilon E --domain D
                    --k K --pool-size S --pool-seed P [--rounds R]
+                   [--lgrr F --lgrr-d2 F --losue F --epsilon-perm EP --epsilon-1 E1]
 """
 
 from __future__ import annotations
@@ -38,21 +46,25 @@ import pyarrow.parquet as pq
 from python_bench import timed
 
 TOLERANCE = 1e-9
+# The longitudinal aggregators are one closed form each: the issue asks for 1e-12.
+LONGITUDINAL_TOLERANCE = 1e-12
 MASK = (1 << 64) - 1
 GOLDEN = 0x9E3779B97F4A7C15
 
 
-def batch_record(binary: str, path: str, mechanism: str):
+def batch_record(binary: str, path: str, mechanism: str, window: str = ""):
     """`ldpstream batch` on one file: the whole process (start, Parquet read, fold,
     snapshot with estimate, Norm-Sub and IBU, GOF test), as a user runs it. The peers run
     no test, so it is given the fewest Monte Carlo samples alpha = 0.05 allows (OLH's
-    test is always simulated; the others' are asymptotic here)."""
+    test is always simulated; the others' are asymptotic here). `window`: the test's
+    window table, if not the global window (the longitudinal kinds need one period's)."""
     fd, config = tempfile.mkstemp(suffix=".toml")
     with os.fdopen(fd, "w") as f:
         f.write(
             f'[[stream]]\nname = "b"\nsource = {{ kind = "parquet", paths = ["{path}"] }}\n'
             f"mechanism = {{ {mechanism} }}\n"
             '[[stream.test]]\nname = "t"\nkind = "gof"\nnull = "uniform"\nmc_samples = 25\n'
+            + (f"window = {window}\n" if window else "")
         )
 
     def run():
@@ -100,7 +112,7 @@ def pure_ldp_estimate(server, reports) -> np.ndarray:
 
 
 def cases(args):
-    """(title, n, ldpstream mechanism TOML, record field -> [(peer label, call, key)])."""
+    """(title, n, ldpstream mechanism TOML, file, [(peer label, call, key)])."""
     from multi_freq_ldpy.pure_frequency_oracles import GRR, LH, SS, UE
     from pure_ldp.frequency_oracles.direct_encoding import DEServer
     from pure_ldp.frequency_oracles.local_hashing import FastLHServer, fast_lh_server
@@ -113,7 +125,7 @@ def cases(args):
     ident = lambda x: x  # noqa: E731  (pure-LDP's items are 1-based by default)
     grr = pq.read_table(args.grr).column("report").to_numpy().astype(np.int64)
     yield (
-        f"GRR, d = {d}, ε = {eps}", len(grr), f"kind = \"grr\", epsilon = {eps}, domain = {d}",
+        f"GRR, d = {d}, ε = {eps}", len(grr), f"kind = \"grr\", epsilon = {eps}, domain = {d}", args.grr,
         [
             ("pure-LDP `DEServer`", lambda: pure_ldp_estimate(DEServer(eps, d, ident), grr), "estimate"),
             ("multi-freq-ldpy `GRR_Aggregator_MI`", lambda: GRR.GRR_Aggregator_MI(grr, d, eps), "mi"),
@@ -126,7 +138,7 @@ def cases(args):
     oue = np.unpackbits(packed.reshape(len(bits), width), axis=1, bitorder="little")[:, :d]
     oue = oue.astype(np.float64)  # UE_Client's own report type
     yield (
-        f"OUE, d = {d}, ε = {eps}", len(oue), f"kind = \"oue\", epsilon = {eps}, domain = {d}",
+        f"OUE, d = {d}, ε = {eps}", len(oue), f"kind = \"oue\", epsilon = {eps}, domain = {d}", args.oue,
         [
             ("pure-LDP `UEServer(use_oue=True)`", lambda: pure_ldp_estimate(UEServer(eps, d, True, ident), oue), "estimate"),
             ("multi-freq-ldpy `UE_Aggregator_MI(optimal=True)`", lambda: UE.UE_Aggregator_MI(oue, eps, True), "mi"),
@@ -140,7 +152,7 @@ def cases(args):
     subset = lists.flatten().to_numpy().astype(np.int64).reshape(len(lists), args.k)
     yield (
         f"subset, d = {d}, k = {args.k}, ε = {eps}", len(subset),
-        f"kind = \"subset\", epsilon = {eps}, domain = {d}, k = {args.k}",
+        f"kind = \"subset\", epsilon = {eps}, domain = {d}, k = {args.k}", args.subset,
         [
             ("multi-freq-ldpy `SS_Aggregator_MI`", lambda: SS.SS_Aggregator_MI(subset, d, eps), "mi"),
             ("multi-freq-ldpy `SS_Aggregator_IBU`", lambda: SS.SS_Aggregator_IBU(subset, d, eps, nb), "estimate_ibu"),
@@ -172,6 +184,7 @@ def cases(args):
     yield (
         f"OLH, d = {d}, ε = {eps}, g = {g}, S = {args.pool_size}", len(reports),
         f"kind = \"olh\", epsilon = {eps}, domain = {d}, pool_size = {args.pool_size}, pool_seed = {args.pool_seed}",
+        args.olh,
         [
             (
                 "pure-LDP `FastLHServer` (hash_matrix = ldpstream's pool)",
@@ -181,6 +194,53 @@ def cases(args):
             ("multi-freq-ldpy `LH_Aggregator_MI` (hash patched)", lambda: LH.LH_Aggregator_MI(reports, d, eps), "mi"),
             ("multi-freq-ldpy `LH_Aggregator_IBU` (hash patched)", lambda: LH.LH_Aggregator_IBU(reports, d, eps, True, nb), "estimate_ibu"),
         ],
+    )
+
+
+def unpack_bits(path: str, d: int) -> np.ndarray:
+    """A FixedSizeBinary report column as the n x d 0/1 matrix multi-freq-ldpy's UE
+    aggregators take (bits packed LSB first, as the clients pack them)."""
+    bits = pq.read_table(path).column("report").combine_chunks()
+    width = (d + 7) // 8
+    packed = np.frombuffer(bits.buffers()[1], dtype=np.uint8)[: len(bits) * width]
+    return np.unpackbits(packed.reshape(len(bits), width), axis=1, bitorder="little")[:, :d].astype(np.float64)
+
+
+def lgrr_rounds(ep: float, e1: float, d: int):
+    """ldpstream's L-GRR (p1, q1, p2, q2): round 1 GRR at ε∞, round 2 GenRR with
+    lie2 = (d−1)(b−a)/((1−a)(1+(d−1)b)), a = e^{−ε∞}, b = e^{−ε1} (conformance/README.md)."""
+    a, b = np.exp(-ep), np.exp(-e1)
+    lie1 = (d - 1) * a / (1 + (d - 1) * a)
+    lie2 = (d - 1) * (b - a) / ((1 - a) * (1 + (d - 1) * b))
+    return 1 - lie1, lie1 / (d - 1), 1 - lie2, lie2 / (d - 1)
+
+
+def longitudinal_cases(args):
+    """The issue-47 comparisons (see the module's docstring), when their files are given."""
+    from multi_freq_ldpy.estimators.Histogram_estimator import MI_long
+    from multi_freq_ldpy.long_freq_est import L_GRR, L_OSUE
+
+    ep, e1, d = args.epsilon_perm, args.epsilon_1, args.domain
+    table = lambda kind, dd: (  # noqa: E731
+        f'kind = "{kind}", epsilon_perm = {ep}, epsilon_1 = {e1}, domain = {dd}, period = "1d"'
+    )
+    lgrr = pq.read_table(args.lgrr).column("report").to_numpy().astype(np.int64)
+    rounds = lgrr_rounds(ep, e1, d)
+    # The counts as its L_GRR_Aggregator_MI makes them, inside the timed call.
+    mi = lambda: MI_long(np.bincount(lgrr, minlength=d).astype(np.float64), len(lgrr), *rounds)  # noqa: E731
+    yield (
+        f"L-GRR, d = {d}, ε∞ = {ep}, ε1 = {e1}", len(lgrr), table("lgrr", d), args.lgrr,
+        [("multi-freq-ldpy `MI_long` (ldpstream's p1, q1, p2, q2)", mi, "mi")],
+    )
+    lgrr2 = pq.read_table(args.lgrr_d2).column("report").to_numpy().astype(np.int64)
+    yield (
+        f"L-GRR, d = 2, ε∞ = {ep}, ε1 = {e1}", len(lgrr2), table("lgrr", 2), args.lgrr_d2,
+        [("multi-freq-ldpy `L_GRR_Aggregator_MI`", lambda: L_GRR.L_GRR_Aggregator_MI(lgrr2, 2, ep, e1), "mi")],
+    )
+    losue = unpack_bits(args.losue, d)
+    yield (
+        f"L-OSUE, d = {d}, ε∞ = {ep}, ε1 = {e1}", len(losue), table("losue", d), args.losue,
+        [("multi-freq-ldpy `L_OSUE_Aggregator_MI`", lambda: L_OSUE.L_OSUE_Aggregator_MI(losue, ep, e1), "mi")],
     )
 
 
@@ -194,11 +254,21 @@ def main() -> None:
     a.add_argument("--pool-size", type=int, required=True)
     a.add_argument("--pool-seed", type=int, required=True)
     a.add_argument("--rounds", type=int, default=3)
+    for flag in ("--lgrr", "--lgrr-d2", "--losue"):
+        a.add_argument(flag)
+    a.add_argument("--epsilon-perm", type=float)
+    a.add_argument("--epsilon-1", type=float)
     args = a.parse_args()
-    paths = {"grr": args.grr, "oue": args.oue, "subset": args.subset, "olh": args.olh}
-    for title, n, mechanism, peers in cases(args):
-        kind = mechanism.split('"')[1]
-        ours = timed(batch_record(args.bin, paths[kind], mechanism), args.rounds)
+    all_cases = [(case, "", TOLERANCE) for case in cases(args)]
+    longitudinal = (args.lgrr, args.lgrr_d2, args.losue, args.epsilon_perm, args.epsilon_1)
+    if any(v is not None for v in longitudinal):
+        if any(v is None for v in longitudinal):
+            sys.exit("--lgrr, --lgrr-d2, --losue, --epsilon-perm and --epsilon-1 go together")
+        # One period of device reports: the test's window is that period.
+        day = '{ kind = "tumbling", size = "1d" }'
+        all_cases += [(case, day, LONGITUDINAL_TOLERANCE) for case in longitudinal_cases(args)]
+    for (title, n, mechanism, path, peers), window, tolerance in all_cases:
+        ours = timed(batch_record(args.bin, path, mechanism, window), args.rounds)
         record = ours[3]
         if record["n"] != n:
             sys.exit(f"{title}: batch folded {record['n']} reports, the file has {n}")
@@ -219,7 +289,7 @@ def main() -> None:
                 f"| {label} | {against} | {diff:.2g} | {theirs[0]:.4f} | {theirs[1]:.4f} | {theirs[2]:.4f} | "
                 f"{n / theirs[0]:.3g} | {theirs[0] / ours[0]:.1f} |"
             )
-            if not diff <= TOLERANCE:
+            if not diff <= tolerance:
                 sys.exit(f"{title}: {label} differs from ldpstream's {key} by {diff}")
 
 

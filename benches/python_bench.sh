@@ -10,7 +10,9 @@
 #          GRR, OUE, subset (PEER_ORACLE_ROWS each) and OLH (PEER_OLH_ROWS, S = 1024) reports,
 #          d = 64, eps = 2, a Zipf p (benches/peers_oracles.py): unbiased, MI and IBU
 #          estimates asserted equal to ldpstream's estimate, clipped estimate and estimate_ibu,
-#          and each aggregator's time;
+#          and each aggregator's time; and one period of PEER_ORACLE_ROWS devices with a
+#          memo (lgrr d = 64 and d = 2, losue d = 64, eps_perm 2, eps_1 1) against
+#          multi-freq-ldpy's longitudinal MI aggregators, to 1e-12;
 #   spark  ldpstream.spark.run on Spark local[2] over the GRR_ROWS file, next to `ldpstream
 #          batch`, with the Spark path's own overhead (sketch serialization and merge; target
 #          < 10% of the run).
@@ -101,11 +103,24 @@ for s in "${sections[@]}"; do
         [ -f "$f" ] || "$bin" simulate --mechanism "$kind" --epsilon 2 --domain 64 --k 8 --pool-size 1024 \
           --pool-seed 7 --p "$zipf" --n "$rows" --seed 30 --out "$f" >/dev/null
       done
+      # Issue 47: one period of devices with a memo (eps_perm 2, eps_1 1), lgrr at d = 64 and
+      # d = 2 and losue at d = 64, for multi-freq-ldpy's longitudinal aggregators.
+      long="--epsilon-perm 2 --epsilon-1 1 --devices $peer_oracle_rows --periods 1 --seed 31"
+      for f in lgrr:64:"$zipf" lgrr:2:0.7,0.3 losue:64:"$zipf"; do
+        IFS=: read -r kind d p <<<"$f"
+        out="$data/${kind}_d${d}_ep2_e1_${peer_oracle_rows}.parquet"
+        # shellcheck disable=SC2086 # $long is a list of flags
+        [ -f "$out" ] || "$bin" simulate --mechanism "$kind" --domain "$d" --p "$p" $long --out "$out" >/dev/null
+      done
       "$py" benches/peers_oracles.py --bin "$bin" --epsilon 2 --domain 64 --k 8 --pool-size 1024 --pool-seed 7 \
         --grr "$data/grr_d64_eps2_zipf_${peer_oracle_rows}.parquet" \
         --oue "$data/oue_d64_eps2_zipf_${peer_oracle_rows}.parquet" \
         --subset "$data/subset_d64_eps2_zipf_${peer_oracle_rows}.parquet" \
-        --olh "$data/olh_d64_eps2_zipf_${peer_olh_rows}.parquet" --rounds "$rounds" ;;
+        --olh "$data/olh_d64_eps2_zipf_${peer_olh_rows}.parquet" \
+        --epsilon-perm 2 --epsilon-1 1 \
+        --lgrr "$data/lgrr_d64_ep2_e1_${peer_oracle_rows}.parquet" \
+        --lgrr-d2 "$data/lgrr_d2_ep2_e1_${peer_oracle_rows}.parquet" \
+        --losue "$data/losue_d64_ep2_e1_${peer_oracle_rows}.parquet" --rounds "$rounds" ;;
     spark)
       if ! "$py" -c 'import pyspark' 2>/dev/null; then
         [ "$SMOKE" = 1 ] || { echo "pyspark is not installed in $py" >&2; exit 1; }

@@ -32,12 +32,44 @@ export type MechanismConfig =
   | { kind: "gauss"; rho: number; domain: number }
   | { kind: "laplace"; epsilon: number; domain: number }
   | { kind: "subset"; epsilon: number; domain: number; k?: number }
-  | { kind: "olh"; epsilon: number; domain: number; g?: number; pool_size?: number; pool_seed?: bigint | number };
+  | { kind: "olh"; epsilon: number; domain: number; g?: number; pool_size?: number; pool_seed?: bigint | number }
+  | LongitudinalConfig;
 
-export function checkEpsilon(epsilon: unknown): number {
+/**
+ * The longitudinal kinds (docs/clients.md): a memo drawn once per value at `epsilon_perm`,
+ * then one report per `period` (a duration such as "1d", the default) at `epsilon_1`.
+ */
+export type LongitudinalConfig = {
+  kind: "lgrr" | "losue" | "lsue";
+  epsilon_perm: number;
+  epsilon_1: number;
+  domain: number;
+  period?: string;
+};
+
+export const DEFAULT_PERIOD = "1d";
+// The server's range for `period` (validate/longitudinal.rs): from 1s to 3650 days.
+export const MIN_PERIOD_MS = 1000;
+export const MAX_PERIOD_MS = 3650 * 86_400_000;
+
+const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** A duration string as the server parses it ("<integer><ms|s|m|h|d>"), in milliseconds. */
+export function checkPeriod(period: unknown): number {
+  const expected = 'a duration from "1s" to "3650d", an integer and a unit (ms, s, m, h, d), e.g. "1d"';
+  const match = typeof period === "string" ? /^(\d+)(ms|s|m|h|d)$/.exec(period.trim()) : null;
+  if (match === null) throw new LdpClientError("period", period, expected);
+  const ms = Number(match[1]) * DURATION_UNITS[match[2]];
+  if (!Number.isSafeInteger(ms) || ms < MIN_PERIOD_MS || ms > MAX_PERIOD_MS) {
+    throw new LdpClientError("period", period, expected);
+  }
+  return ms;
+}
+
+export function checkEpsilon(epsilon: unknown, name = "epsilon"): number {
   if (typeof epsilon !== "number" || !(epsilon >= MIN_EPSILON && epsilon <= MAX_EPSILON)) {
     throw new LdpClientError(
-      "epsilon",
+      name,
       epsilon,
       `a finite number from ${MIN_EPSILON} to ${MAX_EPSILON} (the server's range)`,
     );

@@ -1,4 +1,4 @@
-import { MechanismConfig, OLH_DEFAULT_POOL_SIZE } from "./config.js";
+import { checkPeriod, DEFAULT_PERIOD, MechanismConfig, OLH_DEFAULT_POOL_SIZE } from "./config.js";
 import { defaultK } from "./mechanisms.js";
 import { defaultG } from "./olh.js";
 
@@ -55,6 +55,16 @@ export function fingerprint(config: MechanismConfig): number {
       u32(config.g ?? defaultG(config.epsilon));
       u32(config.pool_size ?? OLH_DEFAULT_POOL_SIZE);
       view.setBigUint64(0, BigInt(config.pool_seed ?? 0), true);
+      parts.push(...new Uint8Array(view.buffer));
+      break;
+    case "lgrr":
+    case "losue":
+    case "lsue":
+      // Both ε, d and the period: a memo is valid only under the law it was drawn from.
+      f64(config.epsilon_perm);
+      f64(config.epsilon_1);
+      u32(config.domain);
+      view.setBigUint64(0, BigInt(checkPeriod(config.period ?? DEFAULT_PERIOD)), true);
       parts.push(...new Uint8Array(view.buffer));
       break;
     default:

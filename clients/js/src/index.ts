@@ -8,14 +8,25 @@ import { CryptoSource } from "./source.js";
 
 export { LdpClientError } from "./errors.js";
 export { MAX_DOMAIN, MAX_EPSILON, MAX_RHO, MIN_EPSILON, MIN_LAPLACE_EPSILON, MIN_RHO } from "./config.js";
-export type { MechanismConfig } from "./config.js";
+export { DEFAULT_PERIOD } from "./config.js";
+export type { LongitudinalConfig, MechanismConfig } from "./config.js";
+export { DEFAULT_MAX_MEMOIZED_VALUES, LdpMemoStoreError, LdpRefusal, LongitudinalClient, MAX_MEMO_BYTES } from "./device.js";
+export type { LongitudinalOptions, RefusalCode } from "./device.js";
+export { InMemoryMemoStore, MemoFormatError, MEMO_VERSION } from "./memo.js";
+export type { MemoStore } from "./memo.js";
+export { DEFAULT_STORAGE_PREFIX, LocalStorageMemoStore } from "./browser_store.js";
+export type { StorageLike } from "./browser_store.js";
+export { IndexedDBMemoStore } from "./indexeddb_store.js";
 export type { Report } from "./mechanisms.js";
 export type { MessageOptions } from "./encode.js";
 export { encodeBinary, encodeJson };
 
 let shared: CryptoSource | undefined;
 
-/** A stream's randomizer; every draw comes from `crypto.getRandomValues`. */
+/**
+ * A stream's randomizer; every draw comes from `crypto.getRandomValues`. The longitudinal
+ * kinds (lgrr, losue, lsue) report through `LongitudinalClient`, which keeps the memo.
+ */
 export class Randomizer {
   readonly config: MechanismConfig;
   readonly domain: number;

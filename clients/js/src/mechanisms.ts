@@ -117,6 +117,15 @@ export function prepare(config: MechanismConfig): Prepared {
       return noiseGrid("gauss", config.rho, config.domain);
     case "laplace":
       return noiseGrid("laplace", config.epsilon, config.domain);
+    case "lgrr":
+    case "losue":
+    case "lsue":
+      // A fresh memo per report would spend epsilon_perm on every report.
+      throw new LdpClientError(
+        "kind",
+        config.kind,
+        "a one-shot kind for Randomizer: lgrr, losue and lsue report through LongitudinalClient, which keeps the device's memo",
+      );
     default:
       throw new LdpClientError(
         "kind",

@@ -1,9 +1,11 @@
-// docs/clients.md: the Node snippet, run verbatim as a module that imports the package by
+// The README's Node snippets, run verbatim as a module that imports the package by
 // its name (Node resolves a package's own name through its "exports").
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 
 const root = new URL("../../", import.meta.url); // clients/js/
 const readme = readFileSync(new URL("../../README.md", root), "utf8");
@@ -24,4 +26,26 @@ test("the README's Node snippet runs and prints a stamped JSON message and a 21-
   assert.ok(match, out);
   // The fingerprint and one group of 2 bytes: 13 + 4 + 2 + 2.
   assert.equal(match[2], "21");
+});
+
+test("the README's longitudinal snippet reports twice from one memo file and refuses a second report in a period", () => {
+  const file = new URL("dist/readme-longitudinal-snippet.mjs", root);
+  writeFileSync(file, snippet("<!-- README longitudinal snippet"));
+  // The memo file lands in the working directory, a fresh one.
+  const cwd = mkdtempSync(join(tmpdir(), "ldp-readme-"));
+  try {
+    const out = execFileSync(process.execPath, [file.pathname], { encoding: "utf8", cwd });
+    const lines = out.trimEnd().split("\n");
+    assert.equal(lines.length, 3, out);
+    const [a, b] = lines.slice(0, 2).map((l) => JSON.parse(l));
+    assert.equal(b.ts - a.ts, 86_400_000);
+    for (const m of [a, b]) assert.ok(Number.isInteger(m.report) && m.report >= 0 && m.report < 8, out);
+    assert.equal(a.fingerprint, b.fingerprint);
+    assert.equal(lines[2], "same_period");
+    const memo = JSON.parse(readFileSync(join(cwd, "ldp-memo.json"), "utf8")).metrics.app_language;
+    assert.equal(memo.reports, 2);
+    assert.equal(memo.values.length, 1);
+  } finally {
+    rmSync(cwd, { recursive: true, force: true });
+  }
 });

@@ -6,7 +6,11 @@
 //! the true distribution does not reject, and every estimate lies within 4 standard
 //! errors of it.
 //!
-//! Ignored by plain `cargo test`: it needs the built bundle, node and chromium;
+//! The second test runs the longitudinal client on the browser's memo stores (localStorage,
+//! IndexedDB) in two browser processes on one profile: the memo and the period rule survive the
+//! restart (clients/js/test/browser/memo_page.mjs serves its page).
+//!
+//! Ignored by plain `cargo test`: they need the built bundle, node and chromium;
 //! scripts/js_client_test.sh runs it.
 
 use std::io::{BufRead, BufReader};
@@ -176,4 +180,107 @@ fn browser_client_reports_estimate_the_true_distribution() {
         );
     }
     println!("p-value {}, estimate {}", r["p_value"], r["estimate"]);
+}
+
+/// Chromium on `profile`, headless, at `url`, until the memo page posted its outcomes
+/// (`lines` receives them), then shut down with SIGTERM as a user quitting the browser
+/// would: the next run on the profile is a browser restart.
+fn chromium_run(url: &str, profile: &Path, lines: &std::sync::mpsc::Receiver<String>) -> Value {
+    let mut browser = Command::new("chromium")
+        .args(["--headless", "--no-sandbox", "--disable-gpu"])
+        .args([
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-sync",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(url)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("chromium (Debian package) on PATH");
+    let line = lines.recv_timeout(std::time::Duration::from_secs(120));
+    // Not --dump-dom with a virtual-time budget: virtual time runs ahead of the Web Locks
+    // request the store makes, and the page would be dumped before it reported.
+    let term = Command::new("kill")
+        .args(["-TERM", &browser.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    browser.wait().unwrap();
+    serde_json::from_str(&line.expect("the memo page posted no outcome within 120 s")).unwrap()
+}
+
+/// Issue 47: the JS client's browser memo stores (localStorage, IndexedDB) survive a
+/// browser restart.
+/// Run 1 reports in a period and is refused a second report in it; run 2, a new browser
+/// process on the same profile, is still refused in that period, and the next period's
+/// report comes from the same memo.
+#[test]
+#[ignore = "needs the built JS client, node and chromium: scripts/js_client_test.sh runs it"]
+fn browser_client_memo_store_survives_a_browser_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = &Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    assert!(
+        root.join("clients/js/dist/browser/index.js").exists(),
+        "no browser bundle: run `npm run build:browser` in clients/js (scripts/js_client_test.sh does)"
+    );
+    let mut page = Command::new("node")
+        .arg(root.join("clients/js/test/browser/memo_page.mjs"))
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("node on PATH");
+    let mut out = BufReader::new(page.stdout.take().unwrap()).lines();
+    let first = out.next().unwrap().unwrap();
+    let port = first
+        .trim()
+        .strip_prefix("listening ")
+        .expect("the page server's port")
+        .to_string();
+    let (send, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in out.map_while(Result::ok) {
+            if send.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    const T0: i64 = 1_767_225_600_000; // 2026-01-01, the start of a day
+    const DAY: i64 = 86_400_000;
+    for store in ["localstorage", "indexeddb"] {
+        let profile = dir.path().join(format!("profile-{store}"));
+        let url = |ts: [i64; 2]| {
+            format!(
+                "http://127.0.0.1:{port}/?ts={}&ts={}&store={store}",
+                ts[0], ts[1]
+            )
+        };
+        let one = chromium_run(&url([T0, T0 + 5]), &profile, &lines);
+        let two = chromium_run(&url([T0 + 7, T0 + DAY]), &profile, &lines);
+        let is_report = |v: &Value| {
+            v.as_str()
+                .is_some_and(|s| s.len() == 4 && s.bytes().all(|c| c.is_ascii_hexdigit()))
+        };
+        assert!(is_report(&one["outcomes"][0]), "{store}: {one}");
+        assert_eq!(one["outcomes"][1], "same_period", "{store}: {one}");
+        assert_eq!(
+            two["outcomes"][0], "same_period",
+            "{store}: the period was forgotten: {two}"
+        );
+        assert!(is_report(&two["outcomes"][1]), "{store}: {two}");
+        let memo =
+            |run: &Value| -> Value { serde_json::from_str(run["memo"].as_str().unwrap()).unwrap() };
+        let (m1, m2) = (memo(&one), memo(&two));
+        assert_eq!(
+            m1["values"], m2["values"],
+            "{store}: the memo was drawn again after the restart"
+        );
+        assert_eq!(
+            (m1["reports"].as_u64(), m2["reports"].as_u64()),
+            (Some(1), Some(2))
+        );
+        assert_eq!(m2["last_period"], (T0 + DAY) / DAY);
+    }
+    page.kill().unwrap();
+    page.wait().unwrap();
 }

@@ -1,6 +1,7 @@
 //! The longitudinal kinds (lgrr, losue, lsue) through the binary: `audit` of one report
 //! (bounded by ε1) and of one device's many reports of a value (bounded by ε∞), `plan`'s
-//! rows and lifetime spend, and `simulate --devices` refusing what it cannot simulate.
+//! rows and lifetime spend, `simulate --devices` refusing what it cannot simulate, and
+//! device reports through `serve` and `merge` giving the records of `batch`.
 
 use std::process::{Command, Output};
 
@@ -191,4 +192,113 @@ fn simulate_refuses_n_for_devices_with_memo_and_devices_for_others() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("it is for lgrr, losue and lsue"), "{err}");
+}
+
+fn records(text: &str) -> Vec<serde_json::Value> {
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Records in a fixed order: by test, then window.
+fn sorted(mut r: Vec<serde_json::Value>) -> Vec<serde_json::Value> {
+    r.sort_by_key(|r| (r["test"].to_string(), r["window_start"].to_string()));
+    r
+}
+
+/// Issue 47: device reports (a memo per device and value, 3 daily periods, 10% of devices
+/// changing value per period) of lgrr and losue in three shares give the same records
+/// through `serve` replaying the Parquet files, through `batch --emit-sketches` per share
+/// then `merge`, and through one `batch`: windows of one period and of a divisor of it.
+#[test]
+fn serve_and_merge_of_device_reports_give_the_records_of_batch() {
+    for kind in ["lgrr", "losue"] {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        std::fs::create_dir(&data).unwrap();
+        for share in 0..3 {
+            let seed = share.to_string();
+            let out = data.join(format!("part-{share}.parquet"));
+            let mut args = vec!["simulate"];
+            args.extend(mechanism(kind));
+            args.extend(["--period", "1d", "--p", "0.4,0.3,0.3", "--devices", "4000"]);
+            args.extend(["--periods", "3", "--change", "0.1", "--seed", &seed]);
+            args.extend(["--ts-start", "2026-01-01T00:00:00Z", "--out"]);
+            args.push(out.to_str().unwrap());
+            stdout(&ldpstream(&args));
+        }
+        let sink = dir.path().join("serve.jsonl");
+        let config = dir.path().join("devices.toml");
+        std::fs::write(
+            &config,
+            format!(
+                r#"
+[serve]
+snapshot_interval = "100ms"
+sink = [{{ kind = "jsonl", path = "{}" }}]
+[[stream]]
+name = "devices"
+source = {{ kind = "parquet", paths = ["{}/*.parquet"] }}
+mechanism = {{ kind = "{kind}", epsilon_perm = 2.0, epsilon_1 = 0.5, domain = 3, period = "1d" }}
+max_batch_rows = 5000
+# serve reads the shares one after the other, each spanning the 3 days: without lateness
+# the second share's first days would be behind the watermark (batch has none).
+allowed_lateness = "3d"
+[[stream.test]]
+name = "day"
+kind = "gof"
+null = [0.4, 0.3, 0.3]
+window = {{ kind = "tumbling", size = "1d" }}
+[[stream.test]]
+name = "quarter_day"
+kind = "gof"
+null = "uniform"
+window = {{ kind = "tumbling", size = "6h" }}
+"#,
+                sink.display(),
+                data.display()
+            ),
+        )
+        .unwrap();
+        let cfg = config.to_str().unwrap();
+        let batch = sorted(records(&stdout(&ldpstream(&[
+            "batch", "--config", cfg, "--output", "-",
+        ]))));
+        // 3 days: 3 daily windows and 12 quarter days, each with its reports.
+        assert_eq!(batch.len(), 15, "{kind}: {batch:?}");
+        assert!(
+            batch.iter().all(|r| r["n"].as_u64().unwrap() > 0),
+            "{kind}: {batch:?}"
+        );
+        let daily = batch.iter().filter(|r| r["test"] == "day");
+        assert!(daily.map(|r| r["n"].as_u64().unwrap()).all(|n| n == 12_000));
+
+        let sketches = dir.path().join("sketches");
+        for share in 0..3 {
+            let input = data.join(format!("part-{share}.parquet"));
+            let o = ldpstream(&[
+                "batch",
+                "--config",
+                cfg,
+                "--input",
+                input.to_str().unwrap(),
+                "--emit-sketches",
+                sketches.to_str().unwrap(),
+            ]);
+            stdout(&o);
+        }
+        let glob = format!("{}/*.ldpp", sketches.display());
+        let merged = sorted(records(&stdout(&ldpstream(&[
+            "merge", "--config", cfg, "--input", &glob,
+        ]))));
+        assert_eq!(merged, batch, "{kind}: merge differs from batch");
+
+        let o = crate::common::serve::serve_to_the_end(&config, &[]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let finals: Vec<_> = crate::common::serve::jsonl(&sink)
+            .into_iter()
+            .filter(|r| r["final"] == true)
+            .collect();
+        assert_eq!(sorted(finals), batch, "{kind}: serve differs from batch");
+    }
 }

@@ -121,7 +121,7 @@ pub fn _conformance_longitudinal<'py>(
     let out = PyDict::new(py);
     out.set_item("consumed", replay.at)?;
     out.set_item("memo_after", store.get().load_text(metric)?)?;
-    let groups = group_pairs(groups, "longitudinal")?;
+    let groups = group_pairs(groups, l.kind())?;
     match result {
         Ok(report) => {
             match &report {

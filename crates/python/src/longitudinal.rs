@@ -205,6 +205,8 @@ impl MemoStore for Store {
 pub struct LongitudinalClient {
     device: Mutex<Device<Store>>,
     fingerprint: u32,
+    /// `lgrr`, `losue` or `lsue`: which message keys its groups may not take.
+    kind: &'static str,
 }
 
 impl LongitudinalClient {
@@ -219,10 +221,12 @@ impl LongitudinalClient {
             max_memoized_values,
             same_period: SamePeriod::parse(same_period).map_err(config_error)?,
         };
+        let kind = mechanism.kind();
         let device = Device::new(mechanism, store, options).map_err(config_error)?;
         Ok(LongitudinalClient {
             device: Mutex::new(device),
             fingerprint,
+            kind,
         })
     }
 
@@ -311,8 +315,7 @@ impl LongitudinalClient {
         max_group_value_bytes: usize,
     ) -> PyResult<Bound<'py, PyBytes>> {
         let format = Format::parse(format).map_err(input_error)?;
-        // The longitudinal kinds' messages reserve only the common fields.
-        let groups = group_pairs(groups, "longitudinal")?;
+        let groups = group_pairs(groups, self.kind)?;
         let envelope = Envelope {
             ts: Some(ts),
             groups: &groups,

@@ -64,18 +64,26 @@ fn longitudinal(
         "kind": kind, "epsilon_perm": finite("epsilon_perm", epsilon_perm)?,
         "epsilon_1": finite("epsilon_1", epsilon_1)?, "domain": domain, "period": period
     });
-    let config: MechanismConfig = serde_json::from_value(table.clone())
-        .map_err(|e| config_error(format!("mechanism {table}: {e}")))?;
+    let config = parse(&table)?;
     config
         .validate("mechanism")
         .map_err(|e| config_error(e.to_string()))?;
-    build(table)
+    from_config(table, &config)
+}
+
+fn parse(table: &Value) -> PyResult<MechanismConfig> {
+    serde_json::from_value(table.clone())
+        .map_err(|e| config_error(format!("mechanism {table}: {e}")))
 }
 
 fn build(table: Value) -> PyResult<Mechanism> {
-    let config: MechanismConfig = serde_json::from_value(table.clone())
-        .map_err(|e| config_error(format!("mechanism {table}: {e}")))?;
-    let engine = Engine::from_config(&config)
+    let config = parse(&table)?;
+    from_config(table, &config)
+}
+
+/// `table` must be the one `config` was parsed from: `Mechanism` keeps both.
+fn from_config(table: Value, config: &MechanismConfig) -> PyResult<Mechanism> {
+    let engine = Engine::from_config(config)
         .map_err(|e| config_error(format!("mechanism {}: {e}", config.kind())))?;
     Ok(Mechanism { table, engine })
 }

@@ -16,6 +16,7 @@ use ldpstream_engine::mechanism::longitudinal::population::{DeviceReport, Popula
 use ldpstream_engine::mechanism::{Longitudinal, Mechanism, Response};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
+use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
@@ -113,8 +114,25 @@ pub fn simulate_devices_to_parquet(
             false,
         ),
     ]));
+    // A file's identity (`merge`'s and the ledger's) is its length and footer: device
+    // reports have the same event times and often the same encoded sizes and statistics
+    // whatever the seed, so two shares simulated with other seeds would be one input
+    // without the simulation's own description in the footer.
+    let description = format!(
+        "{} devices={} periods={} change={} seed={} start_ms={}",
+        spec.mechanism.kind(),
+        spec.devices,
+        spec.periods,
+        spec.change,
+        spec.seed,
+        spec.start_ms
+    );
     let props = WriterProperties::builder()
         .set_compression(Compression::SNAPPY)
+        .set_key_value_metadata(Some(vec![KeyValue::new(
+            "ldpstream.simulate".to_string(),
+            description,
+        )]))
         .build();
     let parquet_err = |source| ConnectorError::Parquet {
         path: out.to_string(),
