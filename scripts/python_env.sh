@@ -6,9 +6,11 @@
 # The package is installed as a user installs it, with `pip install ./python` (maturin from
 # PyPI as the PEP 517 backend). By default maturin is asked for cargo's `dev` profile
 # (MATURIN_PEP517_ARGS), whose settings equal the `test` profile's (Cargo.toml), so it
-# reuses every dependency `cargo test --workspace` already compiled (arrow, parquet,
-# librdkafka) and compiles only pyo3 and the python crate: seconds, not the ~13 minutes of
-# a cold release build on 2 cores.
+# reuses the dependencies `cargo test --workspace` compiled with the same features. maturin
+# builds the python crate alone, so cargo unifies features over its dependencies only, and
+# about 40 crates whose features differ from the workspace build's (libc, serde, syn, rand,
+# the arrow crates above them, ...) compile a second time: 336 s in a fresh-clone CI run
+# (benches/RESULTS.md), against ~13 minutes for a cold release build.
 #
 # The connectors' `parquet-codecs` feature, which a user's install leaves out (the package
 # opens no Parquet file), keeps the dependency graph equal to the test build's.
