@@ -9,7 +9,8 @@
 #   oracles  `ldpstream batch` against pure-LDP 1.2.0 and multi-freq-ldpy 0.2.5 on the same
 #          GRR, OUE, subset (PEER_ORACLE_ROWS each) and OLH (PEER_OLH_ROWS, S = 1024) reports,
 #          d = 64, eps = 2, a Zipf p (benches/peers_oracles.py): unbiased, MI and IBU
-#          estimates asserted equal to ldpstream's estimate, clipped estimate and estimate_ibu,
+#          estimates asserted equal to ldpstream's estimate, clipped estimate and estimate_ibu
+#          (OLH: estimate_plain, the peers' plain estimate; `estimate` is the pool's unbiased one),
 #          and each aggregator's time; and one period of PEER_ORACLE_ROWS devices with a
 #          memo (lgrr d = 64 and d = 2, losue d = 64, eps_perm 2, eps_1 1) against
 #          multi-freq-ldpy's longitudinal MI aggregators, to 1e-12;
