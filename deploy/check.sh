@@ -58,10 +58,7 @@ run() { "$@" || fail "$*"; }
 
 step "tools"
 if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "installing promtool and prometheus (Debian package prometheus)..."
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null
-  fi
+  scripts/apt_install.sh prometheus || true
 fi
 if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null; then
   echo "error: promtool/prometheus missing and not installable (apt-get install prometheus)" >&2

@@ -14,7 +14,7 @@
 # Each stage that needs a tool still installs it when missing, so a failed prefetch costs
 # time, not correctness; test.sh prints this script's log when it waits for it.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 status=0
 case "${1:-}" in
 apt)
@@ -22,14 +22,7 @@ apt)
   command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
   command -v chromium >/dev/null 2>&1 || missing+=(chromium)
   if [ "${#missing[@]}" -gt 0 ]; then
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-      echo "installing ${missing[*]} (Debian packages)..."
-      (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null) \
-        || { echo "WARNING: could not install ${missing[*]}"; status=1; }
-    else
-      echo "WARNING: ${missing[*]} missing and not installable here"
-      status=1
-    fi
+    scripts/apt_install.sh "${missing[@]}" || status=1
   fi
   ;;
 tools)

@@ -27,13 +27,7 @@ fi
 [ -x "$bin" ] || fail "no ldpstream binary at $bin"
 
 if ! command -v chromium >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "installing chromium (Debian package)..." >&2
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
-      || fail "chromium is missing and could not be installed"
-  else
-    fail "chromium is missing (install Debian's chromium package)"
-  fi
+  scripts/apt_install.sh chromium || fail "chromium is missing and could not be installed"
 fi
 
 work=$(mktemp -d)

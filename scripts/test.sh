@@ -35,8 +35,8 @@ stage() {
 # image keep): the vendored build was the longest single step of a cold CI compile, and the
 # Kafka TLS and HTTPS tests exercise the same API either way. Installed when missing,
 # before the apt prefetch below (one apt-get at a time).
-if ! pkg-config --exists openssl 2>/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libssl-dev pkg-config >/dev/null) \
+if ! pkg-config --exists openssl 2>/dev/null; then
+  scripts/apt_install.sh libssl-dev pkg-config \
     || echo "WARNING: could not install libssl-dev; OpenSSL is built from source" >&2
 fi
 if pkg-config --exists openssl 2>/dev/null; then
