@@ -13,8 +13,10 @@
 #   benches/longitudinal.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/cargo_features.sh
+. scripts/cargo_features.sh
 # --workspace and the features of scripts/test.sh's build, so nothing is compiled again.
-tests=(cargo test --quiet --workspace --features ldpstream/kafka-integration-tests --lib -- tests::longitudinal::)
+tests=(cargo test --quiet "${cargo_features[@]}" --lib -- tests::longitudinal::)
 if [ "${SMOKE:-0}" = 1 ]; then
   listed=$("${tests[@]}" --ignored --list 2>/dev/null | grep -c ': test$' || true)
   if [ "$listed" -eq 0 ]; then

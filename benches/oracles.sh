@@ -23,6 +23,8 @@
 #   benches/oracles.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/cargo_features.sh
+. scripts/cargo_features.sh
 # Smoke: the filters still name tests, a tiny fold.
 if [ "${SMOKE:-0}" = 1 ]; then
   runs="" rows=4096 repeats=3
@@ -37,7 +39,7 @@ oracle_tests() {
   shift
   if [ "${SMOKE:-0}" = 1 ]; then
     local listed
-    listed=$(cargo test --quiet --workspace --features ldpstream/kafka-integration-tests --lib -- "tests::$module::" --list 2>/dev/null | grep -c ': test$' || true)
+    listed=$(cargo test --quiet "${cargo_features[@]}" --lib -- "tests::$module::" --list 2>/dev/null | grep -c ': test$' || true)
     if [ "$listed" -eq 0 ]; then
       echo "no test matches tests::$module:: any more; update benches/oracles.sh" >&2
       return 1
@@ -45,7 +47,7 @@ oracle_tests() {
     echo "$module: $listed tests (run by cargo test; smoke mode does not repeat them)"
     return 0
   fi
-  LDPSTREAM_ORACLE_RUNS=$runs cargo test --quiet --workspace --features ldpstream/kafka-integration-tests --lib -- "tests::$module::" --nocapture --test-threads 1 "$@" 2>&1
+  LDPSTREAM_ORACLE_RUNS=$runs cargo test --quiet "${cargo_features[@]}" --lib -- "tests::$module::" --nocapture --test-threads 1 "$@" 2>&1
 }
 echo "# estimates: oracle | d | ε | datasets | var / closed form | max |mean − p|/s.e. | share beyond 3 s.e."
 oracle_tests oue | grep -E '^\| |^oue|test result|panicked'

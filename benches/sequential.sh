@@ -17,6 +17,8 @@
 #   benches/sequential.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/cargo_features.sh
+. scripts/cargo_features.sh
 if [ "${SMOKE:-0}" = 1 ]; then
   export LDPSTREAM_SEQ_GROUPS=10 LDPSTREAM_FDR_MONITORS=3
 else
@@ -28,7 +30,7 @@ fi
 run() {
   local name=$1
   shift
-  cargo test --quiet --workspace --features ldpstream/kafka-integration-tests --lib -- "tests::$name::" "$@" --nocapture --test-threads 1 2>&1 \
+  cargo test --quiet "${cargo_features[@]}" --lib -- "tests::$name::" "$@" --nocapture --test-threads 1 2>&1 \
     | grep -E '\| |test result|panicked'
 }
 echo "# small epsilon, ${LDPSTREAM_SEQ_GROUPS} null groups x 40 looks x 1000 reports"

@@ -3,29 +3,29 @@
 # root, with the pinned test requirements (python/requirements-test.txt, and
 # python/requirements-spark.txt when it exists) and the package.
 #
-# The package is installed as a user installs it, with `pip install ./python` (maturin from
-# PyPI as the PEP 517 backend). By default maturin is asked for cargo's `dev` profile
-# (MATURIN_PEP517_ARGS), whose settings equal the `test` profile's (Cargo.toml), so it
-# reuses the dependencies `cargo test --workspace` compiled with the same features. maturin
-# builds the python crate alone, so cargo unifies features over its dependencies only, and
-# about 40 crates whose features differ from the workspace build's (libc, serde, syn, rand,
-# the arrow crates above them, ...) compile a second time: 336 s in a fresh-clone CI run
-# (benches/RESULTS.md), against ~13 minutes for a cold release build.
+# The package the tests import is the extension module the workspace's test build compiles
+# (`cargo build --workspace --all-targets` with scripts/cargo_features.sh's features,
+# target/debug/lib_ldpstream.so), laid out as the wheel lays it out: python/ldpstream/ with
+# the module as ldpstream/_ldpstream.abi3.so, in target/python-package/, which a .pth file
+# puts on the venv's path (what `maturin develop` does, without its second build). A
+# `pip install ./python` here would build the python crate alone, so cargo would unify
+# features over its dependencies only and compile about 40 crates a second time: 336 s of a
+# fresh-clone CI run (benches/RESULTS.md). The layout is pyproject.toml's
+# (python/tests/test_packaging.py checks that they agree).
 #
-# The connectors' `parquet-codecs` feature, which a user's install leaves out (the package
-# opens no Parquet file), keeps the dependency graph equal to the test build's.
-#
-# The test install adds the python crate's feature `conformance-replay`: the test-only
+# The extension has the python crate's feature `conformance-replay`: the test-only
 # `ldpstream._conformance` that the golden conformance replay needs
 # (python/tests/test_conformance.py). A user's `pip install ./python` never has it.
 #
-# LDPSTREAM_PY_RELEASE=1 leaves maturin's defaults, the release profile and no feature,
-# exactly as a user's `pip install ./python` from a fresh clone (a cold build of every
+# LDPSTREAM_PY_RELEASE=1 installs instead with `pip install ./python`, exactly as a user
+# does from a fresh clone (maturin, the release profile, no feature: a cold build of every
 # dependency; the golden conformance test is then skipped).
 #
 # Prints the venv's python on stdout (everything else goes to stderr).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/cargo_features.sh
+. scripts/cargo_features.sh
 venv=.venv-py
 python=${PYTHON:-python3}
 if [ ! -x "$venv/bin/python" ]; then
@@ -41,14 +41,28 @@ if [ "${LDPSTREAM_PY_DEPS_ONLY:-0}" = 1 ]; then
   exit 0
 fi
 started=$(date +%s)
-# --no-deps: the pinned requirements above already installed pyarrow, and
-# --force-reinstall (the package's version does not change between builds) would
-# otherwise reinstall it too on every run.
+site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+pth="$site/ldpstream-workspace.pth"
 if [ "${LDPSTREAM_PY_RELEASE:-0}" = 1 ]; then
+  rm -f "$pth"
+  # --no-deps: the pinned requirements above already installed pyarrow, and
+  # --force-reinstall (the package's version does not change between builds) would
+  # otherwise reinstall it too on every run.
   "${pip[@]}" install --force-reinstall --no-deps ./python >&2
 else
-  MATURIN_PEP517_ARGS="--profile dev --features conformance-replay,ldpstream-connectors/parquet-codecs" "${pip[@]}" install --force-reinstall --no-deps ./python >&2
+  # Compiles only the extension when scripts/test.sh has built the tests.
+  cargo build --all-targets "${cargo_features[@]}" >&2
+  target=${CARGO_TARGET_DIR:-$PWD/target}
+  case "$target" in /*) ;; *) target=$PWD/$target ;; esac
+  staged=$target/python-package
+  rm -rf "$staged"
+  mkdir -p "$staged/ldpstream"
+  cp python/ldpstream/*.py python/ldpstream/*.pyi python/ldpstream/py.typed "$staged/ldpstream/"
+  cp "$target/debug/lib_ldpstream.so" "$staged/ldpstream/_ldpstream.abi3.so"
+  # A pip-installed copy in site-packages would come first on the path.
+  "${pip[@]}" uninstall -y ldpstream >&2 2>/dev/null || true
+  echo "$staged" >"$pth"
 fi
 echo "ldpstream package installed in $(( $(date +%s) - started )) s" >&2
-"$venv/bin/python" -c 'import ldpstream' >&2
+"$venv/bin/python" -c 'import ldpstream, sys; print("ldpstream from", ldpstream.__file__, file=sys.stderr)'
 echo "$PWD/$venv/bin/python"

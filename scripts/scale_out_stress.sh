@@ -25,6 +25,8 @@
 # output is kept in $LDPSTREAM_STRESS_LOGS (default: a temporary directory, printed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/cargo_features.sh
+. scripts/cargo_features.sh
 runs="${1:-20}"
 first="${2:-1}"
 : "${LDPSTREAM_KAFKA_BROKERS:?set LDPSTREAM_KAFKA_BROKERS to a running broker (deploy/kafka/start-local.sh)}"
@@ -34,8 +36,8 @@ mkdir -p "$logs"
 test_name=kafka::scale_out::instances_join_and_die_yet_each_window_has_one_final_equal_to_batch
 
 echo "building the test (cargo's progress follows)..." >&2
-cargo test --workspace --features ldpstream/kafka-integration-tests --test integration --no-run 2>&1 | tail -n 3 >&2
-exe=$(cargo test --workspace --features ldpstream/kafka-integration-tests --test integration --no-run --message-format=json 2>/dev/null |
+cargo test "${cargo_features[@]}" --test integration --no-run 2>&1 | tail -n 3 >&2
+exe=$(cargo test "${cargo_features[@]}" --test integration --no-run --message-format=json 2>/dev/null |
   python3 -c 'import json,sys
 for line in sys.stdin:
     m = json.loads(line)

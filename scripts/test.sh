@@ -96,8 +96,15 @@ cargo_test() {
     echo "test result: FAILED. 0 passed; 1 failed; 0 ignored (cargo test $* exited non-zero)" | tee -a "$log"
   fi
 }
-features=(--workspace --all-targets --features ldpstream/kafka-integration-tests)
+# shellcheck source=scripts/cargo_features.sh
+. scripts/cargo_features.sh
+features=("${cargo_features[@]}" --all-targets)
 cargo_test "${features[@]}" --no-run
+# The Python extension module (a cdylib, which `cargo test` does not link), with the same
+# features, so that only the python crate compiles here (scripts/python_env.sh).
+if ! cargo build "${features[@]}" 2>&1 | tee -a "$log"; then
+  echo "test result: FAILED. 0 passed; 1 failed; 0 ignored (cargo build of the Python extension)" | tee -a "$log"
+fi
 stage "cargo test: compile"
 await "$prefetch_apt" "$prefetch_apt_log" "Debian's prometheus and chromium"
 if ! command -v promtool >/dev/null 2>&1; then
@@ -109,10 +116,9 @@ stage "cargo test: run"
 cargo_test --workspace --doc
 stage "doc tests"
 
-# The Python package (python/): `pip install ./python` into the git-ignored venv .venv-py,
-# reusing the test build's compiled dependencies (scripts/python_env.sh), then its pytest
-# suite, which
-# runs the binary the tests just built as the reference. pytest's summary becomes a
+# The Python package (python/): the extension module built above, laid out as the wheel
+# lays it out and put on the path of the git-ignored venv .venv-py (scripts/python_env.sh),
+# then its pytest suite, which runs the binary the tests just built as the reference. pytest's summary becomes a
 # "test result:" line; a run with no test passed counts as a failure.
 await "$prefetch_tools" "$prefetch_tools_log" "the Python, npm and deploy tools and cargo-deny"
 stage "waiting for the tools prefetch"
