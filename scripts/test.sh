@@ -15,6 +15,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 log=$(mktemp)
 cleanup() {
+  # The background stages and prefetches of a run that stopped early.
+  local pids
+  pids=$(jobs -p)
+  if [ -n "$pids" ]; then
+    # shellcheck disable=SC2086 # one pid per word
+    kill $pids 2>/dev/null || true
+  fi
   rm -f "$log"
   ./deploy/kafka/stop-local.sh || true
 }
@@ -110,18 +117,62 @@ await "$prefetch_apt" "$prefetch_apt_log" "Debian's prometheus and chromium"
 if ! command -v promtool >/dev/null 2>&1; then
   echo "WARNING: promtool missing and not installable here; the promtool check will be SKIPPED" >&2
 fi
-stage "waiting for the apt prefetch"
-cargo_test "${features[@]}" --no-fail-fast
+await "$prefetch_tools" "$prefetch_tools_log" "the Python, npm and deploy tools and cargo-deny"
+stage "waiting for the prefetches"
+
+# In the background while the stages below run, with its output kept apart and printed at
+# the end: the status page and deploy/check.sh mostly wait (a headless browser; serve
+# and Prometheus run a minute so the alert can fire and the rate windows fill), so in
+# sequence they cost about 150 s of a CI run's wall time and little CPU.
+background_log=$(mktemp)
+background() {
+  local started
+  # The status page in a real browser (headless Chromium, installed when missing): every
+  # configured test renders a card with its p-value plot and estimate bars.
+  started=$(date +%s)
+  if LDPSTREAM_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/ldpstream" scripts/status_page_check.sh; then
+    echo "test result: ok. 1 passed; 0 failed; 0 ignored (status_page_check.sh, $(( $(date +%s) - started )) s)"
+  else
+    echo "test result: FAILED. 0 passed; 1 failed; 0 ignored (status_page_check.sh)"
+  fi
+  # The deployment artifacts against real tools and a real Prometheus scraping a running
+  # serve (deploy/check.sh: hadolint, shellcheck, compose schema, promtool rule tests,
+  # kubernetes-validate, every dashboard query returning data, the alert firing only after
+  # the demo's switch). It uses the binary the tests just built.
+  started=$(date +%s)
+  if LDPSTREAM_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/ldpstream" deploy/check.sh; then
+    echo "test result: ok. 1 passed; 0 failed; 0 ignored (deploy/check.sh, $(( $(date +%s) - started )) s)"
+  else
+    echo "test result: FAILED. 0 passed; 1 failed; 0 ignored (deploy/check.sh)"
+  fi
+}
+background >"$background_log" 2>&1 &
+background_pid=$!
+# The integration tests (mostly waiting on serve's windows, the broker and child
+# processes) run beside the unit tests (mostly Monte Carlo checks on both cores), their
+# output kept apart and printed after. In sequence, a fresh-clone run spent 179 s in the
+# CLI's integration binary and 172 s in the engine's unit tests (benches/RESULTS.md).
+integration_log=$(mktemp)
+cargo test "${cargo_features[@]}" --test '*' --no-fail-fast >"$integration_log" 2>&1 &
+integration_pid=$!
+cargo_test "${cargo_features[@]}" --lib --bins --benches --examples --no-fail-fast
+integration_status=0
+wait "$integration_pid" || integration_status=$?
+echo "== integration tests (run beside the unit tests)"
+tee -a "$log" <"$integration_log"
+rm -f "$integration_log"
+if [ "$integration_status" -ne 0 ]; then
+  echo "test result: FAILED. 0 passed; 1 failed; 0 ignored (cargo test --test '*' exited non-zero)" | tee -a "$log"
+fi
 stage "cargo test: run"
 cargo_test --workspace --doc
 stage "doc tests"
 
 # The Python package (python/): the extension module built above, laid out as the wheel
 # lays it out and put on the path of the git-ignored venv .venv-py (scripts/python_env.sh),
-# then its pytest suite, which runs the binary the tests just built as the reference. pytest's summary becomes a
-# "test result:" line; a run with no test passed counts as a failure.
-await "$prefetch_tools" "$prefetch_tools_log" "the Python, npm and deploy tools and cargo-deny"
-stage "waiting for the tools prefetch"
+# then its pytest suite, which runs the binary the tests just built as the reference.
+# pytest's summary becomes a "test result:" line; a run with no test passed counts as a
+# failure.
 py_started=$(date +%s)
 if py=$(scripts/python_env.sh 2> >(tee -a "$log" >&2)) \
   && LDPSTREAM_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/ldpstream" \
@@ -136,34 +187,16 @@ echo "test result: $([ "$py_failed" -eq 0 ] && echo ok || echo FAILED). ${py_pas
 rm -f "$log.py"
 stage "Python package (install and pytest)"
 
-# The status page in a real browser (headless Chromium, installed when missing): every
-# configured test renders a card with its p-value plot and estimate bars.
-if LDPSTREAM_BIN="${CARGO_TARGET_DIR:-target}/debug/ldpstream" scripts/status_page_check.sh 2>&1 | tee -a "$log"; then
-  echo "test result: ok. 1 passed; 0 failed; 0 ignored (status_page_check.sh)" | tee -a "$log"
-else
-  echo "test result: FAILED. 0 passed; 1 failed; 0 ignored (status_page_check.sh)" | tee -a "$log"
-fi
-stage "status page"
 
 # The TypeScript client (scripts/js_client_test.sh: npm ci against
 # clients/js/package-lock.json, node:test with the golden conformance replay, then the
-# client's distribution, audit, Kafka end-to-end and headless-Chromium tests). After the
-# status page check, which installs chromium when missing. It prints "test result:" lines.
+# client's distribution, audit, Kafka end-to-end and headless-Chromium tests; chromium
+# comes from the apt prefetch awaited above). It prints "test result:" lines.
 if ! scripts/js_client_test.sh 2>&1 | tee -a "$log"; then
   echo "test result: FAILED. 0 passed; 1 failed; 0 ignored (scripts/js_client_test.sh)" | tee -a "$log"
 fi
 stage "JS client"
 
-# The deployment artifacts against real tools and a real Prometheus scraping a running
-# serve (deploy/check.sh: hadolint, shellcheck, compose schema, promtool rule tests,
-# kubernetes-validate, every dashboard query returning data, the alert firing only after
-# the demo's switch). It uses the binary the tests just built.
-if LDPSTREAM_BIN="${CARGO_TARGET_DIR:-target}/debug/ldpstream" deploy/check.sh 2>&1 | tee -a "$log"; then
-  echo "test result: ok. 1 passed; 0 failed; 0 ignored (deploy/check.sh)" | tee -a "$log"
-else
-  echo "test result: FAILED. 0 passed; 1 failed; 0 ignored (deploy/check.sh)" | tee -a "$log"
-fi
-stage "deploy check"
 # Every bench script in its smoke mode (a tiny input, one run), with the binaries the tests
 # just built, so that a bench that stops working fails here. It prints its own
 # "test result:" line per script.
@@ -177,6 +210,11 @@ if ! scripts/deny.sh 2>&1 | tee -a "$log"; then
   echo "test result: FAILED. 0 passed; 1 failed; 0 ignored (scripts/deny.sh)" | tee -a "$log"
 fi
 stage "cargo deny"
+wait "$background_pid" || true
+echo "== status page and deploy check (run in the background since the compile finished)"
+tee -a "$log" <"$background_log"
+rm -f "$background_log"
+stage "waiting for the status page and deploy check"
 passed=$(grep -E '^test result: ' "$log" | sed -E 's/.* ([0-9]+) passed.*/\1/' | awk '{s+=$1} END {print s+0}')
 failed=$(grep -E '^test result: ' "$log" | sed -E 's/.* ([0-9]+) failed.*/\1/' | awk '{s+=$1} END {print s+0}')
 echo "== wall time per stage"
