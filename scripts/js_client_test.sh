@@ -37,21 +37,23 @@ cd ../..
 # compile the workspace's crates again (cargo unifies features across the packages built).
 # shellcheck source=scripts/cargo_features.sh
 . scripts/cargo_features.sh
-# The engine's, the JS client's and the Python package's reports (the Python one from
-# .venv-py, which scripts/test.sh builds first with scripts/python_env.sh).
-cargo test "${cargo_features[@]}" --lib -- --ignored tests::client_distribution
-# gauss and laplace: every coordinate on the grid and exact in f32, the noise in grid
-# steps chi-square against the exact discrete law (crates/engine/src/tests/client_noise_distribution.rs;
-# 10^6 coordinates per case and implementation; ~15 s).
-cargo test "${cargo_features[@]}" --lib -- --ignored tests::client_noise_distribution
-# `ldpstream audit --reports` on the client's own samples (crates/cli/tests/mechanisms.rs): the ε
-# lower bound stays below the claim for every mechanism.
-cargo test "${cargo_features[@]}" --test integration -- --ignored mechanisms::js_client_samples_pass_the_audit
-# End to end through the broker scripts/test.sh starts (LDPSTREAM_KAFKA_BROKERS): 10^6
-# reports privatized in Node and produced with kafkajs, read by serve (crates/cli/tests/kafka/js_client.rs).
-cargo test "${cargo_features[@]}" --test integration -- --ignored kafka::js_client
-# The bundled client in headless Chromium (the README's browser snippet verbatim) posting to
-# a test collector that writes Parquet (hyparquet-writer), which batch reads
-# (crates/cli/tests/browser_client.rs). Chromium is installed by scripts/status_page_check.sh, which
-# scripts/test.sh runs first.
-cargo test "${cargo_features[@]}" --test integration -- --ignored browser_client
+# One cargo invocation per test binary, with several filters, so that the tests of a
+# binary run side by side on its test threads:
+#   - the engine's, the JS client's and the Python package's reports (the Python one from
+#     .venv-py, which scripts/test.sh builds first with scripts/python_env.sh), and gauss
+#     and laplace: every coordinate on the grid and exact in f32, the noise in grid steps
+#     chi-square against the exact discrete law
+#     (crates/engine/src/tests/client_noise_distribution.rs; 10^6 coordinates per case and
+#     implementation);
+cargo test "${cargo_features[@]}" --lib -- --ignored tests::client_distribution tests::client_noise_distribution
+#   - `ldpstream audit --reports` on the client's own samples (crates/cli/tests/mechanisms.rs):
+#     the ε lower bound stays below the claim for every mechanism;
+#   - end to end through the broker scripts/test.sh starts (LDPSTREAM_KAFKA_BROKERS): 10^6
+#     reports privatized in Node and produced with kafkajs, read by serve
+#     (crates/cli/tests/kafka/js_client.rs);
+#   - the bundled client in headless Chromium (the README's browser snippet verbatim)
+#     posting to a test collector that writes Parquet (hyparquet-writer), which batch reads
+#     (crates/cli/tests/browser_client.rs). Chromium comes from scripts/prefetch.sh, or
+#     scripts/status_page_check.sh installs it.
+cargo test "${cargo_features[@]}" --test integration -- --ignored \
+  mechanisms::js_client_samples_pass_the_audit kafka::js_client browser_client
