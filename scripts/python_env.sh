@@ -50,7 +50,9 @@ if [ "${LDPSTREAM_PY_RELEASE:-0}" = 1 ]; then
   # otherwise reinstall it too on every run.
   "${pip[@]}" install --force-reinstall --no-deps ./python >&2
 else
-  # Compiles only the extension when scripts/test.sh has built the tests.
+  # Compiles nothing when scripts/test.sh has built the tests; run alone, it builds them
+  # too (--all-targets: without the tests' dev-dependencies cargo would unify other
+  # features, and test.sh's build would then compile the workspace again).
   cargo build --all-targets "${cargo_features[@]}" >&2
   target=${CARGO_TARGET_DIR:-$PWD/target}
   case "$target" in /*) ;; *) target=$PWD/$target ;; esac
