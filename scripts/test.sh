@@ -116,13 +116,37 @@ await "$prefetch_apt" "$prefetch_apt_log" "Debian's prometheus and chromium"
 if ! command -v promtool >/dev/null 2>&1; then
   echo "WARNING: promtool missing and not installable here; the promtool check will be SKIPPED" >&2
 fi
+stage "waiting for the apt prefetch"
+
+# The integration tests (mostly waiting on serve's windows, the broker and child
+# processes) run beside the unit tests (mostly Monte Carlo checks on both cores), their
+# output kept apart and printed after. In sequence, a fresh-clone run spent 179 s in the
+# CLI's integration binary and 172 s in the engine's unit tests (benches/RESULTS.md).
+integration_log=$(mktemp)
+cargo test "${cargo_features[@]}" --test '*' --no-fail-fast >"$integration_log" 2>&1 &
+integration_pid=$!
+cargo_test "${cargo_features[@]}" --lib --bins --benches --examples --no-fail-fast
+integration_status=0
+wait "$integration_pid" || integration_status=$?
+echo "== integration tests (run beside the unit tests)"
+tee -a "$log" <"$integration_log"
+rm -f "$integration_log"
+if [ "$integration_status" -ne 0 ]; then
+  echo "test result: FAILED. 0 passed; 1 failed; 0 ignored (cargo test --test '*' exited non-zero)" | tee -a "$log"
+fi
+stage "cargo test: run"
+cargo_test --workspace --doc
+stage "doc tests"
+
 await "$prefetch_tools" "$prefetch_tools_log" "the Python, npm and deploy tools and cargo-deny"
-stage "waiting for the prefetches"
+stage "waiting for the tools prefetch"
 
 # In the background while the stages below run, with its output kept apart and printed at
-# the end: the status page and deploy/check.sh mostly wait (a headless browser; serve
-# and Prometheus run a minute so the alert can fire and the rate windows fill), so in
-# sequence they cost about 150 s of a CI run's wall time and little CPU.
+# the end: the status page and deploy/check.sh mostly wait (a headless browser; serve and
+# Prometheus run a minute so the alert can fire and the rate windows fill), so in sequence
+# they cost about 150 s of a CI run's wall time and little CPU. Started after the tools
+# prefetch, whose deploy linters deploy/check.sh uses; awaited only here, because the
+# prefetch's cargo-deny build was still running when a fresh clone's compile ended.
 background_log=$(mktemp)
 background() {
   local started
@@ -147,25 +171,6 @@ background() {
 }
 background >"$background_log" 2>&1 &
 background_pid=$!
-# The integration tests (mostly waiting on serve's windows, the broker and child
-# processes) run beside the unit tests (mostly Monte Carlo checks on both cores), their
-# output kept apart and printed after. In sequence, a fresh-clone run spent 179 s in the
-# CLI's integration binary and 172 s in the engine's unit tests (benches/RESULTS.md).
-integration_log=$(mktemp)
-cargo test "${cargo_features[@]}" --test '*' --no-fail-fast >"$integration_log" 2>&1 &
-integration_pid=$!
-cargo_test "${cargo_features[@]}" --lib --bins --benches --examples --no-fail-fast
-integration_status=0
-wait "$integration_pid" || integration_status=$?
-echo "== integration tests (run beside the unit tests)"
-tee -a "$log" <"$integration_log"
-rm -f "$integration_log"
-if [ "$integration_status" -ne 0 ]; then
-  echo "test result: FAILED. 0 passed; 1 failed; 0 ignored (cargo test --test '*' exited non-zero)" | tee -a "$log"
-fi
-stage "cargo test: run"
-cargo_test --workspace --doc
-stage "doc tests"
 
 # The Python package (python/): the extension module built above, laid out as the wheel
 # lays it out and put on the path of the git-ignored venv .venv-py (scripts/python_env.sh),
@@ -210,7 +215,7 @@ if ! scripts/deny.sh 2>&1 | tee -a "$log"; then
 fi
 stage "cargo deny"
 wait "$background_pid" || true
-echo "== status page and deploy check (run in the background since the compile finished)"
+echo "== status page and deploy check (run in the background since the doc tests)"
 tee -a "$log" <"$background_log"
 rm -f "$background_log"
 stage "waiting for the status page and deploy check"
