@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, StringArray, UInt32Array};
-use arrow::datatypes::{Field, Schema};
-use arrow::record_batch::RecordBatch;
+use arrow_array::RecordBatch;
+use arrow_array::{Array, ArrayRef, StringArray, UInt32Array};
+use arrow_schema::{Field, Schema};
 use parquet::arrow::ArrowWriter;
 use parquet::file::properties::WriterProperties;
 

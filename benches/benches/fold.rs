@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use arrow::array::{FixedSizeBinaryArray, Int8Array, UInt32Array};
+use arrow_array::{FixedSizeBinaryArray, Int8Array, UInt32Array};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use ldpstream_benches::random_categories;
 use ldpstream_engine::kernels::popcount::Kernel;

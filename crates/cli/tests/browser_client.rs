@@ -17,7 +17,7 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use arrow::array::StringArray;
+use arrow_array::StringArray;
 use ldpstream_config::MechanismConfig;
 use ldpstream_engine::mechanism::Mechanism;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;

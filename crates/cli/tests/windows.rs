@@ -4,9 +4,9 @@
 use std::process::{Command, Output};
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, UInt32Array};
-use arrow::datatypes::{Field, Schema};
-use arrow::record_batch::RecordBatch;
+use arrow_array::RecordBatch;
+use arrow_array::{ArrayRef, UInt32Array};
+use arrow_schema::{Field, Schema};
 use parquet::arrow::ArrowWriter;
 use serde_json::Value;
 
@@ -122,7 +122,7 @@ fn a_file_without_event_time_is_one_global_window() {
     )];
     let schema = Arc::new(Schema::new(vec![Field::new(
         "report",
-        arrow::datatypes::DataType::UInt32,
+        arrow_schema::DataType::UInt32,
         false,
     )]));
     let batch = RecordBatch::try_new(

@@ -1,7 +1,7 @@
 //! What a running source emits: decoded batches, each with the position just after it,
 //! and events for the service's metrics.
 
-use arrow::record_batch::RecordBatch;
+use arrow_array::RecordBatch;
 
 use crate::position::Position;
 

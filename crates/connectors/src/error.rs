@@ -20,7 +20,7 @@ pub enum ConnectorError {
     Arrow {
         path: String,
         #[source]
-        source: arrow::error::ArrowError,
+        source: arrow_schema::ArrowError,
     },
     #[error("no input file matches {pattern:?}")]
     NoMatch { pattern: String },

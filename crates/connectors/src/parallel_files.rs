@@ -9,7 +9,7 @@
 //! report column counted by dictionary key. The fold (the engine's) is the caller's; this
 //! module only reads.
 
-use arrow::record_batch::RecordBatch;
+use arrow_array::RecordBatch;
 use ldpstream_engine::stream::ReportLayout;
 use rayon::prelude::*;
 

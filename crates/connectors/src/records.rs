@@ -5,9 +5,9 @@
 
 use std::sync::Arc;
 
-use arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
-use arrow::json::ReaderBuilder;
-use arrow::record_batch::RecordBatch;
+use arrow_array::RecordBatch;
+use arrow_json::ReaderBuilder;
+use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
 use ldpstream_engine::record::TestRecord;
 
 use crate::error::ConnectorError;

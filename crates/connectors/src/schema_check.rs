@@ -2,7 +2,7 @@
 //! event-time columns, each named with what it should be when it is missing or of another
 //! type. Parquet footers and in-memory Arrow data (the Python package) are checked alike.
 
-use arrow::datatypes::{DataType, Schema};
+use arrow_schema::{DataType, Schema};
 use ldpstream_engine::kernels::report_schema;
 use ldpstream_engine::stream::{is_event_time, ReportLayout};
 

@@ -6,9 +6,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use arrow::array::UInt32Array;
-use arrow::datatypes::{DataType, Field, Schema};
-use arrow::record_batch::RecordBatch;
+use arrow_array::RecordBatch;
+use arrow_array::UInt32Array;
+use arrow_schema::{DataType, Field, Schema};
 use ldpstream_config::MechanismConfig;
 use ldpstream_connectors::parquet::dictionary::{count_chunk, count_report_keys, count_row_group};
 use ldpstream_connectors::parquet::files::{inspect, InputFile};

@@ -7,7 +7,7 @@
 //! for every stream; bad offsets would read out of bounds. Parquet, sketch files and Kafka
 //! messages are validated by their readers; this is the same check for the Python package.
 
-use arrow::record_batch::RecordBatch;
+use arrow_array::RecordBatch;
 use ldpstream_engine::stream::ReportLayout;
 
 use crate::error::Error;
@@ -46,9 +46,10 @@ pub fn validate_columns(
 mod tests {
     use std::sync::Arc;
 
-    use arrow::array::{ArrayData, StringArray, UInt32Array};
-    use arrow::buffer::Buffer;
-    use arrow::datatypes::{DataType, Field, Schema};
+    use arrow_array::{StringArray, UInt32Array};
+    use arrow_buffer::Buffer;
+    use arrow_data::ArrayData;
+    use arrow_schema::{DataType, Field, Schema};
     use ldpstream_config::Config;
     use ldpstream_engine::mechanism::Mechanism;
 

@@ -4,7 +4,7 @@
 //! current rayon pool over slices of the batches and merged exactly, so the sketches equal those of
 //! `batch` over a Parquet file with the same rows.
 
-use arrow::record_batch::RecordBatch;
+use arrow_array::RecordBatch;
 use ldpstream_config::StreamConfig;
 use ldpstream_connectors::schema_check::check_schema;
 use ldpstream_engine::mechanism::Mechanism;

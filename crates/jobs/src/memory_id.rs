@@ -21,12 +21,13 @@
 
 use std::ops::Range;
 
-use arrow::array::{Array, ArrayData, ArrayRef};
-use arrow::buffer::Buffer;
-use arrow::compute::cast;
-use arrow::datatypes::{DataType, TimeUnit};
-use arrow::record_batch::RecordBatch;
-use arrow::row::{RowConverter, SortField};
+use arrow_array::RecordBatch;
+use arrow_array::{Array, ArrayRef};
+use arrow_buffer::Buffer;
+use arrow_cast::cast;
+use arrow_data::ArrayData;
+use arrow_row::{RowConverter, SortField};
+use arrow_schema::{DataType, TimeUnit};
 use ldpstream_engine::stream::ReportLayout;
 use rayon::prelude::*;
 use twox_hash::xxhash3_128::Hasher;
@@ -271,12 +272,13 @@ fn hash_layout(h: &mut Hasher, data: &ArrayData) {
 mod tests {
     use std::sync::Arc;
 
-    use arrow::array::{
+    use arrow_array::types::Int32Type;
+    use arrow_array::{
         DictionaryArray, FixedSizeListArray, Float64Array, StringArray, StringViewArray,
         UInt32Array,
     };
-    use arrow::buffer::NullBuffer;
-    use arrow::datatypes::{Field, Int32Type, Schema};
+    use arrow_buffer::NullBuffer;
+    use arrow_schema::{Field, Schema};
 
     use super::*;
 

@@ -15,10 +15,10 @@
 //! another digest, and a sum of hashes can be steered by anyone who chooses the rows.
 //! Computed only for streams with a budget (one hash per row).
 
-use arrow::array::ArrayRef;
-use arrow::error::ArrowError;
-use arrow::record_batch::RecordBatch;
-use arrow::row::{RowConverter, SortField};
+use arrow_array::ArrayRef;
+use arrow_array::RecordBatch;
+use arrow_row::{RowConverter, SortField};
+use arrow_schema::ArrowError;
 use rayon::prelude::*;
 use twox_hash::xxhash3_128::Hasher;
 
@@ -120,8 +120,8 @@ fn piece_digest(arrays: &[ArrayRef], len: usize) -> Result<RowDigest, ArrowError
 mod tests {
     use std::sync::Arc;
 
-    use arrow::array::{Int64Array, StringArray, StringViewArray, UInt32Array};
-    use arrow::datatypes::{DataType, Field, Schema};
+    use arrow_array::{Int64Array, StringArray, StringViewArray, UInt32Array};
+    use arrow_schema::{DataType, Field, Schema};
 
     use super::*;
 

@@ -5,9 +5,9 @@
 
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, StringArray, UInt32Array};
-use arrow::datatypes::{DataType, Field, Schema};
-use arrow::record_batch::RecordBatch;
+use arrow_array::RecordBatch;
+use arrow_array::{ArrayRef, StringArray, UInt32Array};
+use arrow_schema::{DataType, Field, Schema};
 use ldpstream_config::Config;
 use ldpstream_engine::mechanism::Mechanism;
 use ldpstream_engine::stream::{

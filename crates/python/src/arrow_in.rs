@@ -6,11 +6,11 @@
 
 use std::ffi::CStr;
 
-use arrow::array::{Array, ArrayRef, StructArray};
-use arrow::datatypes::DataType;
-use arrow::ffi::{from_ffi, FFI_ArrowArray, FFI_ArrowSchema};
-use arrow::ffi_stream::RecordBatchStreamReader;
-use arrow::record_batch::RecordBatch;
+use arrow_array::ffi::{from_ffi, FFI_ArrowArray, FFI_ArrowSchema};
+use arrow_array::ffi_stream::RecordBatchStreamReader;
+use arrow_array::RecordBatch;
+use arrow_array::{Array, ArrayRef, StructArray};
+use arrow_schema::DataType;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyCapsuleMethods, PyTuple};
@@ -91,5 +91,5 @@ pub fn import_array(data: &Bound<'_, PyAny>) -> PyResult<ArrayRef> {
         from_ffi(array, schema)
     }
     .map_err(input_error)?;
-    Ok(arrow::array::make_array(data))
+    Ok(arrow_array::make_array(data))
 }

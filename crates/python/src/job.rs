@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use arrow::record_batch::RecordBatch;
+use arrow_array::RecordBatch;
 use ldpstream_config::{Config, StreamConfig};
 use ldpstream_connectors::records::{records_to_batch, BATCH_ROWS};
 use ldpstream_engine::mechanism::Mechanism;

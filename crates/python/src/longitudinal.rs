@@ -10,7 +10,7 @@
 
 use std::sync::{Mutex, MutexGuard};
 
-use arrow::array::{ArrayRef, FixedSizeBinaryArray, UInt32Array};
+use arrow_array::{ArrayRef, FixedSizeBinaryArray, UInt32Array};
 use ldpstream_connectors::memo_file::FileMemoStore as FileStore;
 use ldpstream_engine::mechanism::longitudinal::device::{
     Device, DeviceError, DeviceOptions, SamePeriod,

@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, StructArray, UInt32Array};
-use arrow::compute::{cast_with_options, CastOptions};
-use arrow::datatypes::{DataType, Field};
+use arrow_array::{Array, ArrayRef, StructArray, UInt32Array};
+use arrow_cast::{cast_with_options, CastOptions};
+use arrow_schema::{DataType, Field};
 use ldpstream_config::MechanismConfig;
 use ldpstream_engine::mechanism::{client_rng, privatize_batch, Mechanism as Engine};
 use pyo3::prelude::*;

@@ -3,7 +3,7 @@
 //! index, report, ts, groups, fingerprint; noise coordinates printed as ECMAScript's
 //! `Number.prototype.toString` prints them; the binary layout little-endian.
 
-use arrow::array::{
+use arrow_array::{
     Array, ArrayRef, FixedSizeBinaryArray, FixedSizeListArray, Float64Array, Int8Array, ListArray,
     StructArray, UInt32Array,
 };

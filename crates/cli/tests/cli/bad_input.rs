@@ -4,7 +4,8 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, Int64Array, ListBuilder, StringArray, UInt32Array, UInt32Builder};
+use arrow_array::builder::{ListBuilder, UInt32Builder};
+use arrow_array::{ArrayRef, Int64Array, StringArray, UInt32Array};
 
 use crate::common::cli::{config, ldpstream, records, run_batch, stderr, write_parquet};
 
@@ -348,7 +349,7 @@ fn try_batch(cfg: &Path, out: &Path) -> Output {
 /// stderr; now the job says so and exits 1, before any record is written.
 #[test]
 fn batch_exits_1_when_no_report_of_the_input_is_valid() {
-    use arrow::array::FixedSizeBinaryArray;
+    use arrow_array::FixedSizeBinaryArray;
     let dir = tempfile::tempdir().unwrap();
     // d = 16 needs 2-byte reports; these have 3.
     let rows: Vec<[u8; 3]> = (0..500u32).map(|i| [i as u8, 0, 0]).collect();

@@ -3,9 +3,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, StringArray, UInt32Array};
-use arrow::datatypes::{Field, Schema};
-use arrow::record_batch::RecordBatch;
+use arrow_array::RecordBatch;
+use arrow_array::{ArrayRef, StringArray, UInt32Array};
+use arrow_schema::{Field, Schema};
 use parquet::arrow::ArrowWriter;
 use serde_json::Value;
 
@@ -66,7 +66,7 @@ fn batch_writes_the_expected_record() {
 
 #[test]
 fn batch_output_ending_in_parquet_writes_parquet() {
-    use arrow::array::{Array, Float64Array, UInt64Array};
+    use arrow_array::{Array, Float64Array, UInt64Array};
     let dir = tempfile::tempdir().unwrap();
     let values: Vec<u32> = (0..1000u32).map(|i| (i * 7) % 4).collect();
     write_parquet(
@@ -295,8 +295,8 @@ b = "b"
 
 /// Writes `rows` noise reports of dimension `d` (Float64) to `path`.
 fn write_noise(path: &Path, d: i32, rows: &[Vec<f64>]) {
-    use arrow::array::{FixedSizeListArray, Float64Array};
-    use arrow::datatypes::DataType;
+    use arrow_array::{FixedSizeListArray, Float64Array};
+    use arrow_schema::DataType;
     let values = Float64Array::from_iter_values(rows.iter().flatten().copied());
     let item = Arc::new(Field::new("item", DataType::Float64, false));
     let list = FixedSizeListArray::try_new(item, d, Arc::new(values), None).unwrap();
@@ -384,7 +384,7 @@ null = "uniform"
 /// Writes 20,000 GenRR reports with a group and no event time, `rows_per_group` rows per
 /// row group.
 fn write_row_groups(path: &Path, rows_per_group: usize) {
-    use arrow::array::Array;
+    use arrow_array::Array;
     use parquet::file::properties::WriterProperties;
     let n = 20_000u32;
     let report = UInt32Array::from_iter_values((0..n).map(|i| (i * 7 + i / 13) % 6));

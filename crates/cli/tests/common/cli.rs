@@ -4,9 +4,9 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::Arc;
 
-use arrow::array::ArrayRef;
-use arrow::datatypes::{Field, Schema};
-use arrow::record_batch::RecordBatch;
+use arrow_array::ArrayRef;
+use arrow_array::RecordBatch;
+use arrow_schema::{Field, Schema};
 use parquet::arrow::ArrowWriter;
 use serde_json::Value;
 

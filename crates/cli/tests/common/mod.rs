@@ -15,9 +15,9 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use arrow::array::{ArrayRef, StringArray, TimestampMillisecondArray, UInt32Array};
-use arrow::datatypes::{Field, Schema};
-use arrow::record_batch::RecordBatch;
+use arrow_array::RecordBatch;
+use arrow_array::{ArrayRef, StringArray, TimestampMillisecondArray, UInt32Array};
+use arrow_schema::{Field, Schema};
 use parquet::arrow::ArrowWriter;
 
 pub fn bin() -> &'static str {

@@ -72,9 +72,9 @@ pub fn jsonl(path: &Path) -> Vec<Value> {
 /// A Parquet file of reports at one event time, with group columns `a` and `b` (`a`
 /// nullable), one row per report.
 pub fn write_grouped_reports(path: &Path, rows: &[(Option<&str>, &str, u32)]) {
-    use arrow::array::{ArrayRef, StringArray, TimestampMillisecondArray, UInt32Array};
-    use arrow::datatypes::{Field, Schema};
-    use arrow::record_batch::RecordBatch;
+    use arrow_array::RecordBatch;
+    use arrow_array::{ArrayRef, StringArray, TimestampMillisecondArray, UInt32Array};
+    use arrow_schema::{Field, Schema};
     use std::sync::Arc;
     let columns: Vec<(&str, ArrayRef, bool)> = vec![
         (

@@ -329,7 +329,7 @@ fn kafka_kill_9_three_times_matches_batch() {
 /// sinks hold exactly the records the JSON-lines sink got.
 #[test]
 fn kafka_group_progress_lag_and_result_sinks() {
-    use arrow::array::Array;
+    use arrow_array::Array;
     use rdkafka::consumer::{BaseConsumer, Consumer};
     use rdkafka::{Offset, TopicPartitionList};
 
@@ -499,12 +499,12 @@ window = {{ kind = "tumbling", size = "1m" }}
             let p = batch.column_by_name("p_value").unwrap();
             let p = p
                 .as_any()
-                .downcast_ref::<arrow::array::Float64Array>()
+                .downcast_ref::<arrow_array::Float64Array>()
                 .unwrap();
             let c = batch.column_by_name("n").unwrap();
             let c = c
                 .as_any()
-                .downcast_ref::<arrow::array::UInt64Array>()
+                .downcast_ref::<arrow_array::UInt64Array>()
                 .unwrap();
             for i in 0..batch.num_rows() {
                 p_values.push((!p.is_null(i)).then(|| p.value(i)));
@@ -622,8 +622,9 @@ window = {{ kind = "cumulative" }}
 /// The columns of a `simulate` Parquet file: event times, OLH seeds if any, and each
 /// report as its list of u32 (one item for OLH's bucket, k for a subset).
 fn read_simulated(path: &Path) -> (Vec<i64>, Vec<u32>, Vec<Vec<u32>>) {
-    use arrow::array::{Array, AsArray};
-    use arrow::datatypes::{TimestampMillisecondType, UInt32Type};
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{TimestampMillisecondType, UInt32Type};
+    use arrow_array::Array;
     let file = std::fs::File::open(path).unwrap();
     let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
         .unwrap()

@@ -17,12 +17,14 @@
 
 use std::sync::Arc;
 
-use arrow::array::{
-    ArrayRef, FixedSizeBinaryBuilder, FixedSizeListBuilder, Float64Builder, Int8Builder,
-    ListBuilder, StringBuilder, TimestampMillisecondBuilder, UInt32Builder,
+use arrow_array::builder::{
+    FixedSizeBinaryBuilder, FixedSizeListBuilder, Float64Builder, Int8Builder, ListBuilder,
+    StringBuilder, TimestampMillisecondBuilder, UInt32Builder,
 };
-use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
-use arrow::record_batch::RecordBatch;
+
+use arrow_array::ArrayRef;
+use arrow_array::RecordBatch;
+use arrow_schema::{DataType, Field, Schema, TimeUnit};
 use ldpstream_config::{EventTime, MessageFormat, StreamConfig};
 use ldpstream_engine::kernels::ReportCheck;
 use ldpstream_engine::mechanism::Mechanism;

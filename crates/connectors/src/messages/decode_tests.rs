@@ -1,6 +1,6 @@
 //! The decoder against hand-written JSON and binary messages.
 use super::*;
-use arrow::array::{Array, FixedSizeBinaryArray, StringArray, UInt32Array};
+use arrow_array::{Array, FixedSizeBinaryArray, StringArray, UInt32Array};
 use ldpstream_config::Config;
 
 fn stream(mechanism: &str, group_by: &str) -> (StreamConfig, Mechanism) {
@@ -278,10 +278,7 @@ fn indexed_reports_decode_from_json_and_binary() {
         let idx = idx.as_any().downcast_ref::<UInt32Array>().unwrap();
         assert_eq!(idx.values().to_vec(), vec![5, 0, 7]);
         let r = a.column_by_name("report").unwrap();
-        let r = r
-            .as_any()
-            .downcast_ref::<arrow::array::Int8Array>()
-            .unwrap();
+        let r = r.as_any().downcast_ref::<arrow_array::Int8Array>().unwrap();
         assert_eq!(r.values().to_vec(), vec![1, -1, 1]);
     }
 }
@@ -321,12 +318,12 @@ fn noise_vectors_decode_from_json_and_binary() {
         let r = a.column_by_name("report").unwrap();
         let r = r
             .as_any()
-            .downcast_ref::<arrow::array::FixedSizeListArray>()
+            .downcast_ref::<arrow_array::FixedSizeListArray>()
             .unwrap();
         let vals = r.value(0);
         let vals = vals
             .as_any()
-            .downcast_ref::<arrow::array::Float64Array>()
+            .downcast_ref::<arrow_array::Float64Array>()
             .unwrap();
         assert_eq!(vals.values().to_vec(), vec![0.5, -1.25, 2.0]);
     }

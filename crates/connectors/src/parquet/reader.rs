@@ -2,7 +2,7 @@
 //! [`crate::ParallelFiles`] hands out for a row group that its dictionary-key fast path
 //! ([`super::dictionary`]) does not take.
 
-use arrow::record_batch::RecordBatch;
+use arrow_array::RecordBatch;
 use ldpstream_engine::stream::{with_block_columns, ReportLayout};
 use parquet::arrow::ProjectionMask;
 

@@ -65,8 +65,9 @@ pub fn write_records_parquet(path: &Path, records: &[TestRecord]) -> Result<(), 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use arrow::array::{
-        Array, AsArray, BooleanArray, Float64Array, ListArray, MapArray, StringArray,
+    use arrow_array::cast::AsArray;
+    use arrow_array::{
+        Array, BooleanArray, Float64Array, ListArray, MapArray, StringArray,
         TimestampMillisecondArray, UInt64Array,
     };
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -153,7 +154,7 @@ pub(crate) mod tests {
         let est = est.as_any().downcast_ref::<ListArray>().unwrap();
         assert_eq!(
             est.value(0)
-                .as_primitive::<arrow::datatypes::Float64Type>()
+                .as_primitive::<arrow_array::types::Float64Type>()
                 .values()
                 .to_vec(),
             vec![0.25, 0.75]
@@ -164,7 +165,7 @@ pub(crate) mod tests {
         assert_eq!(
             norm_sub
                 .value(0)
-                .as_primitive::<arrow::datatypes::Float64Type>()
+                .as_primitive::<arrow_array::types::Float64Type>()
                 .values()
                 .to_vec(),
             vec![0.2, 0.8]
@@ -173,7 +174,7 @@ pub(crate) mod tests {
         let ibu = ibu.as_any().downcast_ref::<ListArray>().unwrap();
         assert_eq!(
             ibu.value(0)
-                .as_primitive::<arrow::datatypes::Float64Type>()
+                .as_primitive::<arrow_array::types::Float64Type>()
                 .values()
                 .to_vec(),
             vec![0.1, 0.9]
@@ -185,11 +186,11 @@ pub(crate) mod tests {
         assert_eq!(plain.value(0).len(), 2);
         assert!(plain.is_null(1));
         let bound = col("estimate_plain_bias_bound");
-        let bound = bound.as_primitive::<arrow::datatypes::Float64Type>();
+        let bound = bound.as_primitive::<arrow_array::types::Float64Type>();
         assert_eq!(bound.value(0), 0.04);
         assert!(bound.is_null(1));
         let iterations = col("ibu_iterations");
-        let iterations = iterations.as_primitive::<arrow::datatypes::UInt32Type>();
+        let iterations = iterations.as_primitive::<arrow_array::types::UInt32Type>();
         assert_eq!(iterations.value(0), 12);
         assert!(iterations.is_null(1));
         let group = col("group");
@@ -208,7 +209,8 @@ pub(crate) mod tests {
         let privacy = privacy.as_struct();
         let rho = privacy.column_by_name("rho").unwrap();
         assert_eq!(
-            rho.as_primitive::<arrow::datatypes::Float64Type>().value(0),
+            rho.as_primitive::<arrow_array::types::Float64Type>()
+                .value(0),
             0.5
         );
         assert!(rho.is_null(1));

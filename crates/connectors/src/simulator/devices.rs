@@ -8,9 +8,9 @@
 
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, FixedSizeBinaryArray, TimestampMillisecondArray, UInt32Array};
-use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
-use arrow::record_batch::RecordBatch;
+use arrow_array::RecordBatch;
+use arrow_array::{ArrayRef, FixedSizeBinaryArray, TimestampMillisecondArray, UInt32Array};
+use arrow_schema::{DataType, Field, Schema, TimeUnit};
 use ldpstream_engine::mechanism::longitudinal::device::DeviceOptions;
 use ldpstream_engine::mechanism::longitudinal::population::{DeviceReport, Population};
 use ldpstream_engine::mechanism::{Longitudinal, Mechanism, Response};

@@ -6,9 +6,9 @@
 
 use std::sync::Arc;
 
-use arrow::array::{StringArray, TimestampMillisecondArray};
-use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
-use arrow::record_batch::RecordBatch;
+use arrow_array::RecordBatch;
+use arrow_array::{StringArray, TimestampMillisecondArray};
+use arrow_schema::{DataType, Field, Schema, TimeUnit};
 use ldpstream_engine::mechanism::{privatize_batch, Mechanism};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;

@@ -8,9 +8,9 @@ use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use arrow::array::{ArrayRef, StringArray, TimestampMillisecondArray};
-use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
-use arrow::record_batch::RecordBatch;
+use arrow_array::RecordBatch;
+use arrow_array::{ArrayRef, StringArray, TimestampMillisecondArray};
+use arrow_schema::{DataType, Field, Schema, TimeUnit};
 use ldpstream_config::{SimulatorConfig, StreamConfig};
 use ldpstream_engine::mechanism::{privatize_batch, Mechanism};
 use rand::rngs::StdRng;

@@ -1,4 +1,4 @@
-use arrow::array::{Array, FixedSizeBinaryArray};
+use arrow_array::{Array, FixedSizeBinaryArray};
 
 use crate::sketch::{BitSketch, RejectReason};
 

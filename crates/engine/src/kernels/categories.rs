@@ -1,4 +1,4 @@
-use arrow::array::{Array, UInt32Array};
+use arrow_array::{Array, UInt32Array};
 
 use crate::sketch::counts::TableMut;
 use crate::sketch::{CountSketch, RejectReason};

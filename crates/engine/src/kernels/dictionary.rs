@@ -55,7 +55,7 @@ pub fn fold_key_counts(
 
 #[cfg(test)]
 mod tests {
-    use arrow::array::UInt32Array;
+    use arrow_array::UInt32Array;
 
     use super::*;
     use crate::kernels::fold_categories;

@@ -21,10 +21,10 @@ pub use signed::{fold_signed, fold_signed_scalar};
 pub use subset::fold_subsets;
 pub use sums::fold_sums;
 
-use arrow::array::{
+use arrow_array::{
     Array, FixedSizeBinaryArray, FixedSizeListArray, Int8Array, ListArray, UInt32Array,
 };
-use arrow::datatypes::DataType;
+use arrow_schema::DataType;
 
 use crate::error::EngineError;
 use crate::mechanism::Mechanism;
@@ -203,11 +203,12 @@ pub fn fold_batch(
 mod tests {
     use std::sync::Arc;
 
-    use arrow::array::{
-        ArrayRef, FixedSizeBinaryArray, FixedSizeListArray, Float64Array, Int8Array, ListBuilder,
-        UInt32Array, UInt32Builder,
+    use arrow_array::builder::{ListBuilder, UInt32Builder};
+
+    use arrow_array::{
+        ArrayRef, FixedSizeBinaryArray, FixedSizeListArray, Float64Array, Int8Array, UInt32Array,
     };
-    use arrow::datatypes::{DataType, Field};
+    use arrow_schema::{DataType, Field};
     use ldpstream_config::MechanismConfig;
     use proptest::prelude::*;
 

@@ -1,5 +1,5 @@
-use arrow::array::{Array, Int8Array, UInt32Array};
-use arrow::buffer::NullBuffer;
+use arrow_array::{Array, Int8Array, UInt32Array};
+use arrow_buffer::NullBuffer;
 
 use crate::sketch::{RejectReason, SignedSketch};
 

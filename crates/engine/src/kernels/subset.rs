@@ -1,4 +1,4 @@
-use arrow::array::{Array, ListArray, UInt32Array};
+use arrow_array::{Array, ListArray, UInt32Array};
 
 use crate::sketch::{BitSketch, RejectReason};
 
@@ -119,8 +119,7 @@ fn check_row(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow::array::ListBuilder;
-    use arrow::array::UInt32Builder;
+    use arrow_array::builder::{ListBuilder, UInt32Builder};
 
     fn list(rows: &[Option<Vec<u32>>]) -> ListArray {
         let mut b = ListBuilder::new(UInt32Builder::new());

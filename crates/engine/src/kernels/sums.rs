@@ -1,4 +1,4 @@
-use arrow::array::{Array, FixedSizeListArray, Float32Array, Float64Array};
+use arrow_array::{Array, FixedSizeListArray, Float32Array, Float64Array};
 
 use crate::sketch::{RejectReason, SumSketch};
 

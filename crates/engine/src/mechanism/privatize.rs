@@ -2,12 +2,12 @@
 
 use std::sync::Arc;
 
-use arrow::array::{
+use arrow_array::{
     ArrayRef, FixedSizeBinaryArray, FixedSizeListArray, Float64Array, Int8Array, ListArray,
     UInt32Array,
 };
-use arrow::buffer::OffsetBuffer;
-use arrow::datatypes::{DataType, Field};
+use arrow_buffer::OffsetBuffer;
+use arrow_schema::{DataType, Field};
 use rand::Rng;
 
 use super::Mechanism;
@@ -22,7 +22,7 @@ pub fn privatize_batch<R: Rng + ?Sized>(
     rng: &mut R,
 ) -> Result<Vec<ArrayRef>, EngineError> {
     let bad_field =
-        |e: arrow::error::ArrowError| EngineError::Corrupt(format!("building report arrays: {e}"));
+        |e: arrow_schema::ArrowError| EngineError::Corrupt(format!("building report arrays: {e}"));
     Ok(match mechanism {
         Mechanism::Grr(m) => {
             let r = xs

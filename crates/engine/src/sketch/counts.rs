@@ -474,7 +474,7 @@ mod tests {
 
     fn fold(d: usize, values: &[u32]) -> CountSketch {
         let mut s = CountSketch::new(d);
-        let array = arrow::array::UInt32Array::from(values.to_vec());
+        let array = arrow_array::UInt32Array::from(values.to_vec());
         crate::kernels::fold_categories(&array, &mut s);
         s
     }

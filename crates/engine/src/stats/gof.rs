@@ -393,7 +393,7 @@ mod tests {
         let mechanism = Mechanism::Grr(grr);
         let mut sketch = mechanism.new_sketch();
         let reports: Vec<u32> = (0..5000u32).map(|i| (i * 7919) % d).collect();
-        let reports = arrow::array::UInt32Array::from(reports);
+        let reports = arrow_array::UInt32Array::from(reports);
         crate::kernels::fold_batch(&mechanism, &mut sketch, &reports, None).unwrap();
         let Sketch::Counts(counts) = &sketch else {
             panic!("GenRR folds into counts")

@@ -10,7 +10,7 @@ pub enum StreamError {
     Arrow {
         origin: String,
         #[source]
-        source: arrow::error::ArrowError,
+        source: arrow_schema::ArrowError,
     },
     #[error("{origin}: column {column:?} not found (expected {expected}); the file has columns: {available}")]
     MissingColumn {

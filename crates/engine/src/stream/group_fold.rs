@@ -12,10 +12,12 @@
 
 use std::collections::BTreeMap;
 
-use arrow::array::{Array, ArrayRef, BooleanArray, TimestampMillisecondArray, UInt32Array};
-use arrow::compute::{cast, filter_record_batch, take};
-use arrow::datatypes::{DataType, TimeUnit};
-use arrow::record_batch::RecordBatch;
+use arrow_array::RecordBatch;
+use arrow_array::{Array, ArrayRef, BooleanArray, TimestampMillisecondArray, UInt32Array};
+use arrow_cast::cast;
+use arrow_schema::{DataType, TimeUnit};
+use arrow_select::filter::filter_record_batch;
+use arrow_select::take::take;
 
 use super::error::StreamError;
 use super::keys::{key_ids, DictCache, KeyTable, OTHER_ID};
@@ -697,7 +699,7 @@ fn count_rows(
 
 enum SketchRowsError {
     Engine(EngineError),
-    Arrow(arrow::error::ArrowError),
+    Arrow(arrow_schema::ArrowError),
 }
 
 /// The rows `rows` (or all) gathered by slot, and each slot's run through the kernel.

@@ -2,10 +2,11 @@
 //! ([`super::group_fold`]) against: rows are permuted once so that each group's rows are
 //! contiguous, then each group's slice goes through the mechanism's batch kernel.
 
-use arrow::array::{Array, ArrayRef, StringArray, TimestampMillisecondArray, UInt32Array};
-use arrow::compute::{cast, take, take_record_batch};
-use arrow::datatypes::{DataType, TimeUnit};
-use arrow::record_batch::RecordBatch;
+use arrow_array::RecordBatch;
+use arrow_array::{Array, ArrayRef, StringArray, TimestampMillisecondArray, UInt32Array};
+use arrow_cast::cast;
+use arrow_schema::{DataType, TimeUnit};
+use arrow_select::take::{take, take_record_batch};
 
 use super::error::StreamError;
 use super::groups::{group_rows, BatchGroups};
@@ -55,7 +56,7 @@ pub fn fold_record_batch(
     }
     let mut owned: Vec<ArrayRef> = Vec::with_capacity(key_columns.len());
     for g in &key_columns {
-        let utf8 = arrow::compute::cast(column(batch, g, origin)?.as_ref(), &DataType::Utf8)
+        let utf8 = arrow_cast::cast(column(batch, g, origin)?.as_ref(), &DataType::Utf8)
             .map_err(arrow_err)?;
         owned.push(utf8);
     }

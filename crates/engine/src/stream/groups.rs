@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use arrow::array::{Array, StringArray};
+use arrow_array::{Array, StringArray};
 
 pub use crate::window::GroupKey;
 

@@ -11,10 +11,9 @@
 use std::cmp::Ordering;
 use std::sync::Arc;
 
-use arrow::array::{
-    Array, ArrayRef, AsArray, GenericStringArray, OffsetSizeTrait, StringViewArray,
-};
-use arrow::datatypes::DataType;
+use arrow_array::cast::AsArray;
+use arrow_array::{Array, ArrayRef, GenericStringArray, OffsetSizeTrait, StringViewArray};
+use arrow_schema::DataType;
 use hashbrown::HashTable;
 
 use super::error::StreamError;
@@ -442,8 +441,8 @@ pub(crate) fn key_ids(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow::array::{DictionaryArray, StringArray};
-    use arrow::datatypes::Int8Type;
+    use arrow_array::types::Int8Type;
+    use arrow_array::{DictionaryArray, StringArray};
 
     #[test]
     fn ids_are_dense_and_keys_come_back() {
@@ -464,7 +463,7 @@ mod tests {
     #[test]
     fn a_dictionary_is_interned_once_per_entry() {
         let values: ArrayRef = Arc::new(StringArray::from(vec![Some("x"), None, Some("y")]));
-        let keys = arrow::array::Int8Array::from(vec![Some(2), Some(0), None, Some(1), Some(2)]);
+        let keys = arrow_array::Int8Array::from(vec![Some(2), Some(0), None, Some(1), Some(2)]);
         let dict: ArrayRef = Arc::new(DictionaryArray::<Int8Type>::try_new(keys, values).unwrap());
         let mut t = KeyTable::new(1);
         let mut cache = DictCache::default();

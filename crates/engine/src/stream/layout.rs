@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, StringArray};
-use arrow::datatypes::{DataType, Field, FieldRef, Schema};
-use arrow::record_batch::RecordBatch;
+use arrow_array::RecordBatch;
+use arrow_array::{ArrayRef, StringArray};
+use arrow_schema::{DataType, Field, FieldRef, Schema};
 use ldpstream_config::{MechanismConfig, StreamConfig};
 
 use crate::mechanism::Mechanism;
@@ -79,7 +79,7 @@ pub fn with_block_columns(
     batch: &RecordBatch,
     first_row: u64,
     sizes: &[u64],
-) -> Result<RecordBatch, arrow::error::ArrowError> {
+) -> Result<RecordBatch, arrow_schema::ArrowError> {
     if sizes.is_empty() {
         return Ok(batch.clone());
     }

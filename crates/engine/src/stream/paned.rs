@@ -1,8 +1,8 @@
 //! The one-batch fold the service uses, into the per-pane, per-group sketches a fold hands
 //! on ([`PanedDelta`], in [`super::paned_delta`]).
 
-use arrow::datatypes::DataType;
-use arrow::record_batch::RecordBatch;
+use arrow_array::RecordBatch;
+use arrow_schema::DataType;
 
 use super::error::StreamError;
 use super::group_fold::GroupFold;

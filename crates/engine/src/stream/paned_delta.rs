@@ -125,8 +125,8 @@ impl PanedDelta {
 #[cfg(test)]
 mod tests {
     use crate::stream::{fold_paned_batch, ReportLayout};
-    use arrow::datatypes::DataType;
-    use arrow::record_batch::RecordBatch;
+    use arrow_array::RecordBatch;
+    use arrow_schema::DataType;
 
     // The probe's merge_crafted: late_reports of crafted sketch files wrapped to
     // 18446744073709551614 when merged.
@@ -147,8 +147,8 @@ mod tests {
     use std::sync::Arc;
 
     use crate::mechanism::Mechanism;
-    use arrow::array::{ArrayRef, StringArray, TimestampMillisecondArray, UInt32Array};
-    use arrow::datatypes::{Field, Schema, TimeUnit};
+    use arrow_array::{ArrayRef, StringArray, TimestampMillisecondArray, UInt32Array};
+    use arrow_schema::{Field, Schema, TimeUnit};
     use ldpstream_config::MechanismConfig;
 
     use super::*;

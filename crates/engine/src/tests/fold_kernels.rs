@@ -6,8 +6,8 @@ use crate::kernels::{
     fold_bits_scalar, fold_bits_with, fold_pool, fold_pool_direct, fold_signed, fold_signed_scalar,
 };
 use crate::sketch::{BitSketch, PoolSketch, RejectReason, SignedSketch};
-use arrow::array::{Array, FixedSizeBinaryArray, Int8Array, UInt32Array};
-use arrow::buffer::NullBuffer;
+use arrow_array::{Array, FixedSizeBinaryArray, Int8Array, UInt32Array};
+use arrow_buffer::NullBuffer;
 use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

@@ -5,13 +5,15 @@
 
 use std::sync::Arc;
 
-use arrow::array::{
+use arrow_array::builder::{ListBuilder, UInt32Builder};
+
+use arrow_array::types::{Int32Type, Int8Type};
+use arrow_array::RecordBatch;
+use arrow_array::{
     ArrayRef, DictionaryArray, FixedSizeBinaryArray, FixedSizeListArray, Float64Array, Int8Array,
-    LargeStringArray, ListBuilder, StringArray, StringViewArray, TimestampMillisecondArray,
-    UInt32Array, UInt32Builder,
+    LargeStringArray, StringArray, StringViewArray, TimestampMillisecondArray, UInt32Array,
 };
-use arrow::datatypes::{DataType, Field, Int32Type, Int8Type, Schema, TimeUnit};
-use arrow::record_batch::RecordBatch;
+use arrow_schema::{DataType, Field, Schema, TimeUnit};
 use ldpstream_config::MechanismConfig;
 use proptest::prelude::*;
 
@@ -187,7 +189,7 @@ fn key_column(rows: &[Row], c: usize, kind: u8) -> ArrayRef {
                     .chain([Some("unused")])
                     .collect::<Vec<_>>(),
             );
-            let keys: arrow::array::Int32Array = rows
+            let keys: arrow_array::Int32Array = rows
                 .iter()
                 .map(|r| (r.keys[c] != 1).then_some(i32::from(r.keys[c])))
                 .collect();

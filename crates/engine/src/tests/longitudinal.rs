@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, FixedSizeBinaryArray, UInt32Array};
+use arrow_array::{ArrayRef, FixedSizeBinaryArray, UInt32Array};
 use ldpstream_config::{
     Config, DurationMs, LongitudinalKind, LongitudinalParams, StreamConfig, TestMethod,
 };

@@ -439,7 +439,7 @@ mod tests {
     /// A delta holding `n` reports of category `x` in the ungrouped key.
     fn delta(m: &Mechanism, x: u32, n: usize) -> Grouped {
         let mut s = m.new_sketch();
-        let reports = arrow::array::UInt32Array::from(vec![x; n]);
+        let reports = arrow_array::UInt32Array::from(vec![x; n]);
         crate::kernels::fold_batch(m, &mut s, &reports, None).unwrap();
         Grouped::from([(Vec::new(), s)])
     }
@@ -529,7 +529,7 @@ mod tests {
             .iter()
             .map(|g| {
                 let mut s = m.new_sketch();
-                let reports = arrow::array::UInt32Array::from(vec![1u32]);
+                let reports = arrow_array::UInt32Array::from(vec![1u32]);
                 crate::kernels::fold_batch(m, &mut s, &reports, None).unwrap();
                 (vec![Some(g.to_string())], s)
             })

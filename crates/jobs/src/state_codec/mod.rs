@@ -324,7 +324,7 @@ pub mod fixtures {
             (5000, Some("b"), vec![1]),
         ] {
             let mut s = m.new_sketch();
-            let arr = arrow::array::UInt32Array::from(reports);
+            let arr = arrow_array::UInt32Array::from(reports);
             ldpstream_engine::kernels::fold_batch(&m, &mut s, &arr, None).unwrap();
             let g = Grouped::from([(vec![group.map(str::to_string)], s)]);
             store.merge_pane(pane, g).unwrap();

@@ -113,7 +113,7 @@ window = { kind = "cumulative" }
     /// `n` reports of category `x`, ungrouped.
     pub(in crate::scale_out) fn pane(s: &ScaleOutStream, x: u32, n: usize) -> Grouped {
         let mut sketch = s.mechanism.new_sketch();
-        let reports = arrow::array::UInt32Array::from(vec![x; n]);
+        let reports = arrow_array::UInt32Array::from(vec![x; n]);
         ldpstream_engine::kernels::fold_batch(&s.mechanism, &mut sketch, &reports, None).unwrap();
         Grouped::from([(Vec::new(), sketch)])
     }

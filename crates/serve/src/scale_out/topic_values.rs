@@ -259,7 +259,7 @@ mod tests {
         let s = stream(1.0);
         let m = Mechanism::from_config(&s.mechanism).unwrap();
         let mut sketch = m.new_sketch();
-        let reports = arrow::array::UInt32Array::from(vec![0, 1, 1, 3]);
+        let reports = arrow_array::UInt32Array::from(vec![0, 1, 1, 3]);
         ldpstream_engine::kernels::fold_batch(&m, &mut sketch, &reports, None).unwrap();
         let g = Grouped::from([(vec![Some("a".to_string())], sketch)]);
         for pane in [Pane::At(120_000), Pane::Untimed] {
