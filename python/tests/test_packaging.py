@@ -35,6 +35,14 @@ def test_the_extension_is_the_crate_pyproject_builds():
     assert MATURIN["features"] == []
 
 
+def test_the_wheel_profile_is_a_cargo_profile():
+    # maturin passes `profile` to cargo as --profile; one missing from the workspace's
+    # Cargo.toml fails only a user's `pip install ./python`, which CI does not run.
+    workspace = tomllib.loads((PYTHON_DIR.parent / "Cargo.toml").read_text())
+    profile = workspace["profile"][MATURIN["profile"]]
+    assert profile["inherits"] == "release"
+
+
 def test_every_file_of_the_source_package_is_imported_from_one_place():
     # python_env.sh copies these kinds of files; a new kind (data files, subpackages) would
     # be in the wheel but missing from the tests' copy, or the other way round.
