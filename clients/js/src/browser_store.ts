@@ -49,6 +49,7 @@ export class LocalStorageMemoStore implements MemoStore {
 
   /** Throws (quota exceeded, storage disabled) rather than lose the memo: no report then. */
   save(metric: string, text: string): void {
+    memoFromJson(text); // a text that would not read back is refused, never stored
     this.#storage.setItem(this.prefix + metric, text);
   }
 

@@ -60,6 +60,11 @@ export class IndexedDBMemoStore implements MemoStore {
 
   /** Resolves when the transaction has committed; rejects (no report then) if it aborts. */
   save(metric: string, text: string): Promise<void> {
+    try {
+      memoFromJson(text); // a text that would not read back is refused, never stored
+    } catch (e) {
+      return Promise.reject(e);
+    }
     const tx = this.#db.transaction(OBJECT_STORE, "readwrite", { durability: "strict" });
     tx.objectStore(OBJECT_STORE).put(text, metric);
     return new Promise((resolve, reject) => {
