@@ -10,6 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 
 import {
+  IndexedDBMemoStore,
   InMemoryMemoStore,
   LdpClientError,
   LdpMemoStoreError,
@@ -183,4 +184,11 @@ test("options that are not options, and a store that is not a store, are refused
   named(() => new LongitudinalClient(lgrr, { maxMemoizedValues: NaN }), "maxMemoizedValues");
   named(() => new LongitudinalClient({ ...lgrr, period: "0s" }), "period");
   named(() => new LongitudinalClient({ ...lgrr, epsilon_perm: 0.5, epsilon_1: 1 }), "epsilon_1");
+  // Node has neither localStorage nor indexedDB.
+  named(() => new LocalStorageMemoStore(), "storage");
+  named(() => new LocalStorageMemoStore({ storage: {} as never }), "storage");
+});
+
+test("IndexedDBMemoStore.open without an IDBFactory is refused naming it", async () => {
+  await assert.rejects(IndexedDBMemoStore.open(), (e: unknown) => e instanceof LdpClientError && e.parameter === "factory");
 });
