@@ -11,7 +11,7 @@
 // again per value).
 
 import { closeSync, openSync, readFileSync, unlinkSync, writeSync } from "node:fs";
-import { open, readFile, rename, unlink } from "node:fs/promises";
+import { open, readFile, realpath, rename, unlink } from "node:fs/promises";
 import { dirname } from "node:path";
 import { randomBytes } from "node:crypto";
 
@@ -232,8 +232,22 @@ export class NodeFileMemoStore implements MemoStore {
   }
 }
 
-/** Temporary file beside the target, fsync, rename over it, fsync the directory. */
-async function writeAtomically(path: string, text: string): Promise<void> {
+/**
+ * Temporary file beside the target, fsync, rename over it, fsync the directory. A symlink
+ * is followed, as the Rust store's atomic write follows it: the file it points to is
+ * replaced and the link stays (renaming over the link would leave the real file behind,
+ * and the next start, through the link, would read memos without the newer values).
+ */
+async function writeAtomically(link: string, text: string): Promise<void> {
+  let path = link;
+  try {
+    path = await realpath(link);
+  } catch (e) {
+    // A new file (or a dangling link, which the rename replaces): written at the path given.
+    if ((e as NodeJS.ErrnoException).code !== "ENOENT") {
+      throw new MemoFileError(link, "save_failed", `memo store ${link}: cannot save: ${(e as Error).message}`);
+    }
+  }
   const temp = `${path}.tmp-${process.pid}-${randomBytes(6).toString("hex")}`;
   let renamed = false;
   try {
@@ -257,6 +271,6 @@ async function writeAtomically(path: string, text: string): Promise<void> {
     }
   } catch (e) {
     if (!renamed) await unlink(temp).catch(() => undefined);
-    throw new MemoFileError(path, "save_failed", `memo store ${path}: cannot save: ${(e as Error).message}`);
+    throw new MemoFileError(link, "save_failed", `memo store ${link}: cannot save: ${(e as Error).message}`);
   }
 }

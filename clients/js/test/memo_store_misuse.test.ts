@@ -5,7 +5,7 @@
 // a second report out in a period.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
@@ -106,6 +106,24 @@ test("the Node file store: a directory, no path, a missing directory, a damaged 
     const store = await NodeFileMemoStore.open(path);
     await store.close();
     await assert.rejects(store.save("m", "{}"), reason("closed"));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("the Node file store follows a symlink: the file it points to is replaced, the link stays", async () => {
+  const dir = tempDir();
+  try {
+    mkdirSync(join(dir, "persist"));
+    const target = join(dir, "persist", "memo.json");
+    writeFileSync(target, '{"version":1,"metrics":{}}\n');
+    const link = join(dir, "memo.json");
+    symlinkSync(target, link);
+    const store = await NodeFileMemoStore.open(link);
+    await new LongitudinalClient(lgrr, { store }).report("m", 1, 0);
+    await store.close();
+    assert.ok(lstatSync(link).isSymbolicLink(), "the link stays a link");
+    assert.deepEqual(Object.keys(JSON.parse(readFileSync(target, "utf8")).metrics), ["m"]);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
