@@ -6,7 +6,7 @@
 #     per period, 200 datasets: each (period, category) mean within 4 s.e. of the truth, the
 #     variance of each category's estimates within 10% of the closed form;
 #   - level: the GOF of the 10th period over 2,000 null datasets of 5,000 devices, at most
-#     α + 2 s.e.
+#     α + 2 s.e.; and lgrr's over 40,000 (a pre-declared seed), within α ± 3 s.e.
 # The datasets of each check run in parallel (rayon, each dataset with its own seed, so the
 # figures do not depend on the thread count).
 # SMOKE=1 only checks that the filter still names tests: scripts/test.sh's `cargo test` has

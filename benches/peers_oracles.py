@@ -18,16 +18,20 @@ a call xxhash 4 refuses, so its module's xxhash is patched as below); multi-freq
 ldpstream's bucket of v under pool entry `seed` (the report's pool index). pure-LDP has no
 subset selection.
 
-The longitudinal kinds (issue 47), with --lgrr, --lgrr-d2 and --losue (one period of
-`simulate --devices`, so one window of the period): multi-freq-ldpy's L-OSUE second round
-is ldpstream's (both make one report OUE at ε1), so `L_OSUE_Aggregator_MI` runs as it is.
+The longitudinal kinds (issue 47), with --lgrr, --lgrr-d2, --losue and --lsue (one period
+of `simulate --devices`, so one window of the period): multi-freq-ldpy's L-OSUE second
+round is ldpstream's (both make one report OUE at ε1), so `L_OSUE_Aggregator_MI` runs as it
+is. Its L-SUE (RAPPOR's bit flip at ε∞/2 memoized, then a symmetric bit flip per report)
+is ldpstream's lsue: the same round 1, and a round 2 whose flip 1 − p2 (its closed-form
+root) is ldpstream's q2 = (b−a)/((1+b)(1−a)), a = e^{−ε∞/2}, b = e^{−ε1/2}, so that one
+report is bit flip at ε1; the script checks both before `L_SUE_Aggregator_MI` runs as it is.
 Its L-GRR second round is the paper's, whose composition is exact only at d = 2
 (docs/STATISTICS.md §1.9): `L_GRR_Aggregator_MI` is compared at d = 2, and at any d its
-estimator `MI_long` is given ldpstream's round probabilities. Both to 1e-12.
+estimator `MI_long` is given ldpstream's round probabilities. All to 1e-12.
 
   peers_oracles.py --bin B --grr F --oue F --subset F --olh F --epsilon E --domain D
                    --k K --pool-size S --pool-seed P [--rounds R]
-                   [--lgrr F --lgrr-d2 F --losue F --epsilon-perm EP --epsilon-1 E1]
+                   [--lgrr F --lgrr-d2 F --losue F --lsue F --epsilon-perm EP --epsilon-1 E1]
 """
 
 from __future__ import annotations
@@ -215,10 +219,38 @@ def lgrr_rounds(ep: float, e1: float, d: int):
     return 1 - lie1, lie1 / (d - 1), 1 - lie2, lie2 / (d - 1)
 
 
+def lsue_rounds_agree(reports: np.ndarray, ep: float, e1: float) -> None:
+    """multi-freq-ldpy's L-SUE parameters are ldpstream's lsue (docs/STATISTICS.md §1.9),
+    read from the call its aggregator makes: round 1 keeps a bit w.p. p1, ldpstream's bit
+    flip at ε∞/2 (flip a/(1+a), a = e^{−ε∞/2}); round 2 flips w.p. q2, ldpstream's
+    (b−a)/((1+b)(1−a)), b = e^{−ε1/2}; and their composition p1·p2 + q1·q2 is bit flip's
+    keep at ε1. Its p2 is a closed-form root (losing accuracy at small ε∞, §1.9), hence
+    the 1e-12."""
+    from multi_freq_ldpy.long_freq_est import L_SUE
+
+    seen = []
+    real = L_SUE.MI_long
+    L_SUE.MI_long = lambda c, n, *rounds: seen.append(rounds) or real(c, n, *rounds)
+    try:
+        L_SUE.L_SUE_Aggregator_MI(reports[:2], ep, e1)
+    finally:
+        L_SUE.MI_long = real
+    theirs = tuple(float(v) for v in seen[0])
+    p1, q1, p2, q2 = theirs
+    a, b = float(np.exp(-ep / 2)), float(np.exp(-e1 / 2))
+    ours = (1 / (1 + a), a / (1 + a), 1 - (b - a) / ((1 + b) * (1 - a)), (b - a) / ((1 + b) * (1 - a)))
+    worst = max(abs(x - y) for x, y in zip(theirs, ours))
+    keep = 1 / (1 + b)
+    print(f"L-SUE rounds (p1, q1, p2, q2): multi-freq-ldpy {theirs}, ldpstream {ours}: max difference {worst:.2g}; "
+          f"composed keep {p1 * p2 + q1 * q2!r}, bit flip's at ε1 {keep!r}")
+    if not worst <= LONGITUDINAL_TOLERANCE or abs(p1 * p2 + q1 * q2 - keep) > LONGITUDINAL_TOLERANCE:
+        sys.exit("lsue: multi-freq-ldpy's L-SUE rounds are not ldpstream's")
+
+
 def longitudinal_cases(args):
     """The issue-47 comparisons (see the module's docstring), when their files are given."""
     from multi_freq_ldpy.estimators.Histogram_estimator import MI_long
-    from multi_freq_ldpy.long_freq_est import L_GRR, L_OSUE
+    from multi_freq_ldpy.long_freq_est import L_GRR, L_OSUE, L_SUE
 
     ep, e1, d = args.epsilon_perm, args.epsilon_1, args.domain
     table = lambda kind, dd: (  # noqa: E731
@@ -242,6 +274,12 @@ def longitudinal_cases(args):
         f"L-OSUE, d = {d}, ε∞ = {ep}, ε1 = {e1}", len(losue), table("losue", d), args.losue,
         [("multi-freq-ldpy `L_OSUE_Aggregator_MI`", lambda: L_OSUE.L_OSUE_Aggregator_MI(losue, ep, e1), "mi")],
     )
+    lsue = unpack_bits(args.lsue, d)
+    lsue_rounds_agree(lsue, ep, e1)
+    yield (
+        f"L-SUE, d = {d}, ε∞ = {ep}, ε1 = {e1}", len(lsue), table("lsue", d), args.lsue,
+        [("multi-freq-ldpy `L_SUE_Aggregator_MI`", lambda: L_SUE.L_SUE_Aggregator_MI(lsue, ep, e1), "mi")],
+    )
 
 
 def main() -> None:
@@ -254,16 +292,16 @@ def main() -> None:
     a.add_argument("--pool-size", type=int, required=True)
     a.add_argument("--pool-seed", type=int, required=True)
     a.add_argument("--rounds", type=int, default=3)
-    for flag in ("--lgrr", "--lgrr-d2", "--losue"):
+    for flag in ("--lgrr", "--lgrr-d2", "--losue", "--lsue"):
         a.add_argument(flag)
     a.add_argument("--epsilon-perm", type=float)
     a.add_argument("--epsilon-1", type=float)
     args = a.parse_args()
     all_cases = [(case, "", TOLERANCE) for case in cases(args)]
-    longitudinal = (args.lgrr, args.lgrr_d2, args.losue, args.epsilon_perm, args.epsilon_1)
+    longitudinal = (args.lgrr, args.lgrr_d2, args.losue, args.lsue, args.epsilon_perm, args.epsilon_1)
     if any(v is not None for v in longitudinal):
         if any(v is None for v in longitudinal):
-            sys.exit("--lgrr, --lgrr-d2, --losue, --epsilon-perm and --epsilon-1 go together")
+            sys.exit("--lgrr, --lgrr-d2, --losue, --lsue, --epsilon-perm and --epsilon-1 go together")
         # One period of device reports: the test's window is that period.
         day = '{ kind = "tumbling", size = "1d" }'
         all_cases += [(case, day, LONGITUDINAL_TOLERANCE) for case in longitudinal_cases(args)]

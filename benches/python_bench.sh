@@ -12,7 +12,7 @@
 #          estimates asserted equal to ldpstream's estimate, clipped estimate and estimate_ibu
 #          (OLH: estimate_plain, the peers' plain estimate; `estimate` is the pool's unbiased one),
 #          and each aggregator's time; and one period of PEER_ORACLE_ROWS devices with a
-#          memo (lgrr d = 64 and d = 2, losue d = 64, eps_perm 2, eps_1 1) against
+#          memo (lgrr d = 64 and d = 2, losue and lsue d = 64, eps_perm 2, eps_1 1) against
 #          multi-freq-ldpy's longitudinal MI aggregators, to 1e-12;
 #   spark  ldpstream.spark.run on Spark local[2] over the GRR_ROWS file, next to `ldpstream
 #          batch`, with the Spark path's own overhead (sketch serialization and merge; target
@@ -105,9 +105,9 @@ for s in "${sections[@]}"; do
           --pool-seed 7 --p "$zipf" --n "$rows" --seed 30 --out "$f" >/dev/null
       done
       # Issue 47: one period of devices with a memo (eps_perm 2, eps_1 1), lgrr at d = 64 and
-      # d = 2 and losue at d = 64, for multi-freq-ldpy's longitudinal aggregators.
+      # d = 2 and losue and lsue at d = 64, for multi-freq-ldpy's longitudinal aggregators.
       long="--epsilon-perm 2 --epsilon-1 1 --devices $peer_oracle_rows --periods 1 --seed 31"
-      for f in lgrr:64:"$zipf" lgrr:2:0.7,0.3 losue:64:"$zipf"; do
+      for f in lgrr:64:"$zipf" lgrr:2:0.7,0.3 losue:64:"$zipf" lsue:64:"$zipf"; do
         IFS=: read -r kind d p <<<"$f"
         out="$data/${kind}_d${d}_ep2_e1_${peer_oracle_rows}.parquet"
         # shellcheck disable=SC2086 # $long is a list of flags
@@ -121,7 +121,8 @@ for s in "${sections[@]}"; do
         --epsilon-perm 2 --epsilon-1 1 \
         --lgrr "$data/lgrr_d64_ep2_e1_${peer_oracle_rows}.parquet" \
         --lgrr-d2 "$data/lgrr_d2_ep2_e1_${peer_oracle_rows}.parquet" \
-        --losue "$data/losue_d64_ep2_e1_${peer_oracle_rows}.parquet" --rounds "$rounds" ;;
+        --losue "$data/losue_d64_ep2_e1_${peer_oracle_rows}.parquet" \
+        --lsue "$data/lsue_d64_ep2_e1_${peer_oracle_rows}.parquet" --rounds "$rounds" ;;
     spark)
       if ! "$py" -c 'import pyspark' 2>/dev/null; then
         [ "$SMOKE" = 1 ] || { echo "pyspark is not installed in $py" >&2; exit 1; }

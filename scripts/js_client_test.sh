@@ -47,7 +47,9 @@ cd ../..
 #     implementation);
 cargo test "${cargo_features[@]}" --lib -- --ignored tests::client_distribution tests::client_noise_distribution
 #   - `ldpstream audit --reports` on the client's own samples (crates/cli/tests/mechanisms.rs):
-#     the ε lower bound stays below the claim for every mechanism;
+#     the ε lower bound stays below the claim for every mechanism; and on its longitudinal
+#     devices' (crates/cli/tests/longitudinal.rs): one report below epsilon_1, 1,000 reports
+#     of one value by one device below epsilon_perm;
 #   - end to end through the broker scripts/test.sh starts (LDPSTREAM_KAFKA_BROKERS): 10^6
 #     reports privatized in Node and produced with kafkajs, read by serve
 #     (crates/cli/tests/kafka/js_client.rs);
@@ -56,4 +58,5 @@ cargo test "${cargo_features[@]}" --lib -- --ignored tests::client_distribution 
 #     (crates/cli/tests/browser_client.rs). Chromium comes from scripts/prefetch.sh, or
 #     scripts/status_page_check.sh installs it.
 cargo test "${cargo_features[@]}" --test integration -- --ignored \
-  mechanisms::js_client_samples_pass_the_audit kafka::js_client browser_client
+  mechanisms::js_client_samples_pass_the_audit longitudinal::js_longitudinal_client_samples_pass_the_audit \
+  kafka::js_client browser_client

@@ -60,7 +60,7 @@ class Mechanism:
         self,
         *,
         store: Optional[Union["MemoryMemoStore", "FileMemoStore", Any]] = None,
-        max_memoized_values: int = 16,
+        max_memoized_values: Optional[int] = 16,
         same_period: str = "refuse",
     ) -> "LongitudinalClient": ...
     @property

@@ -4,6 +4,7 @@
 // memos: epsilon_perm again per value). The entries hold the device's true values and their
 // memos: never copy them off the device.
 
+import { LdpClientError } from "./errors.js";
 import { MemoStore, memoFromJson } from "./memo.js";
 
 /** The part of the Web Storage API the store uses (`window.localStorage` has it). */
@@ -24,12 +25,16 @@ export class LocalStorageMemoStore implements MemoStore {
   readonly #storage: StorageLike;
 
   constructor(options: { storage?: StorageLike; prefix?: string } = {}) {
-    const storage = options.storage ?? (globalThis as { localStorage?: StorageLike }).localStorage;
-    if (storage === undefined) {
-      throw new Error("LocalStorageMemoStore: no localStorage here (use NodeFileMemoStore from @ldpstream/client/node in Node)");
+    const storage = options?.storage ?? (globalThis as { localStorage?: StorageLike }).localStorage;
+    if (storage === undefined || storage === null || typeof storage.getItem !== "function" || typeof storage.setItem !== "function") {
+      throw new LdpClientError(
+        "storage",
+        storage,
+        "a Storage with getItem and setItem: no localStorage here (use NodeFileMemoStore from @ldpstream/client/node in Node)",
+      );
     }
     this.#storage = storage;
-    this.prefix = options.prefix ?? DEFAULT_STORAGE_PREFIX;
+    this.prefix = options?.prefix ?? DEFAULT_STORAGE_PREFIX;
   }
 
   /** A memo that does not read back is an error naming its key, never a fresh start. */
@@ -49,6 +54,7 @@ export class LocalStorageMemoStore implements MemoStore {
 
   /** Throws (quota exceeded, storage disabled) rather than lose the memo: no report then. */
   save(metric: string, text: string): void {
+    memoFromJson(text); // a text that would not read back is refused, never stored
     this.#storage.setItem(this.prefix + metric, text);
   }
 

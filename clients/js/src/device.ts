@@ -70,6 +70,14 @@ export const REPLAY: unique symbol = Symbol("ldpstream replay");
 
 let shared: CryptoSource | undefined;
 
+/**
+ * Per store object, the tail of the reports run on it. Every client sharing a store (two
+ * metrics of one device, two clients built over one file) takes its turn here: a report
+ * loads, saves and saves again with awaits between them, and two interleaved ones would
+ * both see the period free, or each save a memo map without the other's new memo.
+ */
+const turns = new WeakMap<MemoStore, Promise<unknown>>();
+
 /** The period index ⌊ts / period⌋, rounding down before 1970 too, exactly (integers). */
 export function periodOf(tsMs: number, periodMs: number): number {
   const [t, p] = [BigInt(tsMs), BigInt(periodMs)];
@@ -88,12 +96,12 @@ export class LongitudinalClient {
   readonly samePeriod: "refuse" | "repeat";
   readonly #m: PreparedLongitudinal;
   readonly #store: MemoStore;
-  // One report at a time: two interleaved reports of a metric would both see the period
-  // free and both report.
-  #queue: Promise<unknown> = Promise.resolve();
 
   /** Throws `LdpClientError` naming a parameter the server (or the device's limits) would refuse. */
   constructor(config: LongitudinalConfig, options: LongitudinalOptions = {}) {
+    if (options === null || typeof options !== "object") {
+      throw new LdpClientError("options", options, "an object of LongitudinalOptions (or nothing)");
+    }
     if (config === null || typeof config !== "object" || !["lgrr", "losue", "lsue"].includes(config.kind)) {
       throw new LdpClientError("kind", config?.kind, "lgrr, losue or lsue (the one-shot kinds use Randomizer)");
     }
@@ -115,7 +123,17 @@ export class LongitudinalClient {
     const same = options.samePeriod ?? "refuse";
     if (same !== "refuse" && same !== "repeat") throw new LdpClientError("samePeriod", same, '"refuse" or "repeat"');
     this.samePeriod = same;
-    this.#store = options.store ?? new InMemoryMemoStore();
+    const store: MemoStore = options.store ?? new InMemoryMemoStore();
+    if (
+      store === null ||
+      typeof store !== "object" ||
+      typeof store.load !== "function" ||
+      typeof store.save !== "function" ||
+      (store.exclusive !== undefined && typeof store.exclusive !== "function")
+    ) {
+      throw new LdpClientError("store", store, "a MemoStore: an object with load(metric) and save(metric, text) methods");
+    }
+    this.#store = store;
   }
 
   /** The report of category `value` for `metric` at event time `ts` (ms since the epoch; default now). */
@@ -167,8 +185,11 @@ export class LongitudinalClient {
   #serialized<T>(inner: () => Promise<T>): Promise<T> {
     const store = this.#store;
     const f = store.exclusive === undefined ? inner : () => store.exclusive!(inner);
-    const run = this.#queue.then(f, f);
-    this.#queue = run.catch(() => undefined);
+    const run = (turns.get(store) ?? Promise.resolve()).then(f, f);
+    turns.set(
+      store,
+      run.catch(() => undefined),
+    );
     return run;
   }
 
@@ -246,7 +267,36 @@ export class LongitudinalClient {
         `its memo was drawn under another mechanism (${memo.kind}, fingerprint ${hex(memo.fingerprint)}; this client runs ${this.config.kind}, ${hex(this.fingerprint)}); a memo is only valid under the law it was drawn from. reset(metric) starts a new memo, which spends epsilon_perm again for every value`,
       );
     }
+    const damage = this.#damage(memo);
+    if (damage !== null) {
+      throw new LdpMemoStoreError(
+        metric,
+        `its memo does not read back (${damage}); restore it from the device's own backup: a reset makes every value spend epsilon_perm again`,
+      );
+    }
     return memo;
+  }
+
+  /**
+   * What is wrong with a stored memo of this mechanism, if anything: a value outside the
+   * domain, or a response it cannot draw (a category outside the domain; other than
+   * ⌈d/8⌉ bytes, or a bit set past d). A damaged store that still parses would otherwise
+   * count towards the cap, or send reports the server refuses or, worse, folds.
+   */
+  #damage(memo: MetricMemo): string | null {
+    const d = this.domain;
+    for (const v of memo.values.keys()) if (v >= d) return `value ${v} is outside the domain [0, ${d})`;
+    const responses: [string, Response][] = [...memo.values].map(([v, r]) => [`the memo of value ${v}`, r]);
+    if (memo.lastReport !== null) responses.push(["last_report", memo.lastReport]);
+    const bytes = Math.ceil(d / 8);
+    for (const [what, r] of responses) {
+      const fits =
+        typeof r === "number"
+          ? this.config.kind === "lgrr" && r < d
+          : this.config.kind !== "lgrr" && r.length === bytes && (d % 8 === 0 || r[bytes - 1] >> d % 8 === 0);
+      if (!fits) return `${what} is not a ${this.config.kind} response at d = ${d}`;
+    }
+    return null;
   }
 
   async #save(metric: string, memo: MetricMemo): Promise<void> {

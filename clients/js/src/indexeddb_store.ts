@@ -5,6 +5,7 @@
 // crash of the browser. Per origin like localStorage, but without its 5 MB string limit.
 // The records hold the device's true values and their memos: never copy them off the device.
 
+import { LdpClientError } from "./errors.js";
 import { memoFromJson, MemoStore } from "./memo.js";
 
 const OBJECT_STORE = "memos";
@@ -32,8 +33,8 @@ export class IndexedDBMemoStore implements MemoStore {
 
   static async open(name = "ldpstream-memo", factory?: IDBFactory): Promise<IndexedDBMemoStore> {
     const idb = factory ?? (globalThis as { indexedDB?: IDBFactory }).indexedDB;
-    if (idb === undefined) {
-      throw new Error("IndexedDBMemoStore: no indexedDB here (use NodeFileMemoStore from @ldpstream/client/node in Node)");
+    if (idb === undefined || idb === null || typeof idb.open !== "function") {
+      throw new LdpClientError("factory", idb, "an IDBFactory: no indexedDB here (use NodeFileMemoStore from @ldpstream/client/node in Node)");
     }
     const request = idb.open(name, 1);
     request.onupgradeneeded = () => {
@@ -60,6 +61,11 @@ export class IndexedDBMemoStore implements MemoStore {
 
   /** Resolves when the transaction has committed; rejects (no report then) if it aborts. */
   save(metric: string, text: string): Promise<void> {
+    try {
+      memoFromJson(text); // a text that would not read back is refused, never stored
+    } catch (e) {
+      return Promise.reject(e);
+    }
     const tx = this.#db.transaction(OBJECT_STORE, "readwrite", { durability: "strict" });
     tx.objectStore(OBJECT_STORE).put(text, metric);
     return new Promise((resolve, reject) => {

@@ -11,7 +11,7 @@
 // again per value).
 
 import { closeSync, openSync, readFileSync, unlinkSync, writeSync } from "node:fs";
-import { open, readFile, rename, unlink } from "node:fs/promises";
+import { open, readFile, realpath, rename, unlink } from "node:fs/promises";
 import { dirname } from "node:path";
 import { randomBytes } from "node:crypto";
 
@@ -19,6 +19,24 @@ import { MemoStore, memoFromJson, memoToJson } from "./memo.js";
 
 /** The file format version this client reads and writes. */
 export const MEMO_FILE_VERSION = 1;
+
+/** Why a `NodeFileMemoStore` failed; the client passes it on as the `cause` of an `LdpMemoStoreError`. */
+export type MemoFileErrorReason = "path" | "locked" | "lock_failed" | "unreadable" | "damaged" | "save_failed" | "closed";
+// "path": the path (or a metric name) is not usable; a memo text that does not read back
+// is a `MemoFormatError` (from the main entry point), thrown before anything is written.
+
+/** The file store failed: `reason` says how, `path` names the file. Nothing was changed. */
+export class MemoFileError extends Error {
+  readonly path: string;
+  readonly reason: MemoFileErrorReason;
+
+  constructor(path: string, reason: MemoFileErrorReason, message: string) {
+    super(message);
+    this.name = "MemoFileError";
+    this.path = path;
+    this.reason = reason;
+  }
+}
 
 const utf8 = new TextEncoder();
 
@@ -83,7 +101,7 @@ function takeLock(lock: string, shown: string): void {
       return;
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== "EEXIST") {
-        throw new Error(`memo store ${shown}: cannot create its lock file ${lock}: ${(e as Error).message}`);
+        throw new MemoFileError(shown, "lock_failed", `memo store ${shown}: cannot create its lock file ${lock}: ${(e as Error).message}`);
       }
     }
     let holder = NaN;
@@ -94,7 +112,9 @@ function takeLock(lock: string, shown: string): void {
     }
     if (Number.isSafeInteger(holder) && holder > 0 && alive(holder)) {
       const who = holder === process.pid ? "this process" : `process ${holder}`;
-      throw new Error(
+      throw new MemoFileError(
+        shown,
+        "locked",
         `memo store ${shown} is open in another client (${who} holds its lock file ${lock}): two clients sharing one memo would each draw their own memos`,
       );
     }
@@ -104,7 +124,7 @@ function takeLock(lock: string, shown: string): void {
       // Another process took it over first; the next attempt says who holds it.
     }
   }
-  throw new Error(`memo store ${shown}: its lock file ${lock} is being taken by another client`);
+  throw new MemoFileError(shown, "locked", `memo store ${shown}: its lock file ${lock} is being taken by another client`);
 }
 
 /** A memo store in one file, for Node. `await NodeFileMemoStore.open(path)`; `close()` releases it. */
@@ -113,6 +133,9 @@ export class NodeFileMemoStore implements MemoStore {
   readonly #lock: string;
   #metrics: Map<string, string>;
   #closed = false;
+  // The tail of the saves: each writes the memos as the one before it left them, so two
+  // saves at once (two clients on this store, or a caller not awaiting) lose neither.
+  #writes: Promise<unknown> = Promise.resolve();
 
   private constructor(path: string, lock: string, metrics: Map<string, string>) {
     this.path = path;
@@ -125,6 +148,10 @@ export class NodeFileMemoStore implements MemoStore {
    * that does not read back throws an error naming the path; it is never replaced.
    */
   static async open(path: string): Promise<NodeFileMemoStore> {
+    if (typeof path !== "string" || path.length === 0 || path.includes("\0")) {
+      // `${undefined}.lock` would be a lock file named "undefined.lock" in the working directory.
+      throw new MemoFileError(String(path), "path", `memo store: the path must be a non-empty string naming a file, not ${JSON.stringify(path) ?? String(path)}`);
+    }
     const lock = `${path}.lock`;
     takeLock(lock, path);
     try {
@@ -132,14 +159,18 @@ export class NodeFileMemoStore implements MemoStore {
       try {
         text = await readFile(path, "utf8");
       } catch (e) {
-        if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw new Error(`memo store ${path}: cannot read it: ${(e as Error).message}`);
+        if ((e as NodeJS.ErrnoException).code !== "ENOENT") {
+          throw new MemoFileError(path, "unreadable", `memo store ${path}: cannot read it: ${(e as Error).message}`);
+        }
       }
       let metrics = new Map<string, string>();
       if (text !== null) {
         try {
           metrics = parseFile(text);
         } catch (e) {
-          throw new Error(
+          throw new MemoFileError(
+            path,
+            "damaged",
             `memo store ${path} does not read back (${(e as Error).message}); restore it from the device's own backup: deleting it makes every value spend epsilon_perm again`,
           );
         }
@@ -165,28 +196,58 @@ export class NodeFileMemoStore implements MemoStore {
     return this.#metrics.get(metric) ?? null;
   }
 
-  /** Durable when it resolves; on an error the file and this store are as before. */
-  async save(metric: string, text: string): Promise<void> {
-    this.#open();
-    const next = new Map(this.#metrics).set(metric, text);
-    await writeAtomically(this.path, render(next));
-    this.#metrics = next;
+  /**
+   * Durable when it resolves; on an error the file and this store are as before. Saves run
+   * one after the other in call order, each over the memos the one before it left.
+   */
+  save(metric: string, text: string): Promise<void> {
+    let canonical: string;
+    try {
+      this.#open();
+      if (typeof metric !== "string") throw new MemoFileError(this.path, "path", `memo store ${this.path}: the metric must be a string, not ${typeof metric}`);
+      // What a save writes must read back: one bad text would make the whole file unreadable.
+      canonical = memoToJson(memoFromJson(text));
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    const run = this.#writes.then(async () => {
+      const next = new Map(this.#metrics).set(metric, canonical);
+      await writeAtomically(this.path, render(next));
+      this.#metrics = next;
+    });
+    this.#writes = run.catch(() => undefined);
+    return run;
   }
 
-  /** Releases the lock; the store refuses loads and saves after it. */
+  /** Waits for the saves under way, then releases the lock; the store refuses loads and saves after it. */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    await this.#writes;
     await unlink(this.#lock).catch(() => undefined);
   }
 
   #open(): void {
-    if (this.#closed) throw new Error(`memo store ${this.path} is closed`);
+    if (this.#closed) throw new MemoFileError(this.path, "closed", `memo store ${this.path} is closed`);
   }
 }
 
-/** Temporary file beside the target, fsync, rename over it, fsync the directory. */
-async function writeAtomically(path: string, text: string): Promise<void> {
+/**
+ * Temporary file beside the target, fsync, rename over it, fsync the directory. A symlink
+ * is followed, as the Rust store's atomic write follows it: the file it points to is
+ * replaced and the link stays (renaming over the link would leave the real file behind,
+ * and the next start, through the link, would read memos without the newer values).
+ */
+async function writeAtomically(link: string, text: string): Promise<void> {
+  let path = link;
+  try {
+    path = await realpath(link);
+  } catch (e) {
+    // A new file (or a dangling link, which the rename replaces): written at the path given.
+    if ((e as NodeJS.ErrnoException).code !== "ENOENT") {
+      throw new MemoFileError(link, "save_failed", `memo store ${link}: cannot save: ${(e as Error).message}`);
+    }
+  }
   const temp = `${path}.tmp-${process.pid}-${randomBytes(6).toString("hex")}`;
   let renamed = false;
   try {
@@ -210,6 +271,6 @@ async function writeAtomically(path: string, text: string): Promise<void> {
     }
   } catch (e) {
     if (!renamed) await unlink(temp).catch(() => undefined);
-    throw new Error(`memo store ${path}: cannot save: ${(e as Error).message}`);
+    throw new MemoFileError(link, "save_failed", `memo store ${link}: cannot save: ${(e as Error).message}`);
   }
 }

@@ -20,6 +20,7 @@ import {
   Randomizer,
 } from "../src/index.js";
 import { periodOf } from "../src/device.js";
+import { emptyMemo, memoToJson } from "../src/memo.js";
 import { NodeFileMemoStore } from "../src/node.js";
 
 const DAY = 86_400_000;
@@ -229,12 +230,13 @@ test("the Node file store: a failed save leaves the file and the store as they w
     mkdirSync(sub);
     const path = join(sub, "memo.json");
     const store = await NodeFileMemoStore.open(path);
-    await store.save("a", "{}");
+    const [first, second] = [0, 1].map((reports) => memoToJson({ ...emptyMemo("lgrr", 1, DAY), reports }));
+    await store.save("a", first);
     // The directory is replaced by a file: the temporary file cannot be made.
     rmSync(sub, { recursive: true });
     writeFileSync(sub, "");
-    await assert.rejects(store.save("a", "[]"), (e: Error) => e.message.includes(path));
-    assert.equal(store.load("a"), "{}");
+    await assert.rejects(store.save("a", second), (e: Error) => e.message.includes(path));
+    assert.equal(store.load("a"), first);
     await store.close();
   } finally {
     rmSync(dir, { recursive: true, force: true });

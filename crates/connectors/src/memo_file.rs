@@ -40,6 +40,13 @@ impl FileMemoStore {
     pub fn open(path: impl AsRef<Path>) -> Result<Self, MemoStoreError> {
         let path = path.as_ref().to_path_buf();
         let shown = path.display().to_string();
+        // "" would put the lock file ".lock" in the working directory, and "dir/" inside
+        // the directory: neither names a file the store could replace.
+        if path.file_name().is_none() || path.as_os_str().as_encoded_bytes().ends_with(b"/") {
+            return Err(MemoStoreError::new(format!(
+                "memo store {shown:?}: the path must name a file"
+            )));
+        }
         let mut lock_name = path.as_os_str().to_owned();
         lock_name.push(".lock");
         let lock = std::fs::OpenOptions::new()
@@ -68,14 +75,18 @@ impl FileMemoStore {
                 ))
             }
         }
-        let metrics = match std::fs::read_to_string(&path) {
-            Ok(text) => parse(&text).map_err(|message| {
-                MemoStoreError::new(format!(
-                    "memo store {shown} does not read back ({message}); restore it from the \
+        // Read as bytes: a file that is not UTF-8 is damaged, not unreadable.
+        let metrics = match std::fs::read(&path) {
+            Ok(bytes) => std::str::from_utf8(&bytes)
+                .map_err(|e| format!("not UTF-8 text: {e}"))
+                .and_then(parse)
+                .map_err(|message| {
+                    MemoStoreError::new(format!(
+                        "memo store {shown} does not read back ({message}); restore it from the \
                      device's own backup: deleting it makes every value spend epsilon_perm \
                      again"
-                ))
-            })?,
+                    ))
+                })?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
             Err(e) => {
                 return Err(MemoStoreError::with_source(
@@ -243,6 +254,35 @@ mod tests {
             let e = FileMemoStore::open(&path).unwrap_err();
             assert!(e.to_string().contains("epsilon_perm again"), "{text}: {e}");
         }
+        // Not UTF-8 (a torn or overwritten file) is damaged too, not an I/O failure.
+        std::fs::write(&path, b"\xff\xfe{\"version\":1}").unwrap();
+        let e = FileMemoStore::open(&path).unwrap_err();
+        assert!(
+            e.to_string().contains("not UTF-8") && e.source.is_none(),
+            "{e}"
+        );
+    }
+
+    /// A path that names no file ("" would lock ".lock" in the working directory) is
+    /// refused before any lock file is made; a directory where the file should be cannot
+    /// be read, and says so.
+    #[test]
+    fn a_path_that_names_no_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let slash = format!("{}/", dir.path().join("sub").display());
+        for path in ["", "/", slash.as_str()] {
+            let e = FileMemoStore::open(path).unwrap_err();
+            assert!(e.to_string().contains("must name a file"), "{path:?}: {e}");
+        }
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        let store = dir.path().join("store");
+        std::fs::create_dir(&store).unwrap();
+        let e = FileMemoStore::open(&store).unwrap_err();
+        let cause = e.source.as_ref().map(|s| s.to_string()).unwrap_or_default();
+        assert!(
+            e.to_string().contains("cannot read it") && !cause.is_empty(),
+            "{e}"
+        );
     }
 
     #[test]

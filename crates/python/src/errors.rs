@@ -83,6 +83,21 @@ pub fn int_arg<T>(name: &str, value: &Bound<'_, PyAny>) -> PyResult<T>
 where
     T: TryFrom<i128> + Bounded,
 {
+    checked_int(name, value, config_error)
+}
+
+/// [`int_arg`] for the data of a call (a value, a timestamp): `InputError` out of range.
+pub fn int_input<T>(name: &str, value: &Bound<'_, PyAny>) -> PyResult<T>
+where
+    T: TryFrom<i128> + Bounded,
+{
+    checked_int(name, value, input_error)
+}
+
+fn checked_int<T>(name: &str, value: &Bound<'_, PyAny>, error: fn(String) -> PyErr) -> PyResult<T>
+where
+    T: TryFrom<i128> + Bounded,
+{
     if value.is_instance_of::<PyBool>() || !value.is_instance_of::<PyInt>() {
         return Err(PyTypeError::new_err(format!(
             "{name} must be an integer, got {}",
@@ -90,7 +105,7 @@ where
         )));
     }
     let out_of_range = || {
-        config_error(format!(
+        error(format!(
             "{name} = {value}: must be an integer from {} to {}",
             T::MIN,
             T::MAX

@@ -21,10 +21,11 @@ use ldpstream_engine::mechanism::longitudinal::memo::{
 use ldpstream_engine::mechanism::{Longitudinal, Response};
 use pyo3::exceptions::{PyOSError, PyRuntimeError};
 use pyo3::prelude::*;
+use pyo3::sync::MutexExt;
 use pyo3::types::PyBytes;
 use std::sync::Arc;
 
-use crate::errors::{config_error, input_error};
+use crate::errors::{config_error, input_error, int_input};
 use crate::group_values::group_pairs;
 use crate::messages::{check_envelope, encode, Envelope, Format};
 
@@ -33,6 +34,19 @@ fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // since every save replaces a memo at once.
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
+
+/// [`locked`], waiting without the GIL: a thread holding the mutex may be running a Python
+/// store's `load` or `save`, which needs the GIL back to finish.
+fn locked_attached<'a, T>(py: Python<'_>, m: &'a Mutex<T>) -> MutexGuard<'a, T> {
+    m.lock_py_attached(py).unwrap_or_else(|p| p.into_inner())
+}
+
+/// One report (or reset) at a time in the process. A report loads, saves and saves again;
+/// a Python store's methods run Python code, during which another thread may report
+/// through another client over the same store object, see the period free and report
+/// twice in it. (The built-in stores run without releasing the GIL, so only Python stores
+/// could interleave; every report takes its turn, which costs nothing.)
+static TURN: Mutex<()> = Mutex::new(());
 
 /// A memo store in this process's memory: a restart forgets every memo, and each value
 /// then spends epsilon_perm again. For tests and short-lived simulations; use
@@ -98,7 +112,7 @@ impl FileMemoStore {
     fn new(path: std::path::PathBuf) -> PyResult<Self> {
         let store = FileStore::open(&path).map_err(|e| {
             if e.source.is_some() {
-                PyOSError::new_err(e.to_string())
+                PyOSError::new_err(with_causes(&e))
             } else {
                 input_error(e)
             }
@@ -127,7 +141,7 @@ impl FileMemoStore {
         let memo = MetricMemo::from_json(memo).map_err(input_error)?;
         locked(&self.inner)
             .save(metric, &memo)
-            .map_err(|e| PyOSError::new_err(e.to_string()))
+            .map_err(|e| PyOSError::new_err(with_causes(&e)))
     }
 }
 
@@ -242,18 +256,34 @@ impl LongitudinalClient {
         locked(&self.device).report_with(metric, value, ts, rng)
     }
 
-    fn report_now(&self, metric: &str, value: u32, ts: i64) -> PyResult<Response> {
-        locked(&self.device)
+    fn report_now(&self, py: Python<'_>, metric: &str, value: u32, ts: i64) -> PyResult<Response> {
+        let _turn = locked_attached(py, &TURN);
+        locked_attached(py, &self.device)
             .report(metric, value, ts)
             .map_err(device_error)
     }
+}
+
+/// The error's message and every source's after it: "cannot save: Permission denied".
+/// A store's message alone would not say why the disk refused.
+fn with_causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let more = s.to_string();
+        if !text.ends_with(&more) {
+            text = format!("{text}: {more}");
+        }
+        source = s.source();
+    }
+    text
 }
 
 /// A refusal is a `ValueError` whose message starts with its name (conformance/README.md),
 /// a store failure an `OSError`.
 pub(crate) fn device_error(e: DeviceError) -> PyErr {
     match e {
-        DeviceError::Store { .. } => PyOSError::new_err(e.to_string()),
+        DeviceError::Store { .. } => PyOSError::new_err(with_causes(&e)),
         DeviceError::Engine(ref inner)
             if !matches!(
                 inner,
@@ -290,10 +320,11 @@ impl LongitudinalClient {
         &self,
         py: Python<'py>,
         metric: &str,
-        value: u32,
-        ts: i64,
+        value: &Bound<'py, PyAny>,
+        ts: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        Ok(match self.report_now(metric, value, ts)? {
+        let (value, ts) = (int_input("value", value)?, int_input("ts", ts)?);
+        Ok(match self.report_now(py, metric, value, ts)? {
             Response::Category(c) => c.into_pyobject(py)?.into_any(),
             Response::Bits(b) => PyBytes::new(py, &b).into_any(),
         })
@@ -308,12 +339,13 @@ impl LongitudinalClient {
         &self,
         py: Python<'py>,
         metric: &str,
-        value: u32,
-        ts: i64,
+        value: &Bound<'py, PyAny>,
+        ts: &Bound<'py, PyAny>,
         format: &str,
         groups: Option<&Bound<'py, PyAny>>,
         max_group_value_bytes: usize,
     ) -> PyResult<Bound<'py, PyBytes>> {
+        let (value, ts) = (int_input("value", value)?, int_input("ts", ts)?);
         let format = Format::parse(format).map_err(input_error)?;
         let groups = group_pairs(groups, self.kind)?;
         let envelope = Envelope {
@@ -322,7 +354,7 @@ impl LongitudinalClient {
             fingerprint: Some(self.fingerprint),
         };
         check_envelope(&envelope, max_group_value_bytes).map_err(input_error)?;
-        let report = self.report_now(metric, value, ts)?;
+        let report = self.report_now(py, metric, value, ts)?;
         let messages = encode(&report_array(&report)?, format, &envelope).map_err(input_error)?;
         let message = messages.first().map(Vec::as_slice).unwrap_or_default();
         Ok(PyBytes::new(py, message))
@@ -331,19 +363,23 @@ impl LongitudinalClient {
     /// Forgets `metric`'s memo and starts a new one under this mechanism (after a change
     /// of parameters, `memo_mismatch`): every value reported again spends epsilon_perm
     /// again. The period rule carries over.
-    fn reset(&self, metric: &str) -> PyResult<()> {
-        locked(&self.device).reset(metric).map_err(device_error)
+    fn reset(&self, py: Python<'_>, metric: &str) -> PyResult<()> {
+        let _turn = locked_attached(py, &TURN);
+        locked_attached(py, &self.device)
+            .reset(metric)
+            .map_err(device_error)
     }
 
     /// The period index of an event time: floor(ts / period).
-    fn period_of(&self, ts: i64) -> i64 {
-        locked(&self.device).period_of(ts)
+    fn period_of(&self, py: Python<'_>, ts: &Bound<'_, PyAny>) -> PyResult<i64> {
+        let ts = int_input("ts", ts)?;
+        Ok(locked_attached(py, &self.device).period_of(ts))
     }
 
     /// `max_memoized_values` and `same_period`.
     #[getter]
-    fn options(&self) -> (u32, &'static str) {
-        let o = locked(&self.device).options();
+    fn options(&self, py: Python<'_>) -> (u32, &'static str) {
+        let o = locked_attached(py, &self.device).options();
         (o.max_memoized_values, o.same_period.name())
     }
 }

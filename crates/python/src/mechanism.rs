@@ -8,6 +8,7 @@ use arrow_array::{Array, ArrayRef, StructArray, UInt32Array};
 use arrow_cast::{cast_with_options, CastOptions};
 use arrow_schema::{DataType, Field};
 use ldpstream_config::MechanismConfig;
+use ldpstream_engine::mechanism::longitudinal::device::DEFAULT_MAX_MEMOIZED_VALUES;
 use ldpstream_engine::mechanism::{client_rng, privatize_batch, Mechanism as Engine};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyType};
@@ -253,10 +254,16 @@ impl Mechanism {
         _cls: &Bound<'_, PyType>,
         epsilon_perm: f64,
         epsilon_1: f64,
-        domain: u32,
+        domain: &Bound<'_, PyAny>,
         period: &str,
     ) -> PyResult<Self> {
-        longitudinal("lgrr", epsilon_perm, epsilon_1, domain, period)
+        longitudinal(
+            "lgrr",
+            epsilon_perm,
+            epsilon_1,
+            int_arg("domain", domain)?,
+            period,
+        )
     }
 
     /// L-OSUE: OUE memoized at `epsilon_perm`, every bit flipped per report so that one
@@ -267,10 +274,16 @@ impl Mechanism {
         _cls: &Bound<'_, PyType>,
         epsilon_perm: f64,
         epsilon_1: f64,
-        domain: u32,
+        domain: &Bound<'_, PyAny>,
         period: &str,
     ) -> PyResult<Self> {
-        longitudinal("losue", epsilon_perm, epsilon_1, domain, period)
+        longitudinal(
+            "losue",
+            epsilon_perm,
+            epsilon_1,
+            int_arg("domain", domain)?,
+            period,
+        )
     }
 
     /// L-SUE (RAPPOR's construction): bit flipping memoized at `epsilon_perm`, every bit
@@ -281,10 +294,16 @@ impl Mechanism {
         _cls: &Bound<'_, PyType>,
         epsilon_perm: f64,
         epsilon_1: f64,
-        domain: u32,
+        domain: &Bound<'_, PyAny>,
         period: &str,
     ) -> PyResult<Self> {
-        longitudinal("lsue", epsilon_perm, epsilon_1, domain, period)
+        longitudinal(
+            "lsue",
+            epsilon_perm,
+            epsilon_1,
+            int_arg("domain", domain)?,
+            period,
+        )
     }
 
     /// A device's client of this lgrr, losue or lsue mechanism: `store` keeps its memos
@@ -294,14 +313,16 @@ impl Mechanism {
     /// `same_period` "refuse" (default) or "repeat" (the first report's bytes again, for a
     /// send that failed); past `max_memoized_values` distinct values it stops reporting
     /// the metric.
-    #[pyo3(signature = (*, store=None, max_memoized_values=16, same_period="refuse"))]
+    #[pyo3(signature = (*, store=None, max_memoized_values=None, same_period="refuse"))]
     fn client(
         &self,
         py: Python<'_>,
         store: Option<&Bound<'_, PyAny>>,
-        max_memoized_values: u32,
+        max_memoized_values: Option<&Bound<'_, PyAny>>,
         same_period: &str,
     ) -> PyResult<LongitudinalClient> {
+        let max_memoized_values: u32 = opt_int_arg("max_memoized_values", max_memoized_values)?
+            .unwrap_or(DEFAULT_MAX_MEMOIZED_VALUES);
         let Engine::Longitudinal(l) = &self.engine else {
             return Err(config_error(format!(
                 "client(): a {} mechanism keeps no memo; use randomize() or messages()",

@@ -343,7 +343,17 @@ impl<S: MemoStore> Device<S> {
         match stored {
             None => Ok(self.empty_memo()),
             Some(m) if m.fingerprint == self.fingerprint && m.kind == self.mechanism.kind() => {
-                Ok(m)
+                match self.damage(&m) {
+                    None => Ok(m),
+                    Some(why) => Err(store_error(
+                        metric,
+                        MemoStoreError::new(format!(
+                            "its memo does not read back ({why}); restore it from the \
+                             device's own backup: a reset makes every value spend \
+                             epsilon_perm again"
+                        )),
+                    )),
+                }
             }
             Some(m) => Err(DeviceError::MemoMismatch {
                 metric: metric.to_string(),
@@ -353,6 +363,47 @@ impl<S: MemoStore> Device<S> {
                 current: self.fingerprint,
             }),
         }
+    }
+
+    /// What is wrong with a stored memo of this mechanism, if anything: a value outside
+    /// the domain, or a response this mechanism cannot draw (a category outside the
+    /// domain; other than ⌈d/8⌉ bytes, or a bit set past d). A damaged store that still
+    /// parses would otherwise count towards the cap, or send reports the server refuses
+    /// or, worse, folds.
+    fn damage(&self, memo: &MetricMemo) -> Option<String> {
+        let d = self.mechanism.domain();
+        if let Some(v) = memo.values.keys().find(|&&v| v >= d) {
+            return Some(format!("value {v} is outside the domain [0, {d})"));
+        }
+        let responses = memo
+            .values
+            .iter()
+            .map(|(v, r)| (format!("the memo of value {v}"), r))
+            .chain(
+                memo.last_report
+                    .iter()
+                    .map(|r| ("last_report".to_string(), r)),
+            );
+        for (what, r) in responses {
+            let fits = match r {
+                Response::Category(c) => self.mechanism.kind() == "lgrr" && *c < d,
+                Response::Bits(b) => {
+                    let bytes = (d as usize).div_ceil(8);
+                    let spare = (bytes * 8 - d as usize) as u32;
+                    self.mechanism.kind() != "lgrr"
+                        && b.len() == bytes
+                        && b.last()
+                            .is_none_or(|&top| top.checked_shr(8 - spare).unwrap_or(0) == 0)
+                }
+            };
+            if !fits {
+                return Some(format!(
+                    "{what} is not a {} response at d = {d}",
+                    self.mechanism.kind()
+                ));
+            }
+        }
+        None
     }
 
     fn save(&mut self, metric: &str, memo: &MetricMemo) -> Result<(), DeviceError> {
@@ -399,6 +450,100 @@ mod tests {
 
     fn rng() -> StdRng {
         StdRng::seed_from_u64(5)
+    }
+
+    /// A stored memo that parses but that this mechanism could not have written (a value
+    /// outside the domain; a category outside it; bits of another length or with a bit
+    /// set past d) is a store error naming it, not a report: a padding bit would reach the
+    /// server, an outside value would count towards the cap. Nothing is saved, and a reset
+    /// replaces it.
+    #[test]
+    fn a_damaged_memo_is_an_error_not_a_report() {
+        let cases = [
+            (LongitudinalKind::Lgrr, 9, Response::Category(1), "value 9"),
+            (
+                LongitudinalKind::Lgrr,
+                1,
+                Response::Category(4),
+                "the memo of value 1",
+            ),
+            (
+                LongitudinalKind::Lgrr,
+                1,
+                Response::Bits(vec![1]),
+                "the memo of value 1",
+            ),
+            (
+                LongitudinalKind::Losue,
+                1,
+                Response::Bits(vec![0x10]),
+                "the memo of value 1",
+            ),
+            (
+                LongitudinalKind::Lsue,
+                1,
+                Response::Bits(vec![0x80]),
+                "the memo of value 1",
+            ),
+            (
+                LongitudinalKind::Lsue,
+                1,
+                Response::Bits(vec![1, 0]),
+                "the memo of value 1",
+            ),
+            (
+                LongitudinalKind::Lsue,
+                1,
+                Response::Category(1),
+                "the memo of value 1",
+            ),
+        ];
+        for (kind, value, response, what) in cases {
+            let mut d = Device::new(
+                mechanism(kind),
+                InMemoryMemoStore::new(),
+                DeviceOptions::default(),
+            )
+            .unwrap();
+            let mut memo = d.empty_memo();
+            memo.values.insert(value, response.clone());
+            d.store_mut().save("m", &memo).unwrap();
+            let e = d.report_with("m", 1, 0, &mut rng()).unwrap_err();
+            assert!(
+                matches!(e, DeviceError::Store { .. })
+                    && e.to_string().contains(what)
+                    && e.to_string().contains("does not read back"),
+                "{kind:?} {response:?}: {e}"
+            );
+            assert_eq!(d.store_mut().load("m").unwrap(), Some(memo.clone()));
+            d.reset("m").unwrap();
+            d.report_with("m", 1, 0, &mut rng()).unwrap();
+        }
+        // A damaged last_report is refused too; a full byte of d = 8 bits is not padding.
+        let mut d = Device::new(
+            mechanism(LongitudinalKind::Lgrr),
+            InMemoryMemoStore::new(),
+            DeviceOptions::default(),
+        )
+        .unwrap();
+        let mut memo = d.empty_memo();
+        memo.last_report = Some(Response::Category(7));
+        d.store_mut().save("m", &memo).unwrap();
+        let e = d.report_with("m", 1, DAY, &mut rng()).unwrap_err();
+        assert!(e.to_string().contains("last_report"), "{e}");
+        let wide = Longitudinal::new(LongitudinalParams {
+            kind: LongitudinalKind::Lsue,
+            epsilon_perm: 2.0,
+            epsilon_1: 1.0,
+            domain: 8,
+            period: DurationMs(DAY as u64),
+        })
+        .unwrap();
+        let mut d = Device::new(wide, InMemoryMemoStore::new(), DeviceOptions::default()).unwrap();
+        let mut memo = d.empty_memo();
+        memo.values.insert(1, Response::Bits(vec![0xff]));
+        d.store_mut().save("m", &memo).unwrap();
+        d.report_with("m", 1, 0, &mut rng()).unwrap();
     }
 
     #[test]
