@@ -1,9 +1,10 @@
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use rand::Rng;
 
 use super::cohort::splitmix64;
 use super::olh_solver::{PoolChannel, PoolSolver};
+use super::olh_whitener::SupportWhitener;
 use super::{Estimate, Grr};
 use crate::error::EngineError;
 
@@ -36,7 +37,14 @@ pub struct Olh {
     /// The pool's collision inverse, a pure function of the fields above: built on first
     /// use (or by [`Olh::prepare`]) and shared by clones, so a stream pays for it once.
     solver: Arc<OnceLock<Result<PoolSolver, String>>>,
+    /// The sequential test's factored null covariance, one per null `p0` (by its bits):
+    /// built on first use and shared by clones, so each (config, p0) pays once. A stream's
+    /// nulls are its tests', so the list stays as short as the config.
+    whiteners: Arc<Mutex<Vec<(Vec<u64>, Arc<Whitener>)>>>,
 }
+
+/// A null's factor, built once by whichever thread asks first (the others wait for it).
+type Whitener = OnceLock<Result<SupportWhitener, String>>;
 
 /// Two mechanisms are equal when their parameters are: the solver follows from them.
 impl PartialEq for Olh {
@@ -101,6 +109,7 @@ impl Olh {
             pool_seed,
             pool: olh_pool(pool_seed, pool_size),
             solver: Arc::default(),
+            whiteners: Arc::default(),
         })
     }
 
@@ -215,6 +224,40 @@ impl Olh {
     /// round does not pay for it.
     pub fn prepare(&self) -> Result<(), String> {
         self.solver().map(|_| ()).map_err(str::to_string)
+    }
+
+    /// The factored null covariance of the support counts under `p0`, built on first use
+    /// per distinct `p0` (seconds at d = 4,096); Err says why there is none (no pool
+    /// solver, or a covariance that cannot be factored).
+    fn whitener(&self, p0: &[f64]) -> Arc<Whitener> {
+        let key: Vec<u64> = p0.iter().map(|x| x.to_bits()).collect();
+        let mut list = self
+            .whiteners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some((_, w)) = list.iter().find(|(k, _)| *k == key) {
+            return Arc::clone(w);
+        }
+        let w = Arc::new(Whitener::new());
+        list.push((key, Arc::clone(&w)));
+        w
+    }
+
+    /// The sequential test's whitened statistic of a table under H0: p = `p0` and its
+    /// degrees of freedom, `(T, d − 1)` (docs/STATISTICS.md §10.1; [`SupportWhitener`]).
+    /// Err: why the pool gives none (the e-process then falls back on the table's cells).
+    pub fn sequential_statistic(&self, table: &[u64], p0: &[f64]) -> Result<(f64, u32), String> {
+        let cell = self.whitener(p0);
+        let whitener = cell
+            .get_or_init(|| {
+                let solver = self.solver().map_err(str::to_string)?;
+                SupportWhitener::new(self, solver.row_sums(), p0)
+            })
+            .as_ref()
+            .map_err(String::clone)?;
+        let residual = self.gather(&whitener.residual_table(table, self.g() as usize));
+        let n = table.iter().sum();
+        Ok((whitener.statistic(&residual, n), whitener.df()))
     }
 
     /// The unbiased pool estimate of a table (docs/STATISTICS.md §1.8), or the plain one
