@@ -1,9 +1,12 @@
 //! OLH's factors at large d, timed once each (issue 44; docs/STATISTICS.md §1.8, §10.1):
 //! criterion's ten samples of a factor that takes minutes are not affordable on the shared
 //! machine, so this prints one wall time per step instead (indicative, like every figure
-//! taken under load; see benches/RESULTS.md).
+//! taken under load; see benches/RESULTS.md). It asserts no time, only that the
+//! matrix-free solve and the factor agree. In the engine's test build (opt-level 3, as
+//! nalgebra and matrixmultiply), so that no second profile is compiled:
 //!
-//!   cargo run --release -p ldpstream-benches --bin olh-factor-cost -- [d ...]   (default 1024 4096)
+//!   LDPSTREAM_OLH_FACTOR_DOMAINS="1024 4096" cargo test --workspace --lib -- \
+//!     tests::olh_factor_cost --ignored --nocapture
 //!
 //! For each d, at ε = 2 (g = 8), the default pool (S = 1,024, pool seed 0), uniform null:
 //! - the pool solver (C by bucket pairs, Cholesky, W = C⁻¹; the variance table M where
@@ -16,7 +19,7 @@
 
 use std::time::Instant;
 
-use ldpstream_engine::mechanism::{olh_bucket, Olh};
+use crate::mechanism::{olh_bucket, Olh};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -82,10 +85,13 @@ fn pcg(buckets: &[u16], g: usize, d: usize, b: &[f64]) -> (Vec<f64>, usize) {
     (x, 10_000)
 }
 
-fn main() {
+#[test]
+#[ignore = "benches/RESULTS.md: minutes per domain; LDPSTREAM_OLH_FACTOR_DOMAINS picks them"]
+fn olh_factor_cost() {
     let domains: Vec<u32> = {
-        let given: Vec<u32> = std::env::args()
-            .skip(1)
+        let given: Vec<u32> = std::env::var("LDPSTREAM_OLH_FACTOR_DOMAINS")
+            .unwrap_or_default()
+            .split_whitespace()
             .filter_map(|a| a.parse().ok())
             .collect();
         if given.is_empty() {
@@ -94,11 +100,11 @@ fn main() {
             given
         }
     };
-    println!(
+    eprintln!(
         "| d | solver: build (s) | estimate + s.e. per snapshot (ms) | null factor: build (s) \
          | whitened statistic per snapshot (ms) | PCG: iterations | PCG per snapshot (ms) |"
     );
-    println!("|---|---|---|---|---|---|---|");
+    eprintln!("|---|---|---|---|---|---|---|");
     for d in domains {
         let olh = Olh::new(EPSILON, d, G, POOL, 0).expect("a valid pool");
         let du = d as usize;
@@ -154,7 +160,7 @@ fn main() {
             .map(|(a, b)| (a - b).abs())
             .fold(0.0f64, f64::max);
         assert!(worst < 1e-6, "PCG and the factor disagree by {worst}");
-        println!(
+        eprintln!(
             "| {d} | {solver_build:.2} | {estimate_ms:.2} | {whitener_build:.2} | {statistic_ms:.2} \
              | {iterations} | {pcg_ms:.1} |"
         );
