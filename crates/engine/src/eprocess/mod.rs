@@ -115,7 +115,7 @@ impl EProcess {
         }
     }
 
-    pub(crate) fn asymptotic(statistic: f64, df: u32, time: f64, design: Option<Design>) -> Self {
+    fn asymptotic(statistic: f64, df: u32, time: f64, design: Option<Design>) -> Self {
         let mixture = tuned(&gaussian::PRECISION_GRID, design, df);
         EProcess {
             log_e: gaussian::log_e_tuned(statistic, df, time, mixture),

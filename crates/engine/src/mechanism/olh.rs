@@ -40,11 +40,13 @@ pub struct Olh {
     /// The sequential test's factored null covariance, one per null `p0` (by its bits):
     /// built on first use and shared by clones, so each (config, p0) pays once. A stream's
     /// nulls are its tests', so the list stays as short as the config.
-    whiteners: Arc<Mutex<Vec<(Vec<u64>, Arc<Whitener>)>>>,
+    whiteners: Arc<Mutex<Vec<NullFactor>>>,
 }
 
 /// A null's factor, built once by whichever thread asks first (the others wait for it).
 type Whitener = OnceLock<Result<SupportWhitener, String>>;
+/// A null (the bits of its p0) and its factor.
+type NullFactor = (Vec<u64>, Arc<Whitener>);
 
 /// Two mechanisms are equal when their parameters are: the solver follows from them.
 impl PartialEq for Olh {
@@ -235,8 +237,8 @@ impl Olh {
     }
 
     /// The factored null covariance of the support counts under `p0`, built on first use
-    /// per distinct `p0` (seconds at d = 4,096); Err says why there is none (no pool
-    /// solver, or a covariance that cannot be factored).
+    /// per distinct `p0` (40 s at d = 4,096 under load, benches/RESULTS.md); Err says why
+    /// there is none (no pool solver, or a covariance that cannot be factored).
     fn whitener(&self, p0: &[f64]) -> Arc<Whitener> {
         let key: Vec<u64> = p0.iter().map(|x| x.to_bits()).collect();
         let mut list = self
