@@ -12,6 +12,9 @@
 #   - the same for `olh` (`engine/tests/olh.rs`, exact pool tables, S = 1024), plus its
 #     #[ignore]d full runs: size at the default pool, power at the planner's n, 500 looks,
 #     and the finite pool's bias against fresh seeds;
+#   - OLH's sequential test on the whitened support statistic (`engine/tests/olh_sequential.rs`):
+#     its level at the default pool over 500 looks and its median detection at the
+#     planner's example over 1,000 streams;
 #   - per-record Monte Carlo seeds: the size over 20,000 null groups at test seeds 0–4
 #     (`engine/tests/mc_seeds.rs`);
 #   - fold speed: `oue` against `bitflip` (the same popcount fold), `subset` (the list
@@ -59,6 +62,11 @@ oracle_tests olh --include-ignored --skip estimate_full_runs | grep -E '^\| |^ol
 # and the confidence sequences to 10⁷ at d = 16, 256, 1,024, ε = 1 and 2 (minutes).
 echo "# OLH pool estimate: mean within 4 s.e.; time-uniform coverage (bound 1 − α − 2 s.e.)"
 oracle_tests olh_unbiased --include-ignored | grep -E '^olh|test result|panicked'
+# OLH's sequential test (issue 44): the whitened support statistic's level at the default
+# pool over 500 looks (2,000 streams at d = 16, 500 at d = 256), and median detection over
+# the fixed-n n at the planner's example over 1,000 streams (minutes).
+echo "# OLH sequential: P(ever e >= 1/α) (bound α + 2 s.e.); median detection / fixed-n n"
+oracle_tests olh_sequential --include-ignored | grep -E '^\| |test result|panicked'
 # Per-record Monte Carlo seeds (issue 44): raw d = 10, n = 6, m = 999, at test seeds 0–4,
 # the issue's 20,000 null groups each.
 echo "# Monte Carlo seeds: size over null groups per test seed (bound α + 2 s.e.)"

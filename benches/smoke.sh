@@ -21,7 +21,7 @@ if [ -z "${LDPSTREAM_BIN_DIR:-}" ]; then
 fi
 export LDPSTREAM_BIN_DIR=${LDPSTREAM_BIN_DIR:-${CARGO_TARGET_DIR:-target}/$profile}
 export SMOKE=1
-scripts=(compare.sh kafka_throughput.sh large_domain_memory.sh longitudinal.sh oracles.sh overload_rss.sh python_bench.sh row_groups.sh scale_out.sh scaling.sh sequential.sh)
+scripts=(compare.sh kafka_throughput.sh large_domain_memory.sh longitudinal.sh oracles.sh overload_rss.sh python_bench.sh row_groups.sh scale_out.sh scaling.sh sequential.sh sequential_groups.sh)
 # Three scripts at a time: most wait on a broker, a child process or a Python start-up, not
 # on the CPU. Each writes its own log and its own topics and temporary directories; the
 # logs are printed in the list's order.

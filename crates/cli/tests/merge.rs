@@ -360,7 +360,7 @@ fn subset_shares_merge_to_the_records_of_one_batch() {
 }
 
 /// Issue 30: an `olh` stream (S × g pool tables, pool of 64 seeds) merges exactly too,
-/// the Monte Carlo OlhSupportGOF and its sequential Dirichlet mixture alike.
+/// the Monte Carlo OlhSupportGOF and its sequential whitened-statistic mixture alike.
 #[test]
 fn olh_shares_merge_to_the_records_of_one_batch() {
     shares_merge_to_one_batch(

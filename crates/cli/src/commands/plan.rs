@@ -345,9 +345,10 @@ fn print_sequential(
         .any(|m| matches!(m, PlanMechanism::Olh { .. }))
     {
         println!(
-            "note: OLH's sequential test is the exact mixture over its pool_size × g cells \
-             (ν = 8191 at the defaults), far more directions than its fixed-n test's d − 1: \
-             it detects late, and design_n does not help it"
+            "note: OLH's sequential test is the Gaussian mixture on the support counts' \
+             whitened statistic (ν = d − 1, asymptotic; docs/STATISTICS.md §10.1), planned \
+             as with fresh hashes; a pool beyond 4,096 categories falls back on the exact \
+             mixture over its pool_size × g cells, which detects far later"
         );
     }
     Ok(if all { detections } else { Vec::new() })

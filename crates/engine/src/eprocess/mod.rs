@@ -13,7 +13,7 @@
 //! |---|---|---|---|
 //! | gof | grr, matrix, raw | Dirichlet–multinomial mixture LR against `q0 = G·p0` on the signal counts ([`dirichlet`]) | exact, every n |
 //! | gof | hadamard, cohort | Beta–binomial mixture LR on each row's signs given the row counts, `q0_j = ½ + η (F p0)_j` ([`rows`]) | exact, every n, any row choice |
-//! | gof | olh | the same on the S·g (pool index, bucket) outcomes, `q0(i, y) = P_i(y)/S` | exact, every n |
+//! | gof | olh | Gaussian mixture on the support counts' whitened statistic given the pool rows, ν = d−1 ([`olh_support`]); without a pool factor (d > 4,096), the Dirichlet mixture on the S·g (pool index, bucket) outcomes, `q0(i, y) = P_i(y)/S` | asymptotic, from n = 1000 (the fallback: exact, every n) |
 //! | gof | bitflip, oue | Gaussian mixture on LocalBitFlipGOF's whitened statistic, ν = d−1 ([`gaussian`]) | asymptotic, from n = 1000 |
 //! | gof | subset | the same mixture on SubsetGOF's generalized-inverse statistic, ν = d−1 | asymptotic, from n = 1000 |
 //! | gof | gauss, laplace | Gaussian mixture on LocalNoiseGOF's statistic, ν = d−1 | asymptotic, from n = 1000 |
@@ -62,6 +62,7 @@ pub mod confidence;
 pub mod design;
 pub mod dirichlet;
 pub mod gaussian;
+mod olh_support;
 pub mod rows;
 mod state;
 
@@ -244,6 +245,9 @@ pub fn gof_e_process_tuned(
     if let Some(e) = signed_gof_e_process(mechanism, sketch, p0, design)? {
         return Ok(e);
     }
+    if let Some(e) = olh_support::olh_gof_e_process(mechanism, sketch, p0, design)? {
+        return Ok(e);
+    }
     let law = null_report_law(mechanism, p0)?;
     if let Some(q0) = &law {
         if sketch.cells() != q0.len() {
@@ -262,6 +266,8 @@ pub fn gof_e_process_tuned(
             &q0,
             tuned(&dirichlet::KAPPA_GRID, design, law_df(&q0)),
         )),
+        // A pool without the whitened statistic (beyond the dense domain, or a
+        // covariance that cannot be factored): the exact mixture on the S·g cells.
         (_, Sketch::Pool(s), Some(q0)) => EProcess::exact(dirichlet::log_e_tuned_cells(
             s.table()
                 .iter()

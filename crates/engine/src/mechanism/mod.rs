@@ -20,6 +20,7 @@ pub mod longitudinal;
 mod noise;
 mod olh;
 mod olh_solver;
+mod olh_whitener;
 mod privatize;
 mod row_strata;
 mod subset;
@@ -37,6 +38,7 @@ pub use longitudinal::{Longitudinal, Response};
 pub use noise::{sample_laplace, Noise, NoiseKind};
 pub use olh::{olh_bucket, olh_pool, Olh};
 pub use olh_solver::{PoolSolver, OLH_EXACT_VARIANCE_WORK};
+pub use olh_whitener::SupportWhitener;
 pub use privatize::{privatize_batch, simulate_sketch};
 pub use subset::{default_k as subset_default_k, Subset};
 

@@ -1,9 +1,10 @@
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use rand::Rng;
 
 use super::cohort::splitmix64;
 use super::olh_solver::{PoolChannel, PoolSolver};
+use super::olh_whitener::SupportWhitener;
 use super::{Estimate, Grr};
 use crate::error::EngineError;
 
@@ -36,7 +37,16 @@ pub struct Olh {
     /// The pool's collision inverse, a pure function of the fields above: built on first
     /// use (or by [`Olh::prepare`]) and shared by clones, so a stream pays for it once.
     solver: Arc<OnceLock<Result<PoolSolver, String>>>,
+    /// The sequential test's factored null covariance, one per null `p0` (by its bits):
+    /// built on first use and shared by clones, so each (config, p0) pays once. A stream's
+    /// nulls are its tests', so the list stays as short as the config.
+    whiteners: Arc<Mutex<Vec<NullFactor>>>,
 }
+
+/// A null's factor, built once by whichever thread asks first (the others wait for it).
+type Whitener = OnceLock<Result<SupportWhitener, String>>;
+/// A null (the bits of its p0) and its factor.
+type NullFactor = (Vec<u64>, Arc<Whitener>);
 
 /// Two mechanisms are equal when their parameters are: the solver follows from them.
 impl PartialEq for Olh {
@@ -101,6 +111,7 @@ impl Olh {
             pool_seed,
             pool: olh_pool(pool_seed, pool_size),
             solver: Arc::default(),
+            whiteners: Arc::default(),
         })
     }
 
@@ -180,23 +191,31 @@ impl Olh {
     }
 
     /// The support counts `C_v = Σ_i T[i, h_i(v)]` of an S × g table (row-major): how
-    /// many reports' buckets agree with v's hash. O(S·d) hashes, exact integers.
+    /// many reports' buckets agree with v's hash. O(S·d) hashes, exact integers. An empty
+    /// row adds nothing and is skipped: at small n most rows are (a Monte Carlo null draws
+    /// its tables with the observed row totals, and computes this for each).
     pub fn supports(&self, table: &[u64]) -> Vec<u64> {
         let (g, d) = (self.g() as usize, self.domain as usize);
         let mut support = vec![0u64; d];
         for (&(a, b), row) in self.pool.iter().zip(table.chunks_exact(g)) {
-            add_row_supports(a, b, self.g(), row, &mut support);
+            if row.iter().any(|&c| c > 0) {
+                add_row_supports(a, b, self.g(), row, &mut support);
+            }
         }
         support
     }
 
     /// `Σ_i rows[i, h_i(v)]` for every v, of any per-cell values (the null means and
-    /// variances of the support counts).
+    /// variances of the support counts). A row of zeros is skipped: adding ±0 leaves every
+    /// sum as it was (a sum that starts at +0 never becomes −0), so the result is the same
+    /// to the bit.
     pub fn gather(&self, rows: &[f64]) -> Vec<f64> {
         let g = self.g() as usize;
         let mut out = vec![0.0; self.domain as usize];
         for (&(a, b), row) in self.pool.iter().zip(rows.chunks_exact(g)) {
-            add_row_supports(a, b, self.g(), row, &mut out);
+            if row.iter().any(|&x| x != 0.0) {
+                add_row_supports(a, b, self.g(), row, &mut out);
+            }
         }
         out
     }
@@ -215,6 +234,40 @@ impl Olh {
     /// round does not pay for it.
     pub fn prepare(&self) -> Result<(), String> {
         self.solver().map(|_| ()).map_err(str::to_string)
+    }
+
+    /// The factored null covariance of the support counts under `p0`, built on first use
+    /// per distinct `p0` (40 s at d = 4,096 under load, benches/RESULTS.md); Err says why
+    /// there is none (no pool solver, or a covariance that cannot be factored).
+    fn whitener(&self, p0: &[f64]) -> Arc<Whitener> {
+        let key: Vec<u64> = p0.iter().map(|x| x.to_bits()).collect();
+        let mut list = self
+            .whiteners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some((_, w)) = list.iter().find(|(k, _)| *k == key) {
+            return Arc::clone(w);
+        }
+        let w = Arc::new(Whitener::new());
+        list.push((key, Arc::clone(&w)));
+        w
+    }
+
+    /// The sequential test's whitened statistic of a table under H0: p = `p0` and its
+    /// degrees of freedom, `(T, d − 1)` (docs/STATISTICS.md §10.1; [`SupportWhitener`]).
+    /// Err: why the pool gives none (the e-process then falls back on the table's cells).
+    pub fn sequential_statistic(&self, table: &[u64], p0: &[f64]) -> Result<(f64, u32), String> {
+        let cell = self.whitener(p0);
+        let whitener = cell
+            .get_or_init(|| {
+                let solver = self.solver().map_err(str::to_string)?;
+                SupportWhitener::new(self, solver.row_sums(), p0)
+            })
+            .as_ref()
+            .map_err(String::clone)?;
+        let residual = self.gather(&whitener.residual_table(table, self.g() as usize));
+        let n = table.iter().sum();
+        Ok((whitener.statistic(&residual, n), whitener.df()))
     }
 
     /// The unbiased pool estimate of a table (docs/STATISTICS.md §1.8), or the plain one
@@ -337,6 +390,31 @@ mod tests {
         add_row_supports(a, b, 8, &row, &mut support);
         for (v, &s) in support.iter().enumerate() {
             assert_eq!(s, row[olh_bucket(a, b, 8, v as u32) as usize]);
+        }
+    }
+
+    /// Empty rows are skipped (issue 44's speed work): the supports and a gather of
+    /// signed values (the sequential test's residuals) equal the sums over every row.
+    #[test]
+    fn supports_and_gather_skip_empty_rows_exactly() {
+        let m = Olh::new(1.0, 40, 4, 16, 3).unwrap();
+        let table: Vec<u64> = (0..16u64)
+            .flat_map(|i| (0..4u64).map(move |y| if i % 3 == 0 { 0 } else { (i * 5 + y * 7) % 9 }))
+            .collect();
+        let signed: Vec<f64> = table
+            .iter()
+            .map(|&c| c as f64 * 0.37 - 1.1 * (c > 0) as u8 as f64)
+            .collect();
+        let (supports, gathered) = (m.supports(&table), m.gather(&signed));
+        for v in 0..40u32 {
+            let (mut want, mut sum) = (0u64, 0.0f64);
+            for i in 0..16u32 {
+                let cell = (i * 4 + m.bucket(i, v)) as usize;
+                want += table[cell];
+                sum += signed[cell];
+            }
+            assert_eq!(supports[v as usize], want, "v = {v}");
+            assert_eq!(gathered[v as usize].to_bits(), sum.to_bits(), "v = {v}");
         }
     }
 

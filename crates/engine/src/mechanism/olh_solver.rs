@@ -65,7 +65,7 @@ impl std::fmt::Debug for PoolSolver {
 }
 
 /// Every v's bucket under one pool entry, by the support loop's incremental key.
-fn row_buckets(a: u64, b: u64, g: u32, out: &mut [u32]) {
+pub(super) fn row_buckets(a: u64, b: u64, g: u32, out: &mut [u32]) {
     let g = u64::from(g);
     let mut key = b;
     for bucket in out.iter_mut() {
@@ -75,7 +75,7 @@ fn row_buckets(a: u64, b: u64, g: u32, out: &mut [u32]) {
 }
 
 /// The categories of each bucket, in order: `members[start[y]..start[y + 1]]`.
-fn bucket_members(buckets: &[u32], g: usize, start: &mut [usize], members: &mut [u32]) {
+pub(super) fn bucket_members(buckets: &[u32], g: usize, start: &mut [usize], members: &mut [u32]) {
     start.iter_mut().for_each(|s| *s = 0);
     for &y in buckets {
         start[y as usize + 1] += 1;

@@ -10,6 +10,17 @@ pub trait EmOperator {
     fn forward(&self, p: &[f64]) -> Vec<f64>;
     /// `Gᵀ w`.
     fn adjoint(&self, w: &[f64]) -> Vec<f64>;
+    /// [`EmOperator::forward`] into `out` (one entry per signal). EM calls it up to
+    /// [`MLE_MAX_ITERATIONS`] times per estimate: an operator that overrides it (and
+    /// [`EmOperator::adjoint_into`]) spares two allocations per step, with the same
+    /// arithmetic, so the same result to the bit.
+    fn forward_into(&self, p: &[f64], out: &mut [f64]) {
+        out.copy_from_slice(&self.forward(p));
+    }
+    /// [`EmOperator::adjoint`] into `out` (one entry per type).
+    fn adjoint_into(&self, w: &[f64], out: &mut [f64]) {
+        out.copy_from_slice(&self.adjoint(w));
+    }
 }
 
 /// The most category updates (iterations × d) one EM run may spend; at large d this caps
@@ -33,14 +44,17 @@ pub fn em(op: &impl EmOperator, counts: &[f64]) -> Mle {
         };
     }
     let cap = (EM_MAX_CELL_UPDATES / d.max(1) as u64).min(u64::from(MLE_MAX_ITERATIONS)) as u32;
+    let (mut q, mut w, mut r) = (
+        vec![0.0; counts.len()],
+        vec![0.0; counts.len()],
+        vec![0.0; d],
+    );
     for iteration in 1..=cap {
-        let q = op.forward(&p);
-        let w: Vec<f64> = counts
-            .iter()
-            .zip(&q)
-            .map(|(&c, &qs)| if c > 0.0 { c / (n * qs) } else { 0.0 })
-            .collect();
-        let r = op.adjoint(&w);
+        op.forward_into(&p, &mut q);
+        for ((ws, &c), &qs) in w.iter_mut().zip(counts).zip(&q) {
+            *ws = if c > 0.0 { c / (n * qs) } else { 0.0 };
+        }
+        op.adjoint_into(&w, &mut r);
         let gap = r.iter().cloned().fold(f64::NEG_INFINITY, f64::max) - 1.0;
         if gap < MLE_TOLERANCE {
             return Mle {

@@ -81,14 +81,13 @@ impl Detection {
 
 /// ν of the sequential statistic: the mechanism's χ² degrees of freedom, except Hadamard,
 /// whose sequential test is a product of Beta–binomial mixtures, one free "+" probability
-/// on each of its K rows (conditioned on the rows, eprocess/rows.rs), and OLH,
-/// whose is the one on its S·g (pool index, bucket) cells (default S = 1024).
+/// on each of its K rows (conditioned on the rows, eprocess/rows.rs), and OLH, whose
+/// whitened support statistic drops the sum-to-one direction the fixed-n one keeps
+/// (eprocess/olh_support.rs).
 fn sequential_df(mechanism: PlanMechanism, d: usize) -> u32 {
     match mechanism {
         PlanMechanism::Hadamard { .. } => d.next_power_of_two() as u32,
-        PlanMechanism::Olh { epsilon } => ldpstream_config::OLH_DEFAULT_POOL_SIZE
-            .saturating_mul(ldpstream_config::olh_default_g(epsilon))
-            .saturating_sub(1),
+        PlanMechanism::Olh { .. } => u32::try_from(d.saturating_sub(1)).unwrap_or(u32::MAX),
         other => other.df(d),
     }
 }
@@ -97,13 +96,12 @@ fn sequential_df(mechanism: PlanMechanism, d: usize) -> u32 {
 /// exact constructions on report cells, the Gaussian precisions for the others.
 fn sequential_grid(mechanism: PlanMechanism) -> &'static [f64] {
     match mechanism {
-        PlanMechanism::Grr { .. } | PlanMechanism::Hadamard { .. } | PlanMechanism::Olh { .. } => {
-            &KAPPA_GRID
-        }
+        PlanMechanism::Grr { .. } | PlanMechanism::Hadamard { .. } => &KAPPA_GRID,
         PlanMechanism::BitFlip { .. }
         | PlanMechanism::Oue { .. }
         | PlanMechanism::Gauss { .. }
-        | PlanMechanism::Subset { .. } => &PRECISION_GRID,
+        | PlanMechanism::Subset { .. }
+        | PlanMechanism::Olh { .. } => &PRECISION_GRID,
     }
 }
 
@@ -207,7 +205,7 @@ pub fn sequential_detection(
     let design = Design { n: fixed_n, alpha };
     let cap = CAP_IN_FIXED_N.saturating_mul(fixed_n);
     let walk = Walk {
-        unit: mechanism.unit_noncentrality(h)?,
+        unit: mechanism.sequential_unit_noncentrality(h)?,
         nu,
         mixture: Mixture {
             grid: sequential_grid(mechanism),

@@ -181,6 +181,52 @@ impl PlanMechanism {
         }
         Ok(lambda)
     }
+
+    /// λ per report of the sequential test's statistic, where it is not the fixed-n one's:
+    /// OLH's whitened support statistic (docs/STATISTICS.md §10.1), with fresh hashes.
+    /// Given its hash, a report's support vector has covariance whose mean over hashes
+    /// (fully independent buckets) is `Σ̄ = D − κ p0p0ᵀ`, `κ = (p − q)²(1 − 1/g)`,
+    /// `D_v = f_v(1 − f_v) − (p − q)²(1/g)(1 − 1/g)(|p0|² − p0_v²) + κ p0_v²`, and the drift
+    /// is `(p − q)(1 − 1/g)Δ`, orthogonal to the sum-to-one direction u ∝ 1; so λ is
+    /// `(p − q)²(1 − 1/g)² ΔᵀΣ̄⁻¹Δ`, by Sherman–Morrison in O(d).
+    pub(crate) fn sequential_unit_noncentrality(&self, h: &Hypotheses) -> Result<f64, EngineError> {
+        let PlanMechanism::Olh { epsilon } = *self else {
+            return self.unit_noncentrality(h);
+        };
+        self.check()?;
+        let (p0, p1) = (h.p0(), h.p1());
+        let g = f64::from(ldpstream_config::olh_default_g(epsilon));
+        let t = (-epsilon).exp();
+        // p − q = (1 − e^{−ε})/(1 + (g − 1)e^{−ε}).
+        let gap = -(-epsilon).exp_m1() / (1.0 + (g - 1.0) * t);
+        let shift = gap * (1.0 - 1.0 / g);
+        let kappa = gap * gap * (1.0 - 1.0 / g);
+        let spread = gap * gap * (1.0 / g) * (1.0 - 1.0 / g);
+        let norm: f64 = p0.iter().map(|p| p * p).sum();
+        let diag: Vec<f64> = p0
+            .iter()
+            .map(|&pv| {
+                let f = 1.0 / g + shift * pv;
+                f * (1.0 - f) - spread * (norm - pv * pv) + kappa * pv * pv
+            })
+            .collect();
+        let (mut dd, mut pd, mut pp) = (0.0, 0.0, 0.0);
+        for ((&a, &b), &dv) in p1.iter().zip(p0).zip(&diag) {
+            let delta = a - b;
+            dd += delta * delta / dv;
+            pd += b * delta / dv;
+            pp += b * b / dv;
+        }
+        let lambda = shift * shift * (dd + kappa * pd * pd / (1.0 - kappa * pp));
+        if !(lambda.is_finite() && lambda >= 0.0) {
+            return Err(EngineError::invalid(
+                "noncentrality",
+                lambda,
+                "a finite number; the null is too close to a point mass for this epsilon",
+            ));
+        }
+        Ok(lambda)
+    }
 }
 
 /// The noncentrality λ of `mechanism`'s identity test after `n` reports, when the data

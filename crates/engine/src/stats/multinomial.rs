@@ -67,9 +67,19 @@ impl MultinomialSampler {
     /// One draw: the counts of the cells, in order. Consumes the generator exactly as
     /// drawing each conditional binomial with a fresh `Binomial::new` would.
     pub(crate) fn sample<R: Rng + ?Sized>(&mut self, rng: &mut R) -> Result<Vec<u64>, EngineError> {
+        let mut out = vec![0; self.cells];
+        self.sample_into(rng, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`MultinomialSampler::sample`] into `out`, one count per cell (the same draws).
+    pub(crate) fn sample_into<R: Rng + ?Sized>(
+        &mut self,
+        rng: &mut R,
+        out: &mut [u64],
+    ) -> Result<(), EngineError> {
         let mut left = self.n;
-        let mut out = Vec::with_capacity(self.conditional.len() + 1);
-        for (j, &q) in self.conditional.iter().enumerate() {
+        for ((j, &q), slot) in self.conditional.iter().enumerate().zip(out.iter_mut()) {
             let k = if left == 0 || q <= 0.0 {
                 0
             } else if q >= 1.0 {
@@ -77,14 +87,23 @@ impl MultinomialSampler {
             } else {
                 law(&mut self.laws, self.n, j, left, q)?.sample(rng)
             };
-            out.push(k);
+            *slot = k;
             left -= k;
         }
         // The last cell takes the rest; no cells, no counts.
-        if self.cells > 0 {
-            out.push(left);
+        if let Some(last) = out
+            .get_mut(self.conditional.len())
+            .filter(|_| self.cells > 0)
+        {
+            *last = left;
         }
-        Ok(out)
+        Ok(())
+    }
+
+    /// The (cell, remaining count) laws [`MultinomialSampler::new`] would keep.
+    pub(crate) fn kept_laws(n: u64, cells: usize) -> u64 {
+        n.saturating_add(1)
+            .saturating_mul(cells.saturating_sub(1) as u64)
     }
 }
 

@@ -10,6 +10,7 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 
 use super::monte_carlo::{monte_carlo_p_value, sample_multinomial};
+use super::multinomial::MultinomialSampler;
 use super::GofResult;
 use crate::error::EngineError;
 use crate::mechanism::Olh;
@@ -18,6 +19,12 @@ use crate::sketch::PoolSketch;
 /// The most `mc_samples × S × (d + g)` (hashes and binomial draws) one simulated p-value
 /// may cost; beyond it the record is inconclusive and says why. 2^32 take a few seconds.
 pub const MAX_OLH_MONTE_CARLO_WORK: u64 = 1 << 32;
+
+/// The most (row, cell, remaining count) binomial laws a simulated p-value keeps across its
+/// samples (a few MiB). Building a law computes a `powf`, and at small row totals the same
+/// laws come back in every sample: they were a third of a sequential OLH batch over
+/// many groups (benches/RESULTS.md, issue 44). Above it each draw builds its law.
+const MAX_KEPT_OLH_LAWS: u64 = 1 << 16;
 
 /// The exact conditional null moments of the support counts, given the row totals.
 #[derive(Debug, Clone)]
@@ -64,6 +71,32 @@ impl OlhNull {
                 }
             })
             .sum()
+    }
+
+    /// Each non-empty row's sampler, keeping its laws when all of them fit in
+    /// [`MAX_KEPT_OLH_LAWS`]. An empty row draws nothing, so leaving it out changes no draw.
+    fn row_samplers(&self, g: usize) -> Vec<(usize, MultinomialSampler)> {
+        let kept: u64 = self
+            .row_totals
+            .iter()
+            .filter(|&&ni| ni > 0)
+            .map(|&ni| MultinomialSampler::kept_laws(ni, g))
+            .fold(0, u64::saturating_add);
+        let keep = kept <= MAX_KEPT_OLH_LAWS;
+        self.laws
+            .chunks_exact(g)
+            .zip(&self.row_totals)
+            .enumerate()
+            .filter(|(_, (_, &ni))| ni > 0)
+            .map(|(i, (law, &ni))| {
+                let sampler = if keep {
+                    MultinomialSampler::new(ni, law)
+                } else {
+                    MultinomialSampler::once(ni, law)
+                };
+                (i, sampler)
+            })
+            .collect()
     }
 
     /// One table drawn exactly under H0 with the observed row totals.
@@ -120,8 +153,14 @@ pub fn olh_gof(
     let mut rng = StdRng::seed_from_u64(seed);
     let g = m.g() as usize;
     let mut simulated = Vec::with_capacity(mc_samples as usize);
+    // The draws of `sample_table`, row by row in order, into one reused table.
+    let mut samplers = null.row_samplers(g);
+    let mut table = vec![0u64; null.laws.len()];
     for _ in 0..mc_samples {
-        simulated.push(null.statistic(m, &null.sample_table(g, &mut rng)?));
+        for (i, sampler) in &mut samplers {
+            sampler.sample_into(&mut rng, &mut table[*i * g..(*i + 1) * g])?;
+        }
+        simulated.push(null.statistic(m, &table));
     }
     let (p, tau) = monte_carlo_p_value(statistic, &mut simulated, alpha);
     result.p_value = Some(p);
@@ -129,4 +168,43 @@ pub fn olh_gof(
     result.critical_value = Some(tau);
     result.reject = p <= alpha;
     Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The Monte Carlo null as it was drawn before its row samplers were kept across
+    /// samples (issue 44's speed work): a fresh `sample_table` per sample. The p-value,
+    /// the critical value and so the records must not change, whether the laws are kept
+    /// (small rows) or not (rows past `MAX_KEPT_OLH_LAWS`), with empty rows among them.
+    #[test]
+    fn kept_row_samplers_draw_the_same_null() {
+        let m = Olh::new(1.0, 12, 4, 64, 9).unwrap();
+        let p0 = vec![1.0 / 12.0; 12];
+        for scale in [1u64, 3, 2_000] {
+            let table: Vec<u64> = (0..64u64)
+                .flat_map(|i| {
+                    (0..4u64).map(move |y| {
+                        if i % 5 == 0 {
+                            0
+                        } else {
+                            (i * 7 + y * 3) % 5 * scale
+                        }
+                    })
+                })
+                .collect();
+            let sketch = PoolSketch::from_table(4, table).unwrap();
+            let got = olh_gof(&m, &sketch, &p0, 99, 17, 0.05).unwrap();
+            let null = OlhNull::new(&m, &p0, sketch.row_totals());
+            let mut rng = StdRng::seed_from_u64(17);
+            let mut simulated: Vec<f64> = (0..99)
+                .map(|_| null.statistic(&m, &null.sample_table(4, &mut rng).unwrap()))
+                .collect();
+            let (p, tau) =
+                monte_carlo_p_value(null.statistic(&m, sketch.table()), &mut simulated, 0.05);
+            assert_eq!(got.p_value, Some(p), "scale {scale}");
+            assert_eq!(got.critical_value.map(f64::to_bits), Some(tau.to_bits()));
+        }
+    }
 }

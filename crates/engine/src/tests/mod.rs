@@ -20,6 +20,8 @@ mod independence_two_sample;
 mod longitudinal;
 mod mc_seeds;
 mod olh;
+mod olh_factor_cost;
+mod olh_sequential;
 mod olh_unbiased;
 mod oue;
 mod private_budget;
