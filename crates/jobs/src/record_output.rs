@@ -258,3 +258,104 @@ fn spool_dir(output: &str) -> PathBuf {
         _ => PathBuf::from("."),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use ldpstream_config::Config;
+    use ldpstream_engine::mechanism::Mechanism;
+    use ldpstream_engine::sketch::{CountSketch, Sketch};
+    use ldpstream_engine::stream::{evaluate_stream, evaluate_stream_into, PanedDelta, Private};
+    use ldpstream_engine::window::Grouped;
+    use rand::rngs::StdRng;
+    use rand::SeedableRng;
+
+    use super::*;
+    use crate::parallel_groups::RayonGroups;
+
+    /// Two tests with looks (one sequential, over a cumulative window), grouped, over
+    /// several minutes: families of every kind (looks, finals, anytime q-values).
+    fn folded() -> (
+        ldpstream_config::StreamConfig,
+        Mechanism,
+        impl Fn() -> PanedDelta,
+    ) {
+        let toml = "[[stream]]\nname = \"s\"\nsource = { kind = \"parquet\", paths = [\"x\"] }\n\
+             columns = { report = \"r\", group_by = [\"g\"], ts = \"t\" }\n\
+             mechanism = { kind = \"grr\", epsilon = 1.0, domain = 6 }\n\
+             [[stream.test]]\nname = \"minute\"\nkind = \"gof\"\nnull = \"uniform\"\n\
+             mc_samples = 19\nwindow = { kind = \"tumbling\", size = \"1m\", looks = \"15s\" }\n\
+             [[stream.test]]\nname = \"seq\"\nkind = \"gof\"\nnull = \"uniform\"\n\
+             sequential = true\nwindow = { kind = \"cumulative\", looks = \"30s\" }\n";
+        let stream = Config::from_toml_str(toml, "t").unwrap().streams.remove(0);
+        let m = Mechanism::from_config(&stream.mechanism).unwrap();
+        let delta = || {
+            let panes: BTreeMap<i64, Grouped> = (0..12i64)
+                .map(|pane| {
+                    let grouped: Grouped = (0..30u64)
+                        .map(|g| {
+                            let counts = (0..6)
+                                .map(|c| (g * 7 + c * 3 + pane as u64 * 5) % (4 + g % 50))
+                                .collect();
+                            (
+                                vec![Some(format!("g{g:02}"))],
+                                Sketch::Counts(CountSketch::from_counts(counts)),
+                            )
+                        })
+                        .collect();
+                    (pane * 15_000, grouped)
+                })
+                .collect();
+            PanedDelta {
+                panes,
+                max_ts: Some(12 * 15_000),
+                ..PanedDelta::default()
+            }
+        };
+        (stream, m, delta)
+    }
+
+    /// What the writer publishes is, byte for byte, the JSON lines of the records kept in
+    /// memory, whether a family's lines wait in memory or in a file, and its summary is
+    /// the one those records give.
+    #[test]
+    fn the_writer_publishes_the_records_kept_in_memory() {
+        let (stream, m, delta) = folded();
+        let mut noise = StdRng::seed_from_u64(0);
+        let mut private = Private {
+            ledger: None,
+            noise: &mut noise,
+        };
+        let records = evaluate_stream(&stream, &m, delta(), &mut private, &RayonGroups).unwrap();
+        assert!(records.iter().any(|r| r.anytime_q_value.is_some()));
+        assert!(records.iter().any(|r| r.look_end.is_some()));
+        let expected = ldpstream_connectors::jsonl::jsonl_bytes(&records).unwrap();
+        let mut summary = Summary::default();
+        for r in &records {
+            summary.add(r);
+        }
+        let dir = tempfile::tempdir().unwrap();
+        for limit in [usize::MAX, 2048] {
+            let out = dir.path().join(format!("out-{limit}.jsonl"));
+            let mut writer = RecordWriter::open(out.to_str().unwrap()).unwrap();
+            if let Form::Lines(lines) = &mut writer.form {
+                lines.family = FamilySpool::with_limit(dir.path(), limit);
+            }
+            evaluate_stream_into(
+                &stream,
+                &m,
+                delta(),
+                &mut private,
+                &RayonGroups,
+                &mut writer,
+            )
+            .unwrap();
+            let (prepared, counted) = writer.finish().unwrap();
+            assert!(!out.exists(), "published before the commit");
+            prepared.commit().unwrap();
+            assert!(std::fs::read(&out).unwrap() == expected, "limit {limit}");
+            assert_eq!(counted, summary);
+        }
+    }
+}

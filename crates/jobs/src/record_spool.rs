@@ -52,7 +52,7 @@ impl FamilySpool {
         Self::with_limit(dir, IN_MEMORY)
     }
 
-    fn with_limit(dir: &Path, limit: usize) -> Self {
+    pub(crate) fn with_limit(dir: &Path, limit: usize) -> Self {
         FamilySpool {
             memory: Vec::new(),
             file: None,
