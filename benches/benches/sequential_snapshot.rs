@@ -8,7 +8,7 @@ use ldpstream_config::Config;
 use ldpstream_engine::hypothesis::{evaluate, Scope};
 use ldpstream_engine::mechanism::Mechanism;
 use ldpstream_engine::sketch::{BitSketch, Sketch};
-use ldpstream_engine::stream::{evaluate_snapshot, take_due, Private};
+use ldpstream_engine::stream::{evaluate_snapshot, take_due, Private, Sequential};
 use ldpstream_engine::window::{Grouped, PaneStore};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -105,7 +105,7 @@ fn round_1000_groups(c: &mut Criterion) {
                 };
                 due.iter()
                     .map(|s| {
-                        evaluate_snapshot(stream, &mechanism, s, &mut private)
+                        evaluate_snapshot(stream, &mechanism, s, &mut private, &Sequential)
                             .expect("evaluate")
                             .len()
                     })

@@ -10,33 +10,36 @@ use ldpstream_engine::kernels::fold_key_counts;
 use ldpstream_engine::mechanism::Mechanism;
 use ldpstream_engine::sketch::Sketch;
 use ldpstream_engine::stream::{
-    stream_pane_width, GroupFold, PanedDelta, ReportLayout, StreamError,
+    stream_pane_width, GroupFold, PanedDelta, RecordSink, ReportLayout, StreamError,
 };
 use ldpstream_engine::window::pane_start;
 use ldpstream_engine::EngineError;
 use tracing::info;
 
 use crate::error::Error;
-use crate::evaluate::test_streams;
+use crate::evaluate::test_streams_into;
 use crate::ledger::file::input_fingerprint;
 pub use crate::ledger::release::{Release, Released};
+use crate::ledger::store::LockedLedger;
 
 /// Runs every stream of `config` over its Parquet files (or `inputs`, when given) and
-/// returns one record per (stream, test, window, group). Curator-model tests spend from
-/// `release.ledger` (see [`crate::ledger::file::open_ledger`]); the caller releases the records through
+/// hands `sink` one record per (stream, test, window, group) as it is made. Curator-model
+/// tests spend from `release.ledger` (see [`crate::ledger::file::open_ledger`]), which is
+/// returned still locked: the caller releases the records through
 /// [`crate::ledger::release`], which saves the spends first.
 pub fn run_batch(
     config: &Config,
     inputs: &[String],
     release: Release<'_>,
     progress: &dyn Progress,
-) -> Result<Released, Error> {
+    sink: &mut dyn RecordSink,
+) -> Result<Option<LockedLedger>, Error> {
     let fingerprints: Vec<String> = config
         .streams
         .iter()
         .map(|s| input_fingerprint(s, inputs))
         .collect();
-    test_streams(config, &fingerprints, release, |stream, mechanism| {
+    test_streams_into(config, &fingerprints, release, sink, |stream, mechanism| {
         let files = resolve_inputs(&patterns_of(stream, inputs)?)?;
         fold_stream(stream, mechanism, &files, progress)
     })

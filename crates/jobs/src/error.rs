@@ -9,6 +9,20 @@ use ldpstream_engine::stream::StreamError;
 use ldpstream_engine::EngineError;
 use thiserror::Error;
 
+/// A stream error, or, when it carries a record sink's failure that is one of these (the
+/// jobs' `record_output` writer's), that failure itself, with its own fault.
+impl From<StreamError> for Error {
+    fn from(e: StreamError) -> Self {
+        match e {
+            StreamError::Sink(inner) => match inner.downcast::<Error>() {
+                Ok(own) => *own,
+                Err(other) => Error::Stream(StreamError::Sink(other)),
+            },
+            e => Error::Stream(e),
+        }
+    }
+}
+
 #[derive(Debug, Error)]
 pub enum Error {
     #[error(transparent)]
@@ -16,7 +30,7 @@ pub enum Error {
     #[error(transparent)]
     Connector(#[from] ConnectorError),
     #[error(transparent)]
-    Stream(#[from] StreamError),
+    Stream(StreamError),
     #[error(transparent)]
     Engine(#[from] EngineError),
     /// `batch` reads Parquet only.

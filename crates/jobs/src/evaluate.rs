@@ -8,7 +8,9 @@ use ldpstream_config::{Config, StreamConfig, TestSpec};
 use ldpstream_engine::mechanism::Mechanism;
 use ldpstream_engine::sketch::Rejections;
 use ldpstream_engine::stream::layout::fold_columns;
-use ldpstream_engine::stream::{evaluate_stream, PanedDelta, Private};
+use ldpstream_engine::stream::{
+    evaluate_stream_into, CollectRecords, PanedDelta, Private, RecordSink,
+};
 
 use crate::error::Error;
 use crate::ledger::file::{check_reset_names, open_ledger, LedgerEntry};
@@ -28,8 +30,27 @@ pub fn test_streams(
     config: &Config,
     fingerprints: &[String],
     release: Release<'_>,
-    mut sketches_of: impl FnMut(&StreamConfig, &Mechanism) -> Result<PanedDelta, Error>,
+    sketches_of: impl FnMut(&StreamConfig, &Mechanism) -> Result<PanedDelta, Error>,
 ) -> Result<Released, Error> {
+    let mut all = CollectRecords::default();
+    let spends = test_streams_into(config, fingerprints, release, &mut all, sketches_of)?;
+    Ok(Released {
+        records: all.records,
+        spends,
+    })
+}
+
+/// [`test_streams`], handing each record to `sink` as it is made (a window's family at a
+/// time) instead of keeping them: `batch` and `merge` write them out as they come
+/// (`record_output`). Returns the ledger, still locked, with the spends to save before
+/// any record is published.
+pub fn test_streams_into(
+    config: &Config,
+    fingerprints: &[String],
+    release: Release<'_>,
+    sink: &mut dyn RecordSink,
+    mut sketches_of: impl FnMut(&StreamConfig, &Mechanism) -> Result<PanedDelta, Error>,
+) -> Result<Option<LockedLedger>, Error> {
     let Release {
         ledger,
         reset,
@@ -58,7 +79,6 @@ pub fn test_streams(
         Some(l) => open_ledgers(config, fingerprints, l, reset)?,
         None => vec![None; config.streams.len()],
     };
-    let mut records = Vec::new();
     for ((stream, (mechanism, sketches)), ledger) in
         config.streams.iter().zip(folded).zip(&mut opened)
     {
@@ -66,13 +86,14 @@ pub fn test_streams(
             ledger: ledger.as_mut().map(|e| &mut e.ledger),
             noise: &mut *noise,
         };
-        records.extend(evaluate_stream(
+        evaluate_stream_into(
             stream,
             &mechanism,
             sketches,
             &mut private,
             &RayonGroups,
-        )?);
+            &mut *sink,
+        )?;
     }
     if let Some(l) = &mut locked {
         for (stream, entry) in config.streams.iter().zip(opened) {
@@ -81,10 +102,7 @@ pub fn test_streams(
             }
         }
     }
-    Ok(Released {
-        records,
-        spends: locked,
-    })
+    Ok(locked)
 }
 
 /// Every stream's ledger as opened on `locked` (None for a stream without a budget).

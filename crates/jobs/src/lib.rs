@@ -21,6 +21,8 @@ pub mod memory_fold;
 pub mod memory_id;
 pub mod output;
 pub mod parallel_groups;
+pub mod record_output;
+mod record_spool;
 pub mod row_digest;
 pub mod sketch_file;
 pub mod state_codec;

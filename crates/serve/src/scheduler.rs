@@ -11,6 +11,7 @@ use ldpstream_config::Config;
 use ldpstream_connectors::Sinks;
 use ldpstream_engine::record::TestRecord;
 use ldpstream_engine::stream::{evaluate_look, evaluate_snapshot, take_due, take_looks, Private};
+use ldpstream_jobs::parallel_groups::RayonGroups;
 use tokio::time::MissedTickBehavior;
 use tracing::{error, info};
 
@@ -259,6 +260,7 @@ fn evaluate_stream(
             &rt.mechanism,
             look,
             &mut private,
+            &RayonGroups,
         )?);
     }
     for snapshot in &due {
@@ -267,6 +269,7 @@ fn evaluate_stream(
             &rt.mechanism,
             snapshot,
             &mut private,
+            &RayonGroups,
         )?);
     }
     rt.state().sequential.observe(&mut stream_records);

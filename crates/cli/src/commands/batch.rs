@@ -4,9 +4,11 @@ use anyhow::{bail, Context, Result};
 use ldpstream_config::Config;
 use ldpstream_connectors::parquet::resolve_inputs;
 use ldpstream_engine::mechanism::Mechanism;
+use ldpstream_engine::stream::RecordSink;
 use ldpstream_jobs::batch_job::{fold_stream, input_reports, patterns_of, run_batch};
-use ldpstream_jobs::ledger::release::{release_records, Release, ReleaseOptions, Released};
-use ldpstream_jobs::ledger::store::LedgerFile;
+use ldpstream_jobs::ledger::release::{release_records, Release, ReleaseOptions};
+use ldpstream_jobs::ledger::store::{LedgerFile, LockedLedger};
+use ldpstream_jobs::record_output::Summary;
 use ldpstream_jobs::sketch_file::{self, StreamPart};
 
 use super::UsageError;
@@ -84,12 +86,13 @@ pub fn run(args: BatchArgs) -> Result<()> {
     if let Some(dir) = &args.emit_sketches {
         return emit_sketches(&config, &args.inputs, dir);
     }
-    release(&args.release, &config, |release| {
+    release(&args.release, &config, |release, sink| {
         Ok(run_batch(
             &config,
             &args.inputs,
             release,
             &crate::progress::Bar::default(),
+            sink,
         )?)
     })
 }
@@ -118,18 +121,19 @@ fn emit_sketches(config: &Config, inputs: &[String], dir: &std::path::Path) -> R
     Ok(())
 }
 
-/// Releases the records `compute` makes (the spends saved before the records are
-/// written: [`ldpstream_jobs::ledger::release`]), then prints a summary.
+/// Releases the records `compute` makes into the sink it is given (the spends saved
+/// before the records are published: [`ldpstream_jobs::ledger::release`]), then prints a
+/// summary.
 pub(super) fn release(
     args: &ReleaseArgs,
     config: &Config,
-    compute: impl FnOnce(Release<'_>) -> Result<Released>,
+    compute: impl FnOnce(Release<'_>, &mut dyn RecordSink) -> Result<Option<LockedLedger>>,
 ) -> Result<()> {
     let ledger = LedgerFile::locate(config, args.ledger.as_deref())?;
     if let Some(file) = &ledger {
         eprintln!("privacy ledger: {}", file.describe());
     }
-    let records = release_records(
+    let summary = release_records(
         &ReleaseOptions {
             ledger: ledger.as_ref(),
             reset: &args.reset_ledgers,
@@ -138,40 +142,29 @@ pub(super) fn release(
         },
         compute,
     )?;
-    print_summary(&records, &args.output);
+    print_summary(&summary, &args.output);
     Ok(())
 }
 
 /// The summary on stderr. Only final records count: a window looked at 120 times is one
 /// result, not 120 (look records are provisional, and outside the BH family).
-fn print_summary(records: &[ldpstream_engine::record::TestRecord], output: &str) {
+fn print_summary(summary: &Summary, output: &str) {
     // Per (stream, test): final results (windows × groups) and how many stay significant
     // after Benjamini–Hochberg.
-    let mut families: std::collections::BTreeMap<(&str, &str), (usize, usize)> = Default::default();
-    let finals: Vec<_> = records.iter().filter(|r| r.is_final).collect();
-    for r in &finals {
-        let entry = families
-            .entry((r.stream.as_str(), r.test.as_str()))
-            .or_default();
-        entry.1 += 1;
-        if r.q_value.is_some_and(|q| q < r.alpha) {
-            entry.0 += 1;
-        }
-    }
-    for ((stream, test), (significant, results)) in &families {
+    for ((stream, test), counts) in &summary.families {
         eprintln!(
-            "{stream}/{test}: {significant} of {results} final results (windows × groups) with \
-             q < alpha (Benjamini–Hochberg)"
+            "{stream}/{test}: {} of {} final results (windows × groups) with \
+             q < alpha (Benjamini–Hochberg)",
+            counts.significant, counts.results
         );
     }
     let where_to = if output == "-" { "stdout" } else { output };
-    let looks = records.len() - finals.len();
     eprintln!(
         "{} final results ({} reject H0){} written to {}",
-        finals.len(),
-        finals.iter().filter(|r| r.reject).count(),
-        if looks > 0 {
-            format!(", and {looks} look records")
+        summary.finals,
+        summary.rejecting,
+        if summary.looks > 0 {
+            format!(", and {} look records", summary.looks)
         } else {
             String::new()
         },

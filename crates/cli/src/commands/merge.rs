@@ -3,7 +3,7 @@
 
 use anyhow::Result;
 use ldpstream_connectors::parquet::resolve_inputs;
-use ldpstream_jobs::evaluate::test_streams;
+use ldpstream_jobs::evaluate::test_streams_into;
 use ldpstream_jobs::ledger::file::input_fingerprint;
 use ldpstream_jobs::sketch_file::merge_files;
 
@@ -39,11 +39,12 @@ pub fn run(args: MergeArgs) -> Result<()> {
             input_fingerprint(s, &inputs)
         })
         .collect();
-    release(&args.release, &config, |release| {
-        Ok(test_streams(
+    release(&args.release, &config, |release, sink| {
+        Ok(test_streams_into(
             &config,
             &fingerprints,
             release,
+            sink,
             |stream, _| {
                 Ok(merged
                     .remove(&stream.name)

@@ -2,11 +2,10 @@
 //! calibrates it asymptotically or by Monte Carlo.
 
 use ldpstream_config::{Calibration, TestMethod};
-use rand::rngs::StdRng;
-use rand::SeedableRng;
 
 use super::bitflip_gof::local_bitflip_gof;
-use super::monte_carlo::{monte_carlo_p_value, NullSampler};
+use super::gof_simulation::{simulate_statistics, Simulation};
+use super::monte_carlo::monte_carlo_p_value;
 use super::row_conditioned::row_conditioned_chi2;
 use super::sheffet::tv_distance;
 use super::subset_gof::subset_gof;
@@ -298,18 +297,17 @@ pub fn run_gof(
     }
     let simulate = (configured && inconclusive_reason.is_none()) || calibration_reason.is_some();
     let (mc_p_value, critical_value) = if simulate && params.method != TestMethod::SheffetTV {
-        let mut rng = StdRng::seed_from_u64(params.seed);
-        let mut simulated = Vec::with_capacity(params.mc_samples as usize);
-        let mut null_law = NullSampler::new(mechanism, sketch, params.p0);
-        for _ in 0..params.mc_samples {
-            let null = null_law.sample(&mut rng)?;
-            simulated.push(simulated_statistic(
-                mechanism,
-                params.method,
-                &null,
-                params.p0,
-            )?);
-        }
+        let simulation = Simulation {
+            mechanism,
+            method: params.method,
+            sketch,
+            p0: params.p0,
+            samples: params.mc_samples,
+            seed: params.seed,
+        };
+        let mut simulated = simulate_statistics(&simulation, |null| {
+            simulated_statistic(mechanism, params.method, null, params.p0)
+        })?;
         let (p, tau) = monte_carlo_p_value(statistic, &mut simulated, params.alpha);
         (Some(p), Some(tau))
     } else {
@@ -354,7 +352,11 @@ pub fn run_gof(
 mod tests {
     use super::*;
     use crate::mechanism::Grr;
+    use crate::stats::gof_simulation::pearson_cells;
     use crate::stats::local_exp_gof;
+    use crate::stats::monte_carlo::NullSampler;
+    use rand::rngs::StdRng;
+    use rand::SeedableRng;
 
     proptest::proptest! {
         /// A simulated table's statistic, computed without the χ² tail, has the bits of
@@ -380,6 +382,76 @@ mod tests {
                 let full = gof_statistic(&m, method, &sketch, &p0).unwrap().statistic;
                 let fast = simulated_statistic(&m, method, &sketch, &p0).unwrap();
                 proptest::prop_assert_eq!(full.to_bits(), fast.to_bits());
+            }
+        }
+    }
+
+    /// The simulated statistics drawn into one buffer (`simulate_statistics`) are, bit
+    /// for bit and in order, those of drawing each null sketch and walking it: for every
+    /// count table with a Pearson statistic (GenRR, raw, a channel), at the small n where
+    /// the laws are kept and past the table of kept laws, with impossible null cells.
+    #[test]
+    fn fast_simulation_is_the_sketch_walk() {
+        use crate::mechanism::Channel;
+        let p0 = [0.1, 0.0, 0.3, 0.25, 0.35];
+        let channel = Channel::new(&[
+            vec![0.6, 0.1, 0.1, 0.1, 0.1],
+            vec![0.1, 0.6, 0.1, 0.1, 0.1],
+            vec![0.1, 0.1, 0.6, 0.1, 0.1],
+            vec![0.1, 0.1, 0.1, 0.6, 0.1],
+            vec![0.1, 0.1, 0.1, 0.1, 0.6],
+        ])
+        .unwrap();
+        let cases = [
+            (
+                Mechanism::Grr(Grr::new(1.0, 5).unwrap()),
+                TestMethod::LocalExpGOF,
+            ),
+            (
+                Mechanism::Grr(Grr::new(0.5, 5).unwrap()),
+                TestMethod::ChannelGOF,
+            ),
+            (Mechanism::Raw { domain: 5 }, TestMethod::PearsonGOF),
+            (
+                Mechanism::Channel(Box::new(channel)),
+                TestMethod::ChannelGOF,
+            ),
+        ];
+        for (case, (mechanism, method)) in cases.into_iter().enumerate() {
+            for n in [1u64, 6, 37, 900, 5_000, 1 << 22] {
+                let sketch =
+                    Sketch::Counts(crate::sketch::CountSketch::from_counts(vec![n, 0, 0, 0, 0]));
+                let params = GofParams {
+                    method,
+                    p0: &p0,
+                    alpha: 0.05,
+                    calibration: Calibration::MonteCarlo,
+                    mc_samples: 199,
+                    seed: 17 * case as u64 + n,
+                    distance: None,
+                };
+                assert!(pearson_cells(&mechanism, method, &p0).is_some());
+                let simulation = Simulation {
+                    mechanism: &mechanism,
+                    method,
+                    sketch: &sketch,
+                    p0: &p0,
+                    samples: params.mc_samples,
+                    seed: params.seed,
+                };
+                let fast = simulate_statistics(&simulation, |_| panic!("not walked")).unwrap();
+                let mut rng = StdRng::seed_from_u64(params.seed);
+                let mut null_law = NullSampler::new(&mechanism, &sketch, &p0);
+                let walked: Vec<u64> = (0..params.mc_samples)
+                    .map(|_| {
+                        let null = null_law.sample(&mut rng).unwrap();
+                        simulated_statistic(&mechanism, method, &null, &p0)
+                            .unwrap()
+                            .to_bits()
+                    })
+                    .collect();
+                let fast: Vec<u64> = fast.iter().map(|t| t.to_bits()).collect();
+                assert_eq!(fast, walked, "case {case}, n = {n}");
             }
         }
     }

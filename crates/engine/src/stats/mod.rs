@@ -5,6 +5,7 @@ mod bilinear_fit;
 mod bitflip_gof;
 mod chi2;
 mod gof;
+mod gof_simulation;
 mod independence;
 mod local_exp_gof;
 mod monte_carlo;

@@ -203,6 +203,12 @@ impl<'a> NullSampler<'a> {
         }
     }
 
+    /// The kept multinomial of a count table's null (GenRR, channel, raw), which draws
+    /// the cells [`sample`](Self::sample) puts in its sketch; None for the other kinds.
+    pub(crate) fn counts_mut(&mut self) -> Option<&mut MultinomialSampler> {
+        self.counts.as_mut()
+    }
+
     pub fn sample<R: Rng + ?Sized>(&mut self, rng: &mut R) -> Result<Sketch, EngineError> {
         match &mut self.counts {
             Some(law) => Ok(Sketch::Counts(CountSketch::from_counts(law.sample(rng)?))),
@@ -227,12 +233,17 @@ pub fn monte_carlo_p_value(observed: f64, simulated: &mut [f64], alpha: f64) -> 
     let floor = observed - TIE_TOLERANCE * observed.abs();
     let exceed = simulated.iter().filter(|&&t| t >= floor).count();
     let p = (1 + exceed) as f64 / (m + 1) as f64;
-    simulated.sort_by(|a, b| a.total_cmp(b));
     let rank = (((m + 1) as f64) * (1.0 - alpha)).ceil() as usize;
-    let tau = simulated
-        .get(rank.saturating_sub(1).min(m.saturating_sub(1)))
-        .copied()
-        .unwrap_or(f64::INFINITY);
+    // Selected, not sorted: the element a sort by `total_cmp` puts at this index, in
+    // linear time (values equal under `total_cmp` have the same bits).
+    let at = rank.saturating_sub(1).min(m.saturating_sub(1));
+    let tau = if m == 0 {
+        f64::INFINITY
+    } else {
+        *simulated
+            .select_nth_unstable_by(at, |a, b| a.total_cmp(b))
+            .1
+    };
     (p, tau)
 }
 
@@ -269,6 +280,30 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    proptest::proptest! {
+        /// The critical value is selected, not sorted: the same bits as the element a
+        /// sort by `total_cmp` puts at the rank, with ties, zeros of both signs and
+        /// infinities among the statistics, at every α and number of samples.
+        #[test]
+        fn the_selected_critical_value_is_the_sorted_one(
+            values in proptest::collection::vec(0u8..12, 0..60),
+            alpha in 0.001f64..0.999,
+        ) {
+            let pick = [0.0, -0.0, 1.0, 1.0, 2.5, 1e-300, f64::INFINITY, 7.25, 3.0, 0.5, 2.5, 9.0];
+            let mut simulated: Vec<f64> = values.iter().map(|&v| pick[v as usize]).collect();
+            let mut sorted = simulated.clone();
+            sorted.sort_by(|a, b| a.total_cmp(b));
+            let m = sorted.len();
+            let rank = (((m + 1) as f64) * (1.0 - alpha)).ceil() as usize;
+            let expected = sorted
+                .get(rank.saturating_sub(1).min(m.saturating_sub(1)))
+                .copied()
+                .unwrap_or(f64::INFINITY);
+            let (_, tau) = monte_carlo_p_value(2.5, &mut simulated, alpha);
+            proptest::prop_assert_eq!(tau.to_bits(), expected.to_bits());
         }
     }
 

@@ -156,9 +156,11 @@ pub fn olh_gof(
     // The draws of `sample_table`, row by row in order, into one reused table.
     let mut samplers = null.row_samplers(g);
     let mut table = vec![0u64; null.laws.len()];
+    let mut row = Vec::with_capacity(g);
     for _ in 0..mc_samples {
         for (i, sampler) in &mut samplers {
-            sampler.sample_into(&mut rng, &mut table[*i * g..(*i + 1) * g])?;
+            sampler.sample_into(&mut rng, &mut row)?;
+            table[*i * g..(*i + 1) * g].copy_from_slice(&row);
         }
         simulated.push(null.statistic(m, &table));
     }

@@ -47,11 +47,18 @@ pub enum StreamError {
     NoBudget { stream: String },
     #[error(transparent)]
     Engine(#[from] EngineError),
+    /// A [`super::RecordSink`]'s own failure (writing records out), carried whole for
+    /// the sink's owner to take back out.
+    #[error(transparent)]
+    Sink(Box<dyn std::error::Error + Send + Sync>),
 }
 
 impl StreamError {
     /// True when the fault is in the input (a file or message), not in ldpstream.
     pub fn is_input(&self) -> bool {
-        !matches!(self, StreamError::Engine(_) | StreamError::NoBudget { .. })
+        !matches!(
+            self,
+            StreamError::Engine(_) | StreamError::NoBudget { .. } | StreamError::Sink(_)
+        )
     }
 }

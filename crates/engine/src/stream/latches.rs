@@ -110,26 +110,30 @@ impl SequentialLatches {
     /// every later look then reported.
     pub fn observe(&mut self, records: &mut [TestRecord]) {
         for r in records.iter_mut() {
-            let Some(e) = r.e_value else { continue };
-            let key = self.key(r);
-            let state = self.states.entry(key.clone()).or_default();
-            if r.inconclusive {
-                r.e_value = Some(1.0);
-                r.anytime_p_value = Some(anytime_p_value(state.max_e));
-                r.reject = false;
-                if r.is_final {
-                    self.states.remove(&key);
-                }
-                continue;
-            }
+            self.observe_one(r);
+        }
+        adjust_across_groups(records);
+    }
+
+    /// [`observe`](Self::observe)'s step for one record, without the anytime q-values
+    /// (which need the record's whole family): records observed one by one, in order,
+    /// then adjusted family by family, end as `observe` leaves them.
+    pub(crate) fn observe_one(&mut self, r: &mut TestRecord) {
+        let Some(e) = r.e_value else { return };
+        let key = self.key(r);
+        let state = self.states.entry(key.clone()).or_default();
+        if r.inconclusive {
+            r.e_value = Some(1.0);
+            r.anytime_p_value = Some(anytime_p_value(state.max_e));
+            r.reject = false;
+        } else {
             let look = state.observe(e, r.alpha);
             r.anytime_p_value = Some(look.anytime_p_value);
             r.reject = look.reject;
-            if r.is_final {
-                self.states.remove(&key);
-            }
         }
-        adjust_across_groups(records);
+        if r.is_final {
+            self.states.remove(&key);
+        }
     }
 
     /// Windows with a running state (open windows of sequential tests).

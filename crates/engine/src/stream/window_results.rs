@@ -11,17 +11,17 @@ use tracing::warn;
 
 use super::due::{for_each_due, rfc3339, stream_pane_width, WindowSnapshot};
 use super::error::StreamError;
-use super::group_map::{GroupMap, Sequential};
+use super::group_map::{GroupEmit, GroupMap};
 use super::latches::SequentialLatches;
 use super::layout::{block_column, ReportLayout};
 use super::looks::{for_each_look, Look};
 use super::paned_delta::PanedDelta;
+use super::record_sink::{CollectRecords, Family, RecordSink};
 use crate::curator::ledger::PrivacyLedger;
 use crate::hypothesis::{evaluate, evaluate_private, evaluate_two_sample, BlockCounts, Scope};
 use crate::mechanism::Mechanism;
 use crate::record::TestRecord;
 use crate::sketch::Sketch;
-use crate::stats::bh_q_values;
 use crate::window::{Bounds, GroupKey, Grouped, PaneStore};
 use crate::EngineError;
 
@@ -78,13 +78,14 @@ pub struct Private<'a> {
     pub noise: &'a mut StdRng,
 }
 
-/// The records of one test over one window's sketches, keyed by `key_columns`: sketches are
-/// merged down to the test's groups, two-sample tests pair their labelled samples,
-/// curator-model tests spend from the ledger, and every record gets its Benjamini–Hochberg
-/// q-value across the window's groups. `groups` runs the per-group tests that spend no
-/// budget (curator-model tests draw noise and spend in group order, so they run in order).
+/// The records of one test over one window's sketches, keyed by `key_columns`, handed to
+/// `emit` in key order: sketches are merged down to the test's groups, two-sample tests
+/// pair their labelled samples, curator-model tests spend from the ledger. The
+/// Benjamini–Hochberg q-values across the window's groups are the caller's
+/// ([`Family`]). `groups` runs the per-group tests that spend no budget (curator-model
+/// tests draw noise and spend in group order, so they run in order).
 #[allow(clippy::too_many_arguments)]
-pub fn evaluate_test_groups(
+fn evaluate_test_groups(
     stream: &StreamConfig,
     test: &TestConfig,
     mechanism: &Mechanism,
@@ -93,7 +94,8 @@ pub fn evaluate_test_groups(
     bounds: Option<Bounds>,
     private: &mut Private,
     groups: &dyn GroupMap,
-) -> Result<Vec<TestRecord>, StreamError> {
+    emit: &mut GroupEmit<'_>,
+) -> Result<(), StreamError> {
     let window = (bounds.map(|b| b.start), bounds.map(|b| b.end));
     let fold_columns = fold_columns.to_vec();
     let empty_group;
@@ -104,7 +106,6 @@ pub fn evaluate_test_groups(
         sketches
     };
     let group_by = &stream.columns.group_by;
-    let mut batch = Vec::new();
     {
         match &test.spec {
             TestSpec::TwoSample { by, a, b } => {
@@ -126,19 +127,23 @@ pub fn evaluate_test_groups(
                     .into_iter()
                     .collect();
                 let empty = mechanism.new_sketch();
-                batch = groups.map(keys.len(), &|i| {
-                    let key = keys[i];
-                    let x = sa.get(key).map_or(&empty, |s| &**s);
-                    let y = sb.get(key).map_or(&empty, |s| &**s);
-                    Ok(evaluate_two_sample(
-                        stream,
-                        test,
-                        mechanism,
-                        scope(&record_columns, key, bounds),
-                        x,
-                        y,
-                    )?)
-                })?;
+                groups.map(
+                    keys.len(),
+                    &|i| {
+                        let key = keys[i];
+                        let x = sa.get(key).map_or(&empty, |s| &**s);
+                        let y = sb.get(key).map_or(&empty, |s| &**s);
+                        Ok(evaluate_two_sample(
+                            stream,
+                            test,
+                            mechanism,
+                            scope(&record_columns, key, bounds),
+                            x,
+                            y,
+                        )?)
+                    },
+                    emit,
+                )?;
             }
             TestSpec::Uniformity(_) | TestSpec::Identity { .. } => {
                 let ledger =
@@ -170,7 +175,7 @@ pub fn evaluate_test_groups(
                     };
                     let blocks: Option<BlockCounts> =
                         by_block.as_ref().map(|_| &block_counts as BlockCounts);
-                    batch.push(evaluate_private(
+                    emit(evaluate_private(
                         stream,
                         test,
                         mechanism,
@@ -180,7 +185,7 @@ pub fn evaluate_test_groups(
                         ledger,
                         &mut *private.noise,
                         blocks,
-                    )?);
+                    )?)?;
                 }
             }
             TestSpec::Gof { .. } | TestSpec::Independence { .. } => {
@@ -188,29 +193,29 @@ pub fn evaluate_test_groups(
                     merge_by(sketches, &fold_columns, group_by, |_| true)?
                         .into_iter()
                         .collect();
-                batch = groups.map(merged.len(), &|i| {
-                    let (key, sketch) = &merged[i];
-                    Ok(evaluate(
-                        stream,
-                        test,
-                        mechanism,
-                        scope(group_by, key, bounds),
-                        sketch,
-                    )?)
-                })?;
+                groups.map(
+                    merged.len(),
+                    &|i| {
+                        let (key, sketch) = &merged[i];
+                        Ok(evaluate(
+                            stream,
+                            test,
+                            mechanism,
+                            scope(group_by, key, bounds),
+                            sketch,
+                        )?)
+                    },
+                    emit,
+                )?;
             }
         }
     }
-    let q = bh_q_values(&batch.iter().map(|r| r.p_value).collect::<Vec<_>>());
-    for (r, q) in batch.iter_mut().zip(q) {
-        r.q_value = q;
-    }
-    Ok(batch)
+    Ok(())
 }
 
 /// One record per (test, window, group). The input is exhausted, so every window is final
 /// and no report is late: each one lands in its window whatever order files were read in.
-/// `groups` evaluates each (test, window)'s groups: [`Sequential`], or the caller's pool.
+/// `groups` evaluates each (test, window)'s groups: [`Sequential`](super::Sequential), or the caller's pool.
 pub fn evaluate_stream(
     stream: &StreamConfig,
     mechanism: &Mechanism,
@@ -218,6 +223,21 @@ pub fn evaluate_stream(
     private: &mut Private,
     groups: &dyn GroupMap,
 ) -> Result<Vec<TestRecord>, StreamError> {
+    let mut all = CollectRecords::default();
+    evaluate_stream_into(stream, mechanism, folded, private, groups, &mut all)?;
+    Ok(all.records)
+}
+
+/// [`evaluate_stream`], handing each record to `sink` as it is made, family by family
+/// (a window's looks in order, then its final records), instead of keeping them all.
+pub fn evaluate_stream_into(
+    stream: &StreamConfig,
+    mechanism: &Mechanism,
+    folded: PanedDelta,
+    private: &mut Private,
+    groups: &dyn GroupMap,
+    sink: &mut dyn RecordSink,
+) -> Result<(), StreamError> {
     if stream.tests.is_empty() {
         warn!(stream = %stream.name, "stream has no [[stream.test]] entries; nothing to report");
     }
@@ -236,80 +256,130 @@ pub fn evaluate_stream(
     }
     store.finish();
     // Looks first: taking the finals retires panes. Each look is evaluated as it is taken
-    // (only its records are kept), and its records go out before its window's final one.
-    let mut look_records: BTreeMap<(usize, Option<i64>), Vec<TestRecord>> = BTreeMap::new();
+    // and its records kept (one list per look, its family), to go out before its
+    // window's final records.
+    let mut look_records: BTreeMap<(usize, Option<i64>), Vec<Vec<TestRecord>>> = BTreeMap::new();
     for_each_look(stream, &store, None, i64::MAX, |look| {
         let key = (look.snapshot.test, look.snapshot.bounds.map(|b| b.start));
-        let records = look_records_with(stream, mechanism, &look, private, groups)?;
-        look_records.entry(key).or_default().extend(records);
+        let mut records = Vec::new();
+        let end = rfc3339(look.end);
+        snapshot_records(
+            stream,
+            mechanism,
+            &look.snapshot,
+            Some(&end),
+            private,
+            groups,
+            &mut |r| {
+                records.push(r);
+                Ok(())
+            },
+        )?;
+        look_records.entry(key).or_default().push(records);
         Ok::<(), StreamError>(())
     })?;
-    let mut records = Vec::new();
+    // A sequential test's rejection at any look stands at its final record (and the
+    // anytime p-value is the smallest over the looks), as in serve: every record is
+    // observed in output order on its way to the sink.
+    let mut latches = SequentialLatches::for_stream(stream);
     // One window at a time, borrowed from the store where it can be: the store is this
     // function's own, so nothing needs a copy taken under a lock.
     for_each_due(stream, &mut store, false, |snapshot| {
         let key = (snapshot.test, snapshot.bounds.map(|b| b.start));
-        records.extend(look_records.remove(&key).unwrap_or_default());
-        records.extend(snapshot_records(
-            stream, mechanism, &snapshot, private, groups,
-        )?);
-        Ok::<(), StreamError>(())
+        for look in look_records.remove(&key).unwrap_or_default() {
+            let mut family = Family::new(&mut *sink, Some(&mut latches));
+            for r in look {
+                family.push(r)?;
+            }
+            family.end()?;
+        }
+        let mut family = Family::new(&mut *sink, Some(&mut latches));
+        snapshot_records(
+            stream,
+            mechanism,
+            &snapshot,
+            None,
+            private,
+            groups,
+            &mut |r| family.push(r),
+        )?;
+        family.end()
     })?;
-    // A sequential test's rejection at any look stands at its final record (and the
-    // anytime p-value is the smallest over the looks), as in serve.
-    SequentialLatches::for_stream(stream).observe(&mut records);
-    Ok(records)
+    Ok(())
 }
 
-/// The records of one event-time look: provisional, with `look_end` set.
+/// The records of one event-time look: provisional, with `look_end` set. `groups`
+/// evaluates its groups: [`Sequential`](super::Sequential), or the caller's pool.
 pub fn evaluate_look(
     stream: &StreamConfig,
     mechanism: &Mechanism,
     look: &Look,
     private: &mut Private,
-) -> Result<Vec<TestRecord>, StreamError> {
-    look_records_with(stream, mechanism, look, private, &Sequential)
-}
-
-fn look_records_with(
-    stream: &StreamConfig,
-    mechanism: &Mechanism,
-    look: &Look,
-    private: &mut Private,
     groups: &dyn GroupMap,
 ) -> Result<Vec<TestRecord>, StreamError> {
-    let mut records = snapshot_records(stream, mechanism, &look.snapshot, private, groups)?;
     let end = rfc3339(look.end);
-    for r in &mut records {
-        r.look_end = Some(end.clone());
-    }
-    Ok(records)
+    one_family(|emit| {
+        snapshot_records(
+            stream,
+            mechanism,
+            &look.snapshot,
+            Some(&end),
+            private,
+            groups,
+            emit,
+        )
+    })
 }
 
 /// The records of one window snapshot. Curator-model (private) tests release only final
 /// windows: every release spends privacy budget, and provisional snapshots repeat.
+/// `groups` evaluates its groups: [`Sequential`](super::Sequential), or the caller's pool.
 pub fn evaluate_snapshot(
     stream: &StreamConfig,
     mechanism: &Mechanism,
     snapshot: &WindowSnapshot,
     private: &mut Private,
+    groups: &dyn GroupMap,
 ) -> Result<Vec<TestRecord>, StreamError> {
-    snapshot_records(stream, mechanism, snapshot, private, &Sequential)
+    one_family(|emit| snapshot_records(stream, mechanism, snapshot, None, private, groups, emit))
 }
 
+/// The records `make` hands on, kept as one family with its q-values set (the anytime
+/// ones are the caller's, who observes the looks).
+fn one_family(
+    make: impl FnOnce(&mut GroupEmit<'_>) -> Result<(), StreamError>,
+) -> Result<Vec<TestRecord>, StreamError> {
+    let mut all = CollectRecords::default();
+    let mut family = Family::new(&mut all, None);
+    make(&mut |r| family.push(r))?;
+    family.end()?;
+    Ok(all.records)
+}
+
+/// One snapshot's records, handed to `emit` in key order with what the snapshot says of
+/// them: final or not, the late reports, and a look's end.
+#[allow(clippy::too_many_arguments)]
 fn snapshot_records(
     stream: &StreamConfig,
     mechanism: &Mechanism,
     snapshot: &WindowSnapshot,
+    look_end: Option<&str>,
     private: &mut Private,
     groups: &dyn GroupMap,
-) -> Result<Vec<TestRecord>, StreamError> {
+    emit: &mut GroupEmit<'_>,
+) -> Result<(), StreamError> {
     let test = &stream.tests[snapshot.test];
     if test.spec.curator().is_some() && !snapshot.is_final {
-        return Ok(Vec::new());
+        return Ok(());
     }
     let key_columns = ReportLayout::of(stream, mechanism).key_columns();
-    let mut records = evaluate_test_groups(
+    // A private test releases no count of raw reports, late ones included (they stay 0).
+    let late = if test.spec.curator().is_some() {
+        0
+    } else {
+        snapshot.late
+    };
+    evaluate_test_groups(
         stream,
         test,
         mechanism,
@@ -318,16 +388,13 @@ fn snapshot_records(
         snapshot.bounds,
         private,
         groups,
-    )?;
-    // A private test releases no count of raw reports, late ones included (they stay 0).
-    let late = if test.spec.curator().is_some() {
-        0
-    } else {
-        snapshot.late
-    };
-    for record in &mut records {
-        record.is_final = snapshot.is_final;
-        record.late_reports = late;
-    }
-    Ok(records)
+        &mut |mut record| {
+            record.is_final = snapshot.is_final;
+            record.late_reports = late;
+            if let Some(end) = look_end {
+                record.look_end = Some(end.to_string());
+            }
+            emit(record)
+        },
+    )
 }

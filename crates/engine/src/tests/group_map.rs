@@ -8,7 +8,7 @@ use crate::mechanism::Mechanism;
 use crate::record::TestRecord;
 use crate::sketch::{CountSketch, Sketch};
 use crate::stream::{
-    evaluate_stream, GroupMap, GroupTask, PanedDelta, Private, Sequential, StreamError,
+    evaluate_stream, GroupEmit, GroupMap, GroupTask, PanedDelta, Private, Sequential, StreamError,
 };
 use crate::window::Grouped;
 use ldpstream_config::Config;
@@ -20,7 +20,12 @@ use rand::SeedableRng;
 struct Scrambled;
 
 impl GroupMap for Scrambled {
-    fn map(&self, len: usize, task: &GroupTask<'_>) -> Result<Vec<TestRecord>, StreamError> {
+    fn map(
+        &self,
+        len: usize,
+        task: &GroupTask<'_>,
+        emit: &mut GroupEmit<'_>,
+    ) -> Result<(), StreamError> {
         let out: Mutex<Vec<Option<Result<TestRecord, StreamError>>>> =
             Mutex::new((0..len).map(|_| None).collect());
         std::thread::scope(|s| {
@@ -34,11 +39,10 @@ impl GroupMap for Scrambled {
                 });
             }
         });
-        out.into_inner()
-            .unwrap()
-            .into_iter()
-            .map(|r| r.unwrap())
-            .collect()
+        for r in out.into_inner().unwrap() {
+            emit(r.unwrap()?)?;
+        }
+        Ok(())
     }
 }
 

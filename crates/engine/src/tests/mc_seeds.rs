@@ -156,12 +156,14 @@ fn batch_and_serve_paths_draw_the_same_seeds() {
     for d in [delta(vec![pane(0)], 10), delta(vec![pane(hour)], hour + 10)] {
         d.apply(&mut store).unwrap();
         for snapshot in take_due(&stream, &mut store, false).unwrap() {
-            serve.extend(evaluate_snapshot(&stream, &m, &snapshot, &mut private).unwrap());
+            serve.extend(
+                evaluate_snapshot(&stream, &m, &snapshot, &mut private, &Sequential).unwrap(),
+            );
         }
     }
     store.finish();
     for snapshot in take_due(&stream, &mut store, false).unwrap() {
-        serve.extend(evaluate_snapshot(&stream, &m, &snapshot, &mut private).unwrap());
+        serve.extend(evaluate_snapshot(&stream, &m, &snapshot, &mut private, &Sequential).unwrap());
     }
     let key = |r: &crate::record::TestRecord| (r.window_start.clone(), r.group.clone());
     let by_key = |records: &[crate::record::TestRecord]| -> BTreeMap<_, u64> {

@@ -1,6 +1,7 @@
 //! Releasing records of curator-model (private) tests, in the one order that keeps the
 //! privacy budget honest: the records are rendered and staged first (so a release whose
-//! records cannot be written spends nothing), then the ledger with the new spends is saved
+//! records cannot be written spends nothing; `batch` and `merge` render each one as it is
+//! made, into a file no one else can open, `record_output`), then the ledger with the new spends is saved
 //! (written atomically, fsynced), and only then does any record that used them leave the
 //! process. A crash between the save and the publication loses records, which can be
 //! computed again, never spends, which would give budget back. The spends are made on the ledger as read under its lock
@@ -9,12 +10,13 @@
 //! through here.
 
 use ldpstream_engine::record::TestRecord;
+use ldpstream_engine::stream::RecordSink;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 
 use crate::error::Error;
 use crate::ledger::store::{LedgerFile, LockedLedger};
-use crate::output::prepare_records;
+use crate::record_output::{RecordWriter, Summary};
 
 /// Where the records of curator-model tests spend, and the noise they draw.
 pub struct Release<'a> {
@@ -44,14 +46,15 @@ pub struct ReleaseOptions<'a> {
     pub output: &'a str,
 }
 
-/// Sets up the noise, lets `compute` make the records (spending from the ledger, which it
-/// locks and hands back), stages the records' output, then saves the spends and only then
-/// publishes the records. When the output cannot be staged the ledger is left unsaved: no
-/// spend. Returns the records.
+/// Sets up the noise, lets `compute` make the records into a [`RecordWriter`] for the
+/// output (spending from the ledger, which it locks and hands back), stages the records'
+/// output, then saves the spends and only then publishes the records. When the output
+/// cannot be written or staged the ledger is left unsaved: no spend. Returns what was
+/// released, counted.
 pub fn release_records<E: From<Error>>(
     options: &ReleaseOptions<'_>,
-    compute: impl FnOnce(Release<'_>) -> Result<Released, E>,
-) -> Result<Vec<TestRecord>, E> {
+    compute: impl FnOnce(Release<'_>, &mut dyn RecordSink) -> Result<Option<LockedLedger>, E>,
+) -> Result<Summary, E> {
     let mut noise = match options.insecure_seed {
         Some(seed) => {
             tracing::warn!(
@@ -62,15 +65,19 @@ pub fn release_records<E: From<Error>>(
         }
         None => ldpstream_engine::curator::secure_rng(),
     };
-    let Released { records, spends } = compute(Release {
-        ledger: options.ledger,
-        reset: options.reset,
-        noise: &mut noise,
-    })?;
+    let mut writer = RecordWriter::open(options.output)?;
+    let spends = compute(
+        Release {
+            ledger: options.ledger,
+            reset: options.reset,
+            noise: &mut noise,
+        },
+        &mut writer,
+    )?;
     // Dropped unsaved on an error here: the lock goes, and nothing was spent.
-    let prepared = prepare_records(options.output, &records)?;
+    let (prepared, summary) = writer.finish()?;
     spend_then_publish(spends, || prepared.commit())?;
-    Ok(records)
+    Ok(summary)
 }
 
 /// Saves `spends` (and so unlocks the ledger), then runs `publish`: the rule every release

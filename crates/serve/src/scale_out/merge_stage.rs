@@ -23,6 +23,7 @@ use ldpstream_connectors::position::{KafkaPosition, TopicPartition};
 use ldpstream_connectors::ConnectorError;
 use ldpstream_engine::record::TestRecord;
 use ldpstream_engine::stream::{evaluate_snapshot, take_due, Private, SequentialLatches};
+use ldpstream_jobs::parallel_groups::RayonGroups;
 use tracing::{error, info, warn};
 
 use super::stream::{lock, ScaleOutStream};
@@ -331,6 +332,7 @@ impl Merge<'_> {
                 &s.mechanism,
                 snapshot,
                 &mut private,
+                &RayonGroups,
             )?);
         }
         latches.observe(&mut records);
