@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 
 use arrow::array::{Array, ArrayRef, BooleanArray, TimestampMillisecondArray, UInt32Array};
-use arrow::compute::{cast, filter_record_batch, take};
+use arrow::compute::{cast, filter_record_batch};
 use arrow::datatypes::{DataType, TimeUnit};
 use arrow::record_batch::RecordBatch;
 
@@ -21,6 +21,7 @@ use super::error::StreamError;
 use super::keys::{key_ids, DictCache, KeyTable, OTHER_ID};
 use super::layout::ReportLayout;
 use super::paned_delta::PanedDelta;
+use super::sketch_rows::{fold_sketch_rows, SketchRowsError};
 use crate::kernels::{count_categories, fold_batch};
 use crate::mechanism::Mechanism;
 use crate::sketch::counts::TableMut;
@@ -77,18 +78,42 @@ impl Slots {
             self.slot_of.resize(i + 1, NO_SLOT);
         }
         match self.slot_of[i] {
-            NO_SLOT => {
-                let s = self.key_of.len();
-                self.slot_of[i] = s as u32;
-                self.key_of.push(id);
-                match &mut self.cells {
-                    Cells::Counts { d, cells } => cells.resize(cells.len() + *d + 2, 0),
-                    Cells::Sketches(v) => v.push(mechanism.new_sketch()),
-                }
-                s
-            }
+            NO_SLOT => self.new_slot(id, mechanism),
             s => s as usize,
         }
+    }
+
+    /// The slots of the keys `ids`, appended to `out`: one indexed load per row, the
+    /// table sized once for the batch.
+    fn slots_of(
+        &mut self,
+        ids: impl Iterator<Item = u32>,
+        keys: usize,
+        mechanism: &Mechanism,
+        out: &mut Vec<u32>,
+    ) {
+        if self.slot_of.len() < keys {
+            self.slot_of.resize(keys, NO_SLOT);
+        }
+        for id in ids {
+            let s = match self.slot_of.get(id as usize) {
+                Some(&s) if s != NO_SLOT => s,
+                _ => self.slot(id, mechanism) as u32,
+            };
+            out.push(s);
+        }
+    }
+
+    #[cold]
+    fn new_slot(&mut self, id: u32, mechanism: &Mechanism) -> usize {
+        let s = self.key_of.len();
+        self.slot_of[id as usize] = s as u32;
+        self.key_of.push(id);
+        match &mut self.cells {
+            Cells::Counts { d, cells } => cells.resize(cells.len() + *d + 2, 0),
+            Cells::Sketches(v) => v.push(mechanism.new_sketch()),
+        }
+        s
     }
 
     /// Adds `other`'s slot `from` into this pane's slot for key `id`.
@@ -472,18 +497,16 @@ impl GroupFold {
         let slot_of_rows = &mut self.slots;
         slot_of_rows.clear();
         if grouped {
-            let ids = &self.ids;
+            let (ids, keys) = (&self.ids, self.keys.len());
+            slot_of_rows.reserve(len);
             match rows {
-                None => {
-                    for &id in ids.iter() {
-                        slot_of_rows.push(slots.slot(id, &self.mechanism) as u32);
-                    }
-                }
-                Some(rows) => {
-                    for &r in rows {
-                        slot_of_rows.push(slots.slot(ids[r as usize], &self.mechanism) as u32);
-                    }
-                }
+                None => slots.slots_of(ids.iter().copied(), keys, &self.mechanism, slot_of_rows),
+                Some(rows) => slots.slots_of(
+                    rows.iter().map(|&r| ids[r as usize]),
+                    keys,
+                    &self.mechanism,
+                    slot_of_rows,
+                ),
             }
         } else {
             let s = slots.slot(OTHER_ID, &self.mechanism) as u32;
@@ -673,73 +696,38 @@ fn count_rows(
         }
         return;
     }
-    let class = |i: usize| -> usize {
-        if nulls.is_some_and(|n| n.is_null(i)) {
-            d + 1
+    // Each selected row's cell, in one pass per shape (no per-row test of the shape).
+    let cell = |s: u32, x: u32| s as usize * width + (x as usize).min(d);
+    let null_cell = |s: u32| s as usize * width + d + 1;
+    let laned = cells.len() <= LANED_CELLS;
+    let mut index: Vec<u32> = Vec::with_capacity(if laned { slot.len() } else { 0 });
+    let mut add = |c: usize| {
+        if laned {
+            index.push(c as u32);
         } else {
-            (v[i] as usize).min(d)
+            cells[c] += 1;
         }
     };
-    let row = |k: usize| rows.map_or(k, |r| r[k] as usize);
-    if cells.len() <= LANED_CELLS {
-        let index: Vec<u32> = slot
+    match (rows, nulls) {
+        (None, None) => slot.iter().zip(v).for_each(|(&s, &x)| add(cell(s, x))),
+        (Some(rows), None) => slot
             .iter()
-            .enumerate()
-            .map(|(k, &s)| (s as usize * width + class(row(k))) as u32)
-            .collect();
+            .zip(rows)
+            .for_each(|(&s, &r)| add(cell(s, v[r as usize]))),
+        (rows, Some(n)) => {
+            for (k, &s) in slot.iter().enumerate() {
+                let r = rows.map_or(k, |r| r[k] as usize);
+                add(if n.is_null(r) {
+                    null_cell(s)
+                } else {
+                    cell(s, v[r])
+                });
+            }
+        }
+    }
+    if laned {
         count_categories(&index, cells);
-    } else {
-        for (k, &s) in slot.iter().enumerate() {
-            cells[s as usize * width + class(row(k))] += 1;
-        }
     }
-}
-
-enum SketchRowsError {
-    Engine(EngineError),
-    Arrow(arrow::error::ArrowError),
-}
-
-/// The rows `rows` (or all) gathered by slot, and each slot's run through the kernel.
-fn fold_sketch_rows(
-    mechanism: &Mechanism,
-    sketches: &mut [Sketch],
-    report: &ArrayRef,
-    index: Option<&ArrayRef>,
-    rows: Option<&[u32]>,
-    slot: &[u32],
-) -> Result<(), SketchRowsError> {
-    let n = sketches.len();
-    let mut starts = vec![0usize; n + 1];
-    for &s in slot {
-        starts[s as usize + 1] += 1;
-    }
-    for k in 1..starts.len() {
-        starts[k] += starts[k - 1];
-    }
-    let mut cursor = starts.clone();
-    let mut order = vec![0u32; slot.len()];
-    for (k, &s) in slot.iter().enumerate() {
-        let row = rows.map_or(k as u32, |r| r[k]);
-        order[cursor[s as usize]] = row;
-        cursor[s as usize] += 1;
-    }
-    let order = UInt32Array::from(order);
-    let report = take(report.as_ref(), &order, None).map_err(SketchRowsError::Arrow)?;
-    let index = index
-        .map(|a| take(a.as_ref(), &order, None))
-        .transpose()
-        .map_err(SketchRowsError::Arrow)?;
-    for (s, sketch) in sketches.iter_mut().enumerate() {
-        let (from, to) = (starts[s], starts[s + 1]);
-        if from == to {
-            continue;
-        }
-        let r = report.slice(from, to - from);
-        let i = index.as_ref().map(|a| a.slice(from, to - from));
-        fold_batch(mechanism, sketch, r.as_ref(), i.as_deref()).map_err(SketchRowsError::Engine)?;
-    }
-    Ok(())
 }
 
 fn column(batch: &RecordBatch, name: &str, origin: &str) -> Result<ArrayRef, StreamError> {

@@ -9,12 +9,14 @@
 //! later batches share the same dictionary (a Parquet column chunk's batches do).
 
 use std::cmp::Ordering;
+use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::Arc;
 
 use arrow::array::{
     Array, ArrayRef, AsArray, GenericStringArray, OffsetSizeTrait, StringViewArray,
 };
-use arrow::datatypes::DataType;
+use arrow::buffer::NullBuffer;
+use arrow::datatypes::{DataType, Int32Type};
 use hashbrown::HashTable;
 
 use super::error::StreamError;
@@ -31,13 +33,14 @@ pub(crate) struct KeyTable {
     /// The encoded keys, back to back; key `id` is `bytes[ends[id - 1]..ends[id]]`.
     bytes: Vec<u8>,
     ends: Vec<usize>,
+    /// Each key's hash, so that neither growing the index nor compacting it after the cap
+    /// hashes a key again.
+    hashes: Vec<u64>,
     index: HashTable<u32>,
     hasher: ahash::RandomState,
     /// Keys above this are known to be beyond the group cap: they go straight to the
     /// overflow group (the cap would move them there anyway).
     ceiling: Option<GroupKey>,
-    /// Scratch for one row's encoding.
-    row: Vec<u8>,
 }
 
 /// The id of the overflow group (`["__other__"; k]`) in a grouped fold, and of the empty
@@ -53,6 +56,33 @@ fn encode_part(out: &mut Vec<u8>, value: Option<&[u8]>) {
             out.extend_from_slice(v);
         }
     }
+}
+
+/// Whether `encoded` is the encoding of `parts`, compared in place (no copy of the parts).
+fn encodes(mut encoded: &[u8], parts: &[Option<&str>]) -> bool {
+    for part in parts {
+        match (part, encoded.split_first()) {
+            (None, Some((0, rest))) => encoded = rest,
+            (Some(v), Some((1, rest))) => {
+                let v = v.as_bytes();
+                let Some((len, rest)) = rest.split_at_checked(8) else {
+                    return false;
+                };
+                if len != (v.len() as u64).to_le_bytes() {
+                    return false;
+                }
+                let Some((value, rest)) = rest.split_at_checked(v.len()) else {
+                    return false;
+                };
+                if value != v {
+                    return false;
+                }
+                encoded = rest;
+            }
+            _ => return false,
+        }
+    }
+    encoded.is_empty()
 }
 
 fn decode(mut bytes: &[u8], columns: usize) -> GroupKey {
@@ -88,10 +118,10 @@ impl KeyTable {
             columns,
             bytes: Vec::new(),
             ends: Vec::new(),
+            hashes: Vec::new(),
             index: HashTable::new(),
             hasher: ahash::RandomState::new(),
             ceiling: None,
-            row: Vec::new(),
         };
         let first = other_key(columns);
         let parts: Vec<Option<&str>> = first.iter().map(|v| v.as_deref()).collect();
@@ -126,20 +156,39 @@ impl KeyTable {
         }
     }
 
+    /// The hash of the key whose values are `parts`: the values themselves are hashed, not
+    /// their encoding, so a lookup copies nothing.
+    fn hash_parts(&self, parts: &[Option<&str>]) -> u64 {
+        let mut h = self.hasher.build_hasher();
+        for p in parts {
+            p.map(str::as_bytes).hash(&mut h);
+        }
+        h.finish()
+    }
+
     /// The id of the key whose values are `parts` (one per column), interning it if new.
     pub(crate) fn intern_parts(&mut self, parts: &[Option<&str>]) -> u32 {
-        let mut row = std::mem::take(&mut self.row);
-        row.clear();
-        for p in parts {
-            encode_part(&mut row, p.map(str::as_bytes));
-        }
-        let id = match self.find(&row) {
+        let hash = self.hash_parts(parts);
+        let (bytes, ends) = (&self.bytes, &self.ends);
+        let found = self
+            .index
+            .find(hash, |&id| {
+                let o = id as usize;
+                let start = if o == 0 { 0 } else { ends[o - 1] };
+                encodes(&bytes[start..ends[o]], parts)
+            })
+            .copied();
+        match found {
             Some(id) => id,
             None if self.above_ceiling(parts) => OTHER_ID,
-            None => self.insert(&row),
-        };
-        self.row = row;
-        id
+            None => {
+                let start = self.bytes.len();
+                for p in parts {
+                    encode_part(&mut self.bytes, p.map(str::as_bytes));
+                }
+                self.insert(start, hash)
+            }
+        }
     }
 
     /// The id of a one-column key, interning it if new.
@@ -153,24 +202,15 @@ impl KeyTable {
             .is_some_and(|c| cmp_parts(parts, c) == Ordering::Greater)
     }
 
-    fn find(&self, encoded: &[u8]) -> Option<u32> {
-        let hash = self.hasher.hash_one(encoded);
-        self.index
-            .find(hash, |&id| self.encoded(id) == encoded)
-            .copied()
-    }
-
-    fn insert(&mut self, encoded: &[u8]) -> u32 {
+    /// Indexes the key just written at `bytes[start..]`, whose hash is `hash`.
+    fn insert(&mut self, start: usize, hash: u64) -> u32 {
+        debug_assert!(self.ends.last().copied().unwrap_or(0) == start);
         let id = self.ends.len() as u32;
-        self.bytes.extend_from_slice(encoded);
         self.ends.push(self.bytes.len());
-        let hash = self.hasher.hash_one(encoded);
-        let (bytes, ends, hasher) = (&self.bytes, &self.ends, &self.hasher);
-        self.index.insert_unique(hash, id, |&other| {
-            let o = other as usize;
-            let start = if o == 0 { 0 } else { ends[o - 1] };
-            hasher.hash_one(&bytes[start..ends[o]])
-        });
+        self.hashes.push(hash);
+        let hashes = &self.hashes;
+        self.index
+            .insert_unique(hash, id, |&other| hashes[other as usize]);
         id
     }
 
@@ -181,13 +221,15 @@ impl KeyTable {
             columns: self.columns,
             bytes: Vec::new(),
             ends: Vec::with_capacity(kept.len()),
+            hashes: Vec::with_capacity(kept.len()),
             index: HashTable::with_capacity(kept.len()),
             hasher: self.hasher.clone(),
             ceiling: self.ceiling.take(),
-            row: Vec::new(),
         };
         for &id in kept {
-            out.insert(self.encoded(id));
+            let start = out.bytes.len();
+            out.bytes.extend_from_slice(self.encoded(id));
+            out.insert(start, self.hashes[id as usize]);
         }
         *self = out;
     }
@@ -244,14 +286,22 @@ impl<'a> Strings<'a> {
     }
 }
 
+/// A dictionary column's keys: Int32 ones (what the Parquet reader makes) borrowed as
+/// they are, any other key type widened once per batch.
+enum DictKeys<'a> {
+    I32(&'a [i32]),
+    Widened(Vec<usize>),
+}
+
 /// A group column as the fold reads it: its values, or a dictionary and each row's key.
 enum KeyColumn<'a> {
     Plain(Strings<'a>),
     Dictionary {
         values: &'a ArrayRef,
         strings: Strings<'a>,
-        /// Each row's dictionary key; None for a null key.
-        keys: Vec<Option<usize>>,
+        keys: DictKeys<'a>,
+        /// The null keys, if any.
+        nulls: Option<NullBuffer>,
     },
 }
 
@@ -263,27 +313,41 @@ impl<'a> KeyColumn<'a> {
         let dict = array.as_any_dictionary_opt()?;
         let values = dict.values();
         let strings = Strings::of(values.as_ref())?;
-        let keys = if values.is_empty() {
-            vec![None; dict.len()]
-        } else {
-            let nulls = dict.keys().logical_nulls();
-            dict.normalized_keys()
-                .into_iter()
-                .enumerate()
-                .map(|(i, k)| nulls.as_ref().is_none_or(|n| n.is_valid(i)).then_some(k))
-                .collect()
+        let keys = match array.as_dictionary_opt::<Int32Type>() {
+            Some(d) => DictKeys::I32(d.keys().values()),
+            None => DictKeys::Widened(dict.normalized_keys()),
         };
+        let nulls = dict.keys().logical_nulls().filter(|n| n.null_count() > 0);
         Some(KeyColumn::Dictionary {
             values,
             strings,
             keys,
+            nulls,
         })
+    }
+
+    /// Row `i`'s dictionary key, None for a null key (or one past the dictionary, which a
+    /// valid array holds only under a null).
+    fn key(keys: &DictKeys<'_>, nulls: Option<&NullBuffer>, len: usize, i: usize) -> Option<usize> {
+        if nulls.is_some_and(|n| n.is_null(i)) {
+            return None;
+        }
+        let k = match keys {
+            DictKeys::I32(k) => usize::try_from(k[i]).ok()?,
+            DictKeys::Widened(k) => k[i],
+        };
+        (k < len).then_some(k)
     }
 
     fn get(&self, i: usize) -> Option<&'a str> {
         match self {
             KeyColumn::Plain(s) => s.get(i),
-            KeyColumn::Dictionary { strings, keys, .. } => keys[i].and_then(|k| strings.get(k)),
+            KeyColumn::Dictionary {
+                strings,
+                keys,
+                nulls,
+                values,
+            } => Self::key(keys, nulls.as_ref(), values.len(), i).and_then(|k| strings.get(k)),
         }
     }
 
@@ -292,13 +356,36 @@ impl<'a> KeyColumn<'a> {
     fn first_too_long(&self, rows: usize, limit: usize) -> Option<(usize, usize)> {
         match self {
             KeyColumn::Plain(s) => s.first_too_long(limit),
-            KeyColumn::Dictionary { strings, keys, .. } => {
+            KeyColumn::Dictionary { strings, .. } => {
                 strings.first_too_long(limit)?;
                 (0..rows).find_map(|i| {
-                    let len = keys[i].and_then(|k| strings.get(k)).map_or(0, str::len);
+                    let len = self.get(i).map_or(0, str::len);
                     (len > limit).then_some((i, len))
                 })
             }
+        }
+    }
+
+    /// The dictionary's length (its entries plus one for null) when this is a dictionary
+    /// column, for the packed multi-column codes.
+    fn radix(&self) -> Option<u64> {
+        match self {
+            KeyColumn::Plain(_) => None,
+            KeyColumn::Dictionary { values, .. } => Some(values.len() as u64 + 1),
+        }
+    }
+
+    /// Row `i`'s dictionary key as a digit below [`Self::radix`] (the last for null).
+    fn digit(&self, i: usize) -> u64 {
+        match self {
+            KeyColumn::Plain(_) => 0,
+            KeyColumn::Dictionary {
+                keys,
+                nulls,
+                values,
+                ..
+            } => Self::key(keys, nulls.as_ref(), values.len(), i)
+                .map_or(values.len() as u64, |k| k as u64),
         }
     }
 }
@@ -367,6 +454,7 @@ pub(crate) fn key_ids(
     ids: &mut Vec<u32>,
 ) -> Result<(), KeyError> {
     ids.clear();
+    ids.reserve(rows);
     let mut read = Vec::with_capacity(columns.len());
     for (name, array) in columns {
         let column = KeyColumn::of(array).ok_or_else(|| KeyError::WrongType {
@@ -387,33 +475,18 @@ pub(crate) fn key_ids(
             values,
             strings,
             keys,
-        }] => {
-            if !cache
-                .values
-                .as_ref()
-                .is_some_and(|v| Arc::ptr_eq(v, values))
-            {
-                cache.values = Some(Arc::clone(values));
-                cache.ids.clear();
-                cache.ids.resize(values.len(), UNSET);
-            }
-            let mut null_id = None;
-            for key in keys.iter().take(rows) {
-                let id = match *key {
-                    Some(k) if strings.get(k).is_some() => match cache.ids[k] {
-                        UNSET => {
-                            let id = table.intern_one(strings.get(k));
-                            cache.ids[k] = id;
-                            id
-                        }
-                        id => id,
-                    },
-                    _ => *null_id.get_or_insert_with(|| table.intern_one(None)),
-                };
-                ids.push(id);
-            }
-        }
-        [column] => {
+            nulls,
+        }] => dictionary_ids(
+            table,
+            cache,
+            values,
+            strings,
+            keys,
+            nulls.as_ref(),
+            rows,
+            ids,
+        ),
+        [KeyColumn::Plain(column)] => {
             // Rows of one segment often come in runs: the previous row's value is checked
             // before hashing.
             let mut last: Option<(Option<&str>, u32)> = None;
@@ -427,16 +500,113 @@ pub(crate) fn key_ids(
                 ids.push(id);
             }
         }
-        many => {
-            let mut parts: Vec<Option<&str>> = Vec::with_capacity(many.len());
+        many => many_ids(table, many, rows, ids),
+    }
+    Ok(())
+}
+
+/// One dictionary column's ids: each entry is interned the first time a row uses it, and
+/// the entries' ids are kept while later batches share the dictionary (a Parquet column
+/// chunk's batches do), so a row costs a table lookup, not a hash.
+#[allow(clippy::too_many_arguments)]
+fn dictionary_ids(
+    table: &mut KeyTable,
+    cache: &mut DictCache,
+    values: &ArrayRef,
+    strings: &Strings<'_>,
+    keys: &DictKeys<'_>,
+    nulls: Option<&NullBuffer>,
+    rows: usize,
+    ids: &mut Vec<u32>,
+) {
+    if !cache
+        .values
+        .as_ref()
+        .is_some_and(|v| Arc::ptr_eq(v, values))
+    {
+        cache.values = Some(Arc::clone(values));
+        cache.ids.clear();
+        cache.ids.resize(values.len(), UNSET);
+    }
+    let mut null_id = None;
+    let ids_of = &mut cache.ids;
+    match (keys, nulls) {
+        (DictKeys::I32(keys), None) => {
+            for &k in &keys[..rows] {
+                let k = k as u32 as usize;
+                let id = match ids_of.get(k) {
+                    Some(&id) if id != UNSET => id,
+                    Some(_) => resolve_entry(table, ids_of, strings, &mut null_id, Some(k)),
+                    None => resolve_entry(table, ids_of, strings, &mut null_id, None),
+                };
+                ids.push(id);
+            }
+        }
+        _ => {
+            let len = values.len();
             for i in 0..rows {
-                parts.clear();
-                parts.extend(many.iter().map(|c| c.get(i)));
-                ids.push(table.intern_parts(&parts));
+                let id = match KeyColumn::key(keys, nulls, len, i) {
+                    Some(k) if ids_of[k] != UNSET => ids_of[k],
+                    k => resolve_entry(table, ids_of, strings, &mut null_id, k),
+                };
+                ids.push(id);
             }
         }
     }
-    Ok(())
+}
+
+/// The id of dictionary entry `k` (None: a null key), interned and remembered in `ids_of`.
+fn resolve_entry(
+    table: &mut KeyTable,
+    ids_of: &mut [u32],
+    strings: &Strings<'_>,
+    null_id: &mut Option<u32>,
+    k: Option<usize>,
+) -> u32 {
+    match k.map(|k| (k, strings.get(k))) {
+        Some((k, Some(value))) => {
+            let id = table.intern_one(Some(value));
+            ids_of[k] = id;
+            id
+        }
+        // A null key, or a key to a null entry: the null group.
+        _ => *null_id.get_or_insert_with(|| table.intern_one(None)),
+    }
+}
+
+/// Several group columns' ids. When every column is a dictionary, a row's keys pack into
+/// one integer, and each distinct packed key of the batch is interned once; otherwise
+/// every row's values are looked up.
+fn many_ids(table: &mut KeyTable, columns: &[KeyColumn<'_>], rows: usize, ids: &mut Vec<u32>) {
+    let mut parts: Vec<Option<&str>> = Vec::with_capacity(columns.len());
+    let radices: Option<Vec<u64>> = columns.iter().map(KeyColumn::radix).collect();
+    let fits = radices.as_ref().is_some_and(|r| {
+        r.iter()
+            .try_fold(1u64, |product, &radix| product.checked_mul(radix))
+            .is_some()
+    });
+    let Some(radices) = radices.filter(|_| fits) else {
+        for i in 0..rows {
+            parts.clear();
+            parts.extend(columns.iter().map(|c| c.get(i)));
+            ids.push(table.intern_parts(&parts));
+        }
+        return;
+    };
+    let mut seen: hashbrown::HashMap<u64, u32, ahash::RandomState> =
+        hashbrown::HashMap::with_hasher(ahash::RandomState::new());
+    for i in 0..rows {
+        let code = columns
+            .iter()
+            .zip(&radices)
+            .fold(0u64, |code, (c, &radix)| code * radix + c.digit(i));
+        let id = *seen.entry(code).or_insert_with(|| {
+            parts.clear();
+            parts.extend(columns.iter().map(|c| c.get(i)));
+            table.intern_parts(&parts)
+        });
+        ids.push(id);
+    }
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@ pub mod looks;
 pub mod memory;
 pub mod paned;
 pub mod paned_delta;
+mod sketch_rows;
 pub mod window_results;
 
 pub use due::{longest_window, rfc3339, stream_pane_width, take_due, WindowSnapshot};
