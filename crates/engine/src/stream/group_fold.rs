@@ -175,17 +175,35 @@ impl Slots {
         Ok(out)
     }
 
-    /// Each slot as its key id and sketch.
-    fn into_sketches(self, mechanism: &Mechanism) -> Vec<(u32, Sketch)> {
+    /// The slots as sketches keyed by their groups' values. Built in key order straight
+    /// into the map: no list of every (key, sketch) pair beside it, which at 10⁵ groups
+    /// was twice the map's own size for a moment.
+    fn into_grouped(self, keys: &KeyTable, mechanism: &Mechanism) -> Grouped {
+        let mut order: Vec<(GroupKey, u32)> = self
+            .key_of
+            .iter()
+            .enumerate()
+            .map(|(slot, &id)| (keys.key(id), slot as u32))
+            .collect();
+        order.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let mut out = Grouped::new();
         match self.cells {
-            Cells::Sketches(sketches) => self.key_of.into_iter().zip(sketches).collect(),
-            Cells::Counts { d, cells } => self
-                .key_of
-                .into_iter()
-                .zip(cells.chunks_exact(d + 2))
-                .map(|(id, c)| (id, counts_sketch(mechanism, &c[..d], c[d], c[d + 1])))
-                .collect(),
+            Cells::Counts { d, cells } => {
+                for (key, slot) in order {
+                    let c = &cells[slot as usize * (d + 2)..(slot as usize + 1) * (d + 2)];
+                    out.insert(key, counts_sketch(mechanism, &c[..d], c[d], c[d + 1]));
+                }
+            }
+            Cells::Sketches(sketches) => {
+                let mut sketches: Vec<Option<Sketch>> = sketches.into_iter().map(Some).collect();
+                for (key, slot) in order {
+                    if let Some(sketch) = sketches[slot as usize].take() {
+                        out.insert(key, sketch);
+                    }
+                }
+            }
         }
+        out
     }
 }
 
@@ -566,11 +584,7 @@ impl GroupFold {
             self.keys.lower_ceiling(c.clone());
         }
         let ids: Vec<u32> = (0..keys.len() as u32)
-            .map(|id| {
-                let key = keys.key(id);
-                let parts: Vec<Option<&str>> = key.iter().map(|v| v.as_deref()).collect();
-                self.keys.intern_parts(&parts)
-            })
+            .map(|id| self.keys.intern_from(&keys, id))
             .collect();
         let absorb = |into: &mut Slots, from: Slots| -> Result<(), EngineError> {
             let mut cells = from.cells;
@@ -648,15 +662,7 @@ impl GroupFold {
             max_groups,
             ..
         } = self;
-        let grouped = |slots: Slots| -> Grouped {
-            let mut entries: Vec<(GroupKey, Sketch)> = slots
-                .into_sketches(&mechanism)
-                .into_iter()
-                .map(|(id, sketch)| (keys.key(id), sketch))
-                .collect();
-            entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-            entries.into_iter().collect()
-        };
+        let grouped = |slots: Slots| slots.into_grouped(&keys, &mechanism);
         Ok(PanedDelta {
             panes: panes.into_iter().map(|(p, s)| (p, grouped(s))).collect(),
             untimed: untimed.map(grouped).unwrap_or_default(),

@@ -10,7 +10,7 @@
 
 use std::cmp::Ordering;
 use std::hash::{BuildHasher, Hash, Hasher};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use arrow::array::{
     Array, ArrayRef, AsArray, GenericStringArray, OffsetSizeTrait, StringViewArray,
@@ -43,6 +43,16 @@ pub(crate) struct KeyTable {
     ceiling: Option<GroupKey>,
 }
 
+/// The hash of a one-column null key (any fixed value: equal keys need equal hashes only).
+const NULL_HASH: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// The hasher of every key table in the process: one random key, so that merging two
+/// folds' tables reuses the hashes one of them already computed.
+fn fold_hasher() -> ahash::RandomState {
+    static HASHER: OnceLock<ahash::RandomState> = OnceLock::new();
+    HASHER.get_or_init(ahash::RandomState::new).clone()
+}
+
 /// The id of the overflow group (`["__other__"; k]`) in a grouped fold, and of the empty
 /// key in an ungrouped one: interned first, so it is always present.
 pub(crate) const OTHER_ID: u32 = 0;
@@ -60,6 +70,11 @@ fn encode_part(out: &mut Vec<u8>, value: Option<&[u8]>) {
 
 /// Whether `encoded` is the encoding of `parts`, compared in place (no copy of the parts).
 fn encodes(mut encoded: &[u8], parts: &[Option<&str>]) -> bool {
+    if let [Some(v)] = parts {
+        // One value: its tag and length are implied by the encoding's length.
+        let v = v.as_bytes();
+        return encoded.len() == v.len() + 9 && encoded[0] == 1 && encoded[9..] == *v;
+    }
     for part in parts {
         match (part, encoded.split_first()) {
             (None, Some((0, rest))) => encoded = rest,
@@ -120,7 +135,7 @@ impl KeyTable {
             ends: Vec::new(),
             hashes: Vec::new(),
             index: HashTable::new(),
-            hasher: ahash::RandomState::new(),
+            hasher: fold_hasher(),
             ceiling: None,
         };
         let first = other_key(columns);
@@ -159,11 +174,19 @@ impl KeyTable {
     /// The hash of the key whose values are `parts`: the values themselves are hashed, not
     /// their encoding, so a lookup copies nothing.
     fn hash_parts(&self, parts: &[Option<&str>]) -> u64 {
-        let mut h = self.hasher.build_hasher();
-        for p in parts {
-            p.map(str::as_bytes).hash(&mut h);
+        match parts {
+            // One column (the usual key): one pass over the bytes. A table's keys all have
+            // its number of columns, so its hashes all come from the same arm.
+            [Some(v)] => self.hasher.hash_one(v.as_bytes()),
+            [None] => NULL_HASH,
+            _ => {
+                let mut h = self.hasher.build_hasher();
+                for p in parts {
+                    p.map(str::as_bytes).hash(&mut h);
+                }
+                h.finish()
+            }
         }
-        h.finish()
     }
 
     /// The id of the key whose values are `parts` (one per column), interning it if new.
@@ -189,6 +212,37 @@ impl KeyTable {
                 self.insert(start, hash)
             }
         }
+    }
+
+    /// The id in this table of `other`'s key `id`, interning it if new: what merging two
+    /// folds does for each key of the other. The tables share their hasher, so the stored
+    /// hash is reused and the key compared as encoded, never decoded (unless a ceiling
+    /// must be checked).
+    pub(crate) fn intern_from(&mut self, other: &KeyTable, id: u32) -> u32 {
+        let encoded = other.encoded(id);
+        let hash = other.hashes[id as usize];
+        let (bytes, ends) = (&self.bytes, &self.ends);
+        let found = self
+            .index
+            .find(hash, |&mine| {
+                let o = mine as usize;
+                let start = if o == 0 { 0 } else { ends[o - 1] };
+                bytes[start..ends[o]] == *encoded
+            })
+            .copied();
+        if let Some(mine) = found {
+            return mine;
+        }
+        if self.ceiling.is_some() {
+            let key = other.key(id);
+            let parts: Vec<Option<&str>> = key.iter().map(|v| v.as_deref()).collect();
+            if self.above_ceiling(&parts) {
+                return OTHER_ID;
+            }
+        }
+        let start = self.bytes.len();
+        self.bytes.extend_from_slice(encoded);
+        self.insert(start, hash)
     }
 
     /// The id of a one-column key, interning it if new.
