@@ -16,14 +16,13 @@ use arrow::datatypes::{DataType, Field, Int32Type, Schema, TimeUnit};
 use arrow::record_batch::RecordBatch;
 use ldpstream_config::MechanismConfig;
 use ldpstream_connectors::parquet::files::inspect;
-use ldpstream_connectors::parquet::group_pages::read_group_chunk;
 use ldpstream_connectors::parquet::reader::read_row_group_batches;
 use ldpstream_connectors::{ConnectorError, ParallelFiles, RowGroupInput};
 use ldpstream_engine::mechanism::Mechanism;
 use ldpstream_engine::stream::{fold_paned_batch_reference, GroupFold, PanedDelta, ReportLayout};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ArrowWriter;
-use parquet::file::properties::{WriterProperties, WriterVersion};
+use parquet::file::properties::WriterProperties;
 use proptest::prelude::*;
 
 const VALUES: [Option<&str>; 9] = [
@@ -58,9 +57,6 @@ struct Shape {
     bitflip: bool,
     max_groups: usize,
     read_rows: usize,
-    /// Data page v2 (whose PLAIN fallback may be another encoding, read by the Arrow
-    /// reader) rather than v1.
-    v2: bool,
 }
 
 fn mechanism(bitflip: bool) -> Mechanism {
@@ -134,11 +130,6 @@ fn write(path: &Path, rows: &[Row], shape: &Shape) {
         .set_max_row_group_row_count(Some(shape.row_group_rows))
         .set_dictionary_page_size_limit(shape.dictionary_bytes)
         .set_dictionary_enabled(shape.dictionary)
-        .set_writer_version(if shape.v2 {
-            WriterVersion::PARQUET_2_0
-        } else {
-            WriterVersion::PARQUET_1_0
-        })
         .build();
     let file = std::fs::File::create(path).expect("create the test file");
     let mut writer = ArrowWriter::try_new(file, schema.clone(), Some(props)).expect("writer");
@@ -230,13 +221,12 @@ fn shape() -> impl Strategy<Value = Shape> {
             any::<bool>(),
             prop_oneof![2 => Just(usize::MAX), 1 => 1usize..8],
             1usize..500,
-            any::<bool>(),
         ),
     )
         .prop_map(
             |(
                 (row_group_rows, dictionary_bytes, dictionary, dictionary_typed),
-                (columns, with_ts, bitflip, max_groups, read_rows, v2),
+                (columns, with_ts, bitflip, max_groups, read_rows),
             )| Shape {
                 row_group_rows,
                 dictionary_bytes,
@@ -247,7 +237,6 @@ fn shape() -> impl Strategy<Value = Shape> {
                 bitflip,
                 max_groups,
                 read_rows,
-                v2,
             },
         )
 }
@@ -297,7 +286,6 @@ fn a_string_group_column_is_read_as_a_dictionary() {
         bitflip: false,
         max_groups: usize::MAX,
         read_rows: 1024,
-        v2: false,
     };
     let rows: Vec<Row> = (0..200u8)
         .map(|i| Row {
@@ -324,53 +312,4 @@ fn a_string_group_column_is_read_as_a_dictionary() {
         .expect("read");
     }
     assert_eq!(seen, 200);
-}
-
-/// The page decoder takes the usual shapes itself (a dictionary, a dictionary that falls
-/// back to PLAIN part way, no dictionary at all: data page v1) and reads the same strings
-/// the Arrow reader does, nulls included.
-#[test]
-fn the_page_decoder_reads_dictionary_and_plain_pages() {
-    let rows: Vec<Row> = (0..3000u32)
-        .map(|i| Row {
-            report: i % 5,
-            bits: 0,
-            keys: [(i * 7 % 9) as u8, 0],
-            ts: None,
-        })
-        .collect();
-    for (dictionary, dictionary_bytes) in [(true, 1024 * 1024), (true, 20), (false, 1024 * 1024)] {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("grouped.parquet");
-        let shape = Shape {
-            row_group_rows: 1000,
-            dictionary_bytes,
-            dictionary,
-            dictionary_typed: false,
-            columns: 1,
-            with_ts: false,
-            bitflip: false,
-            max_groups: usize::MAX,
-            read_rows: 1024,
-            v2: false,
-        };
-        write(&path, &rows, &shape);
-        let layout = layout(&shape);
-        let files = inspect(&[path.to_path_buf()], &layout).expect("inspect");
-        for rg in 0..3 {
-            let array = read_group_chunk(&files[0], rg, "g0")
-                .expect("read")
-                .unwrap_or_else(|| panic!("{shape:?}: the page decoder declined row group {rg}"));
-            let strings = arrow::compute::cast(&array, &DataType::Utf8).expect("cast");
-            let strings = strings
-                .as_any()
-                .downcast_ref::<StringArray>()
-                .expect("strings");
-            let expected: Vec<Option<&str>> = rows[rg * 1000..(rg + 1) * 1000]
-                .iter()
-                .map(|r| VALUES[r.keys[0] as usize])
-                .collect();
-            assert_eq!(strings.iter().collect::<Vec<_>>(), expected, "{shape:?}");
-        }
-    }
 }

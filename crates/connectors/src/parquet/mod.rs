@@ -7,7 +7,6 @@ pub mod contained;
 pub mod dictionary;
 pub mod files;
 pub mod group_dictionary;
-pub mod group_pages;
 pub mod page_error;
 pub mod reader;
 pub mod record_schema;

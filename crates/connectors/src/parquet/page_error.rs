@@ -20,8 +20,6 @@ pub enum PageError {
     NoDictionary { page: usize },
     #[error("dictionary keys: {0}")]
     Keys(#[source] HybridError),
-    #[error("the column's values: {0}")]
-    Values(#[source] arrow::error::ArrowError),
     #[error("the pages hold {found} rows, the row group {expected}")]
     RowCount { found: u64, expected: u64 },
 }

@@ -144,24 +144,6 @@ pub fn count_defined(data: &[u8], n: usize) -> Result<u64, HybridError> {
     Ok(defined)
 }
 
-/// Appends the first `n` values of a hybrid stream of `bit_width`-bit values to `out`:
-/// definition levels, or the dictionary keys of a column read row by row.
-pub fn decode_hybrid(
-    data: &[u8],
-    bit_width: u8,
-    n: usize,
-    out: &mut Vec<u32>,
-) -> Result<(), HybridError> {
-    out.reserve(n);
-    for_each_run(data, bit_width, n, |run| {
-        match run {
-            Run::Repeated { value, len } => out.resize(out.len() + len, value),
-            Run::Packed { bytes, len } => unpack(bytes, bit_width, len, out),
-        }
-        Ok(())
-    })
-}
-
 /// Counts dictionary keys across the pages of one column chunk.
 #[derive(Debug)]
 pub struct KeyCounter {
