@@ -79,11 +79,17 @@ grr="$data/grr_d16_${grr_rows}.parquet"
 peer_grr="$data/grr_d16_${peer_grr_rows}.parquet"
 peer_bitflip="$data/bitflip_d64_${peer_bitflip_rows}.parquet"
 peer_oue="$data/oue_d64_${peer_bitflip_rows}.parquet"
-# The same seeds as benches/compare.sh, so the files are shared with it.
-[ -f "$grr" ] || "$bin" simulate --mechanism grr --epsilon 1 --domain 16 --n "$grr_rows" --seed 1 --out "$grr"
-[ -f "$peer_grr" ] || "$bin" simulate --mechanism grr --epsilon 1 --domain 16 --n "$peer_grr_rows" --seed 1 --out "$peer_grr"
-[ -f "$peer_bitflip" ] || "$bin" simulate --mechanism bitflip --epsilon 1 --domain 64 --n "$peer_bitflip_rows" --seed 2 --out "$peer_bitflip"
-[ -f "$peer_oue" ] || "$bin" simulate --mechanism oue --epsilon 1 --domain 64 --n "$peer_bitflip_rows" --seed 3 --out "$peer_oue"
+# The same seeds as benches/compare.sh, so the files are shared with it; only the files
+# the chosen sections read.
+wants() { [[ " ${sections[*]} " == *" $1 "* ]]; }
+if wants fold || wants spark; then
+  [ -f "$grr" ] || "$bin" simulate --mechanism grr --epsilon 1 --domain 16 --n "$grr_rows" --seed 1 --out "$grr"
+fi
+if wants peers; then
+  [ -f "$peer_grr" ] || "$bin" simulate --mechanism grr --epsilon 1 --domain 16 --n "$peer_grr_rows" --seed 1 --out "$peer_grr"
+  [ -f "$peer_bitflip" ] || "$bin" simulate --mechanism bitflip --epsilon 1 --domain 64 --n "$peer_bitflip_rows" --seed 2 --out "$peer_bitflip"
+  [ -f "$peer_oue" ] || "$bin" simulate --mechanism oue --epsilon 1 --domain 64 --n "$peer_bitflip_rows" --seed 3 --out "$peer_oue"
+fi
 
 echo "machine: $(nproc) vCPU, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), load $(cut -d' ' -f1-3 /proc/loadavg); $("$py" --version); ldpstream $("$py" -c 'import ldpstream; print(ldpstream.__version__)')"
 for s in "${sections[@]}"; do

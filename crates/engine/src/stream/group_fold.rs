@@ -13,6 +13,7 @@
 use std::collections::BTreeMap;
 
 use arrow::array::{Array, ArrayRef, BooleanArray, TimestampMillisecondArray, UInt32Array};
+use arrow::buffer::NullBuffer;
 use arrow::compute::{cast, filter_record_batch};
 use arrow::datatypes::{DataType, TimeUnit};
 use arrow::record_batch::RecordBatch;
@@ -83,11 +84,12 @@ impl Slots {
         }
     }
 
-    /// The slots of the keys `ids`, appended to `out`: one indexed load per row, the
-    /// table sized once for the batch.
+    /// The slots of the keys `ids`, appended to `out`: the keys new to this pane get
+    /// their slots first, then the rows are one gather from the table, sized once for the
+    /// batch.
     fn slots_of(
         &mut self,
-        ids: impl Iterator<Item = u32>,
+        ids: impl Iterator<Item = u32> + Clone,
         keys: usize,
         mechanism: &Mechanism,
         out: &mut Vec<u32>,
@@ -95,13 +97,13 @@ impl Slots {
         if self.slot_of.len() < keys {
             self.slot_of.resize(keys, NO_SLOT);
         }
-        for id in ids {
-            let s = match self.slot_of.get(id as usize) {
-                Some(&s) if s != NO_SLOT => s,
-                _ => self.slot(id, mechanism) as u32,
-            };
-            out.push(s);
+        for id in ids.clone() {
+            if self.slot_of[id as usize] == NO_SLOT {
+                self.slot(id, mechanism);
+            }
         }
+        let slot_of = &self.slot_of;
+        out.extend(ids.map(|id| slot_of[id as usize]));
     }
 
     #[cold]
@@ -702,37 +704,43 @@ fn count_rows(
         }
         return;
     }
-    // Each selected row's cell, in one pass per shape (no per-row test of the shape).
+    if cells.len() <= LANED_CELLS {
+        let mut index: Vec<u32> = Vec::with_capacity(slot.len());
+        for_each_cell(d, v, rows, nulls, slot, |c| index.push(c as u32));
+        count_categories(&index, cells);
+    } else {
+        for_each_cell(d, v, rows, nulls, slot, |c| cells[c] += 1);
+    }
+}
+
+/// Calls `f` with each selected row's cell in a flat table of width d + 2, in one pass per
+/// shape of the selection (no per-row test of the shape).
+fn for_each_cell(
+    d: usize,
+    v: &[u32],
+    rows: Option<&[u32]>,
+    nulls: Option<&NullBuffer>,
+    slot: &[u32],
+    mut f: impl FnMut(usize),
+) {
+    let width = d + 2;
     let cell = |s: u32, x: u32| s as usize * width + (x as usize).min(d);
-    let null_cell = |s: u32| s as usize * width + d + 1;
-    let laned = cells.len() <= LANED_CELLS;
-    let mut index: Vec<u32> = Vec::with_capacity(if laned { slot.len() } else { 0 });
-    let mut add = |c: usize| {
-        if laned {
-            index.push(c as u32);
-        } else {
-            cells[c] += 1;
-        }
-    };
     match (rows, nulls) {
-        (None, None) => slot.iter().zip(v).for_each(|(&s, &x)| add(cell(s, x))),
+        (None, None) => slot.iter().zip(v).for_each(|(&s, &x)| f(cell(s, x))),
         (Some(rows), None) => slot
             .iter()
             .zip(rows)
-            .for_each(|(&s, &r)| add(cell(s, v[r as usize]))),
+            .for_each(|(&s, &r)| f(cell(s, v[r as usize]))),
         (rows, Some(n)) => {
             for (k, &s) in slot.iter().enumerate() {
                 let r = rows.map_or(k, |r| r[k] as usize);
-                add(if n.is_null(r) {
-                    null_cell(s)
+                f(if n.is_null(r) {
+                    s as usize * width + d + 1
                 } else {
                     cell(s, v[r])
                 });
             }
         }
-    }
-    if laned {
-        count_categories(&index, cells);
     }
 }
 

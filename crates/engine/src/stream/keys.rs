@@ -586,15 +586,38 @@ fn dictionary_ids(
     let ids_of = &mut cache.ids;
     match (keys, nulls) {
         (DictKeys::I32(keys), None) => {
-            for &k in &keys[..rows] {
-                let k = k as u32 as usize;
-                let id = match ids_of.get(k) {
-                    Some(&id) if id != UNSET => id,
-                    Some(_) => resolve_entry(table, ids_of, strings, &mut null_id, Some(k)),
-                    None => resolve_entry(table, ids_of, strings, &mut null_id, None),
-                };
-                ids.push(id);
+            let keys = &keys[..rows];
+            // Entries first met in this batch are interned first, so that the rows are then
+            // a plain gather (a key past the dictionary, which a valid array holds only
+            // under a null, is the null group).
+            let mut beyond = None;
+            for &k in keys {
+                match ids_of.get(k as u32 as usize) {
+                    Some(&UNSET) => {
+                        resolve_entry(
+                            table,
+                            ids_of,
+                            strings,
+                            &mut null_id,
+                            Some(k as u32 as usize),
+                        );
+                    }
+                    Some(_) => {}
+                    None => {
+                        beyond.get_or_insert_with(|| {
+                            resolve_entry(table, ids_of, strings, &mut null_id, None)
+                        });
+                    }
+                }
             }
+            let null = beyond.unwrap_or(OTHER_ID);
+            ids.extend(keys.iter().map(|&k| match ids_of.get(k as u32 as usize) {
+                // A null entry of the dictionary stays UNSET: its rows are the null
+                // group.
+                Some(&UNSET) => null_id.unwrap_or(null),
+                Some(&id) => id,
+                None => null,
+            }));
         }
         _ => {
             let len = values.len();
