@@ -4,9 +4,11 @@
 //!
 //! A key is stored once, as bytes back to back in one arena (per column: a null tag, or a
 //! tag, the length and the UTF-8 bytes), and found by hash. A dictionary-encoded column
-//! (what a Parquet reader hands over) is interned once per distinct dictionary entry: the
+//! (what the Parquet reader hands over) is interned once per distinct dictionary entry: the
 //! rows then only look their dictionary key up in a table, and the table is kept while
-//! later batches share the same dictionary (a Parquet column chunk's batches do).
+//! later batches share the same dictionary (a Parquet column chunk's batches do). String
+//! columns (Kafka messages, Python tables) go through a small table of the batch's own
+//! distinct keys first, so the fold's table is searched once per distinct key and batch.
 
 use std::cmp::Ordering;
 use std::hash::{BuildHasher, Hash, Hasher};
@@ -173,7 +175,7 @@ impl KeyTable {
 
     /// The hash of the key whose values are `parts`: the values themselves are hashed, not
     /// their encoding, so a lookup copies nothing.
-    fn hash_parts(&self, parts: &[Option<&str>]) -> u64 {
+    pub(crate) fn hash_parts(&self, parts: &[Option<&str>]) -> u64 {
         match parts {
             // One column (the usual key): one pass over the bytes. A table's keys all have
             // its number of columns, so its hashes all come from the same arm.
@@ -192,6 +194,11 @@ impl KeyTable {
     /// The id of the key whose values are `parts` (one per column), interning it if new.
     pub(crate) fn intern_parts(&mut self, parts: &[Option<&str>]) -> u32 {
         let hash = self.hash_parts(parts);
+        self.intern_hashed(parts, hash)
+    }
+
+    /// [`Self::intern_parts`] with the parts' hash ([`Self::hash_parts`]) already known.
+    pub(crate) fn intern_hashed(&mut self, parts: &[Option<&str>], hash: u64) -> u32 {
         let (bytes, ends) = (&self.bytes, &self.ends);
         let found = self
             .index
@@ -540,20 +547,7 @@ pub(crate) fn key_ids(
             rows,
             ids,
         ),
-        [KeyColumn::Plain(column)] => {
-            // Rows of one segment often come in runs: the previous row's value is checked
-            // before hashing.
-            let mut last: Option<(Option<&str>, u32)> = None;
-            for i in 0..rows {
-                let value = column.get(i);
-                let id = match last {
-                    Some((v, id)) if v == value => id,
-                    _ => table.intern_one(value),
-                };
-                last = Some((value, id));
-                ids.push(id);
-            }
-        }
+        [KeyColumn::Plain(_)] => plain_ids(table, &read, rows, ids),
         many => many_ids(table, many, rows, ids),
     }
     Ok(())
@@ -663,12 +657,7 @@ fn many_ids(table: &mut KeyTable, columns: &[KeyColumn<'_>], rows: usize, ids: &
             .is_some()
     });
     let Some(radices) = radices.filter(|_| fits) else {
-        for i in 0..rows {
-            parts.clear();
-            parts.extend(columns.iter().map(|c| c.get(i)));
-            ids.push(table.intern_parts(&parts));
-        }
-        return;
+        return plain_ids(table, columns, rows, ids);
     };
     let mut seen: hashbrown::HashMap<u64, u32, ahash::RandomState> =
         hashbrown::HashMap::with_hasher(ahash::RandomState::new());
@@ -682,6 +671,37 @@ fn many_ids(table: &mut KeyTable, columns: &[KeyColumn<'_>], rows: usize, ids: &
             parts.extend(columns.iter().map(|c| c.get(i)));
             table.intern_parts(&parts)
         });
+        ids.push(id);
+    }
+}
+
+/// Rows whose values are looked up one by one (string columns, not dictionaries): a small
+/// table of the batch's own distinct keys stands in front of the fold's, so each distinct
+/// key of a batch is looked up there once, and a row costs one hash and a probe into a
+/// table that stays in cache, compared with an earlier row of the same batch.
+fn plain_ids(table: &mut KeyTable, columns: &[KeyColumn<'_>], rows: usize, ids: &mut Vec<u32>) {
+    // (hash, the first row with the key, its id)
+    let mut local: HashTable<(u64, u32, u32)> = HashTable::new();
+    let mut parts: Vec<Option<&str>> = Vec::with_capacity(columns.len());
+    for i in 0..rows {
+        parts.clear();
+        parts.extend(columns.iter().map(|c| c.get(i)));
+        let hash = table.hash_parts(&parts);
+        let same = |&(h, row, _): &(u64, u32, u32)| {
+            h == hash
+                && columns
+                    .iter()
+                    .zip(&parts)
+                    .all(|(c, p)| c.get(row as usize) == *p)
+        };
+        let id = match local.find(hash, same) {
+            Some(&(_, _, id)) => id,
+            None => {
+                let id = table.intern_hashed(&parts, hash);
+                local.insert_unique(hash, (hash, i as u32, id), |e| e.0);
+                id
+            }
+        };
         ids.push(id);
     }
 }
