@@ -12,7 +12,7 @@
 # printed beside it.
 # Each serve run gets a directory of its own (config, results and its durable state), so a
 # run never restores the previous run's checkpoint and skips the topic.
-# GROUPS=G (default 0: none): every report carries a group column `g` with G values
+# STREAM_GROUPS=G (default 0: none): every report carries a group column `g` with G values
 # (report i in group i mod G) and serve's stream groups by it (`group_by = ["g"]`), so the
 # grouped fold is measured against the same bare consumer.
 # SMOKE=1: 20,000 messages, one run. A broker in LDPSTREAM_KAFKA_BROKERS is used when set.
@@ -27,7 +27,7 @@ fi
 n=${1:-5000000}
 format=${2:-binary}
 runs=${3:-3}
-groups=${GROUPS:-0}
+groups=${STREAM_GROUPS:-0}
 if [ "$SMOKE" = 1 ]; then n=20000 runs=1; fi
 bench_need_bins ldpstream kafka-bench
 dir=$(mktemp -d)

@@ -38,7 +38,8 @@ if [ "$SMOKE" = 1 ]; then
   w_list="1 10" d_n=10000 bits_d_n=1000 g_n=10000 w_n=10000
   data=$(mktemp -d) out=$data
   trap 'rm -rf "$data"' EXIT
-else
+elif [ -z "${LDPSTREAM_BIN_DIR:-}" ]; then
+  # LDPSTREAM_BIN_DIR names a prebuilt binary: build nothing.
   cargo build --release --quiet --bin ldpstream
 fi
 bench_need_bins ldpstream
