@@ -3,7 +3,8 @@ process writing its grouped result to a file inside the timed run, alternating t
 round by round. Afterwards, untimed: every group's n equals DuckDB's count(*), the group
 sets are equal, and every tool's (group, category) counts agree (ldpstream's recovered
 from its debiased estimates). Prints medians, the ratio to DuckDB, ldpstream's fold-only
-seconds (its `folded` log line), peak RSS, and the load average before and after.
+seconds (its `folded` log line), peak RSS, CPU seconds (user + system), and the load
+average before and after.
 
     compare_grouped.py --bin LDPSTREAM --kind grr|bitflip --file F.parquet --groups G
                        [--rounds R] [--no-peers] [--tools ldpstream-no-test,duckdb,...]
@@ -42,15 +43,17 @@ def config(path, kind, groups, tests=True):
 
 
 def run(cmd, env=None):
-    """Wall time of the whole process, peak RSS (MiB) from /usr/bin/time, and stderr."""
+    """Wall time of the whole process, peak RSS (MiB) and CPU seconds (user + system) from
+    /usr/bin/time, and stderr. On a loaded machine the wall time is mostly waiting for a
+    core; the CPU time says what the run itself cost."""
     start = time.perf_counter()
-    out = subprocess.run(["/usr/bin/time", "-f", "__TIME__ %M"] + cmd, capture_output=True,
-                         text=True, env=env)
+    out = subprocess.run(["/usr/bin/time", "-f", "__TIME__ %M %U %S"] + cmd,
+                         capture_output=True, text=True, env=env)
     wall = time.perf_counter() - start
     if out.returncode != 0:
         sys.exit(f"failed: {' '.join(cmd)}\n{out.stderr[-4000:]}")
     line = [l for l in out.stderr.splitlines() if l.startswith("__TIME__")][-1].split()
-    return wall, int(line[1]) / 1024.0, out.stderr
+    return wall, int(line[1]) / 1024.0, float(line[2]) + float(line[3]), out.stderr
 
 
 def fold_seconds(stderr):
@@ -126,10 +129,12 @@ def main():
     times = {k: [] for k in tools}
     rss = {k: [] for k in tools}
     folds = {k: [] for k in tools}
+    cpus = {k: [] for k in tools}
     for _ in range(1 + args.rounds):  # the first round warms the page cache
         for name, cmd in tools.items():
-            wall, mem, stderr = run(cmd, env)
+            wall, mem, cpu, stderr = run(cmd, env)
             times[name].append(wall)
+            cpus[name].append(cpu)
             rss[name].append(mem)
             folds[name].append(fold_seconds(stderr))
     load_after = os.getloadavg()
@@ -157,15 +162,18 @@ def main():
           f"{load_before[1]:.2f} {load_before[2]:.2f}, after {load_after[0]:.2f} "
           f"{load_after[1]:.2f} {load_after[2]:.2f}")
     base = statistics.median(times["duckdb"][1:]) if "duckdb" in times else None
+    cpu_base = statistics.median(cpus["duckdb"][1:]) if "duckdb" in cpus else None
     print(f"{'tool':20} {'median s':>9} {'min s':>7} {'max s':>7} {'÷ DuckDB':>9} "
-          f"{'fold s':>7} {'peak RSS MiB':>13}")
+          f"{'fold s':>7} {'peak RSS MiB':>13} {'CPU s':>7} {'CPU ÷ DuckDB':>13}")
     for name in tools:
         w = times[name][1:]
         ratio = f"{statistics.median(w) / base:9.2f}" if base else f"{'-':>9}"
         f = [x for x in folds[name][1:] if x == x]
         fold = f"{statistics.median(f):7.3f}" if f else f"{'-':>7}"
+        c = statistics.median(cpus[name][1:])
+        cpu_ratio = f"{c / cpu_base:13.2f}" if cpu_base else f"{'-':>13}"
         print(f"{name:20} {statistics.median(w):9.3f} {min(w):7.3f} {max(w):7.3f} {ratio} "
-              f"{fold} {max(rss[name][1:]):13.1f}")
+              f"{fold} {max(rss[name][1:]):13.1f} {c:7.3f} {cpu_ratio}")
     os.unlink(cfg)
     os.unlink(cfg_fold)
 

@@ -12,6 +12,9 @@
 # printed beside it.
 # Each serve run gets a directory of its own (config, results and its durable state), so a
 # run never restores the previous run's checkpoint and skips the topic.
+# STREAM_GROUPS=G (default 0: none): every report carries a group column `g` with G values
+# (report i in group i mod G) and serve's stream groups by it (`group_by = ["g"]`), so the
+# grouped fold is measured against the same bare consumer.
 # SMOKE=1: 20,000 messages, one run. A broker in LDPSTREAM_KAFKA_BROKERS is used when set.
 # Needs release builds: cargo build --release -p ldpstream -p ldpstream-benches --bin ldpstream --bin kafka-bench
 set -euo pipefail
@@ -24,16 +27,23 @@ fi
 n=${1:-5000000}
 format=${2:-binary}
 runs=${3:-3}
+groups=${STREAM_GROUPS:-0}
 if [ "$SMOKE" = 1 ]; then n=20000 runs=1; fi
 bench_need_bins ldpstream kafka-bench
 dir=$(mktemp -d)
 trap 'bench_stop_broker; rm -rf "$dir"' EXIT
 bench_broker
 broker=$BROKER
-topic="bench-$format-$$"
+topic="bench-$format-g$groups-$$"
+columns=""
+if [ "$groups" -gt 0 ]; then
+  columns="columns = { group_by = [\"g\"] }
+max_groups = $((groups + 1))"
+fi
 "$TANSU" topic create --broker "tcp://$broker" --partitions 4 "$topic" >/dev/null
-"$BIN_DIR/kafka-bench" produce --brokers "$broker" --topic "$topic" --n "$n" --format "$format"
+"$BIN_DIR/kafka-bench" produce --brokers "$broker" --topic "$topic" --n "$n" --format "$format" --groups "$groups"
 total=$((n + 4))
+echo "groups $groups; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 bare=()
 served=()
 for run in $(seq 1 "$runs"); do
@@ -52,6 +62,7 @@ name = "bench"
 source = { kind = "kafka", brokers = "$broker", topics = ["$topic"], group_id = "bench-serve-$$-$run", format = "$format", end_marker = true }
 mechanism = { kind = "grr", epsilon = 1.0, domain = 16 }
 allowed_lateness = "1h"
+$columns
 [[stream.test]]
 name = "gof"
 kind = "gof"
@@ -75,6 +86,7 @@ s, e, n, r = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), float(sys
 print(f"       serve: {r:.0f} msg/s while reading; whole process {e-s:.2f} s = {n/(e-s):.0f} reports/s")
 PY
 done
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 python3 - "${bare[*]}" "${served[*]}" <<'PY'
 import statistics, sys
 bare = [float(x) for x in sys.argv[1].split()]

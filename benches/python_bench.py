@@ -4,6 +4,7 @@ benches/RESULTS.md and checks results as it goes (a bench that computes somethin
 fails instead of reporting a time).
 
   python_bench.py fold  --bin B --grr FILE [--rounds R]
+  python_bench.py grouped --bin B --file GROUPED_FILE [--rounds R]
   python_bench.py peers --grr FILE --bitflip FILE [--oue FILE] [--rounds R]
   python_bench.py spark --bin B --grr FILE [--rounds R]
 """
@@ -100,6 +101,53 @@ def bench_fold(args) -> None:
     print(row("`job.fold(table)` (default identity: XXH3-128 of the columns)", n, fingerprinted, cli[0]))
     print(f"batch rate {base:.3g} reports/s")
     os.unlink(config)
+
+
+def grouped_config(path: str, test: bool) -> str:
+    """A GenRR d = 16 stream grouped by `grp` (the files of benches/grouped_tools.py), with a
+    uniform GOF or without a test."""
+    text = (
+        f'[[stream]]\nname = "b"\nsource = {{ kind = "parquet", paths = ["{path}"] }}\n'
+        'mechanism = { kind = "grr", epsilon = 1.0, domain = 16 }\n'
+        'columns = { group_by = ["grp"] }\nmax_groups = 200000\n'
+    )
+    if test:
+        text += '[[stream.test]]\nname = "t"\nkind = "gof"\nnull = "uniform"\n'
+    return text
+
+
+def bench_grouped(args) -> None:
+    """job.fold on a grouped pyarrow Table (the group column as pyarrow reads it: strings)
+    against `ldpstream batch` on its file, both without a test, so that the fold is timed
+    and not the per-group tests; then, untimed, every group's n of the Python fold (through
+    job.evaluate with a GOF) against batch's records."""
+    path = os.path.abspath(args.file)
+    table = pq.read_table(path, columns=["grp", "report"])
+    n = table.num_rows
+    fold_only = write_config(grouped_config(path, test=False))
+    job = ldpstream.Job(fold_only)
+    cli = timed(batch_run(args.bin, fold_only, path), args.rounds)
+    named = timed(lambda: job.fold(table, input_id="bench"), args.rounds)
+    as_dictionary = table.set_column(0, "grp", table.column("grp").dictionary_encode())
+    dictionary = timed(lambda: job.fold(as_dictionary, input_id="bench"), args.rounds)
+    with_test = write_config(grouped_config(path, test=True))
+    job_test = ldpstream.Job(with_test)
+    records = job_test.evaluate(job_test.fold(table, input_id="bench")).to_pylist()
+    reference = batch_run(args.bin, with_test, path)()
+    # A record table keeps the group as a map: (column, value) pairs.
+    got = {dict(r["group"])["grp"]: r["n"] for r in records}
+    want = {r["group"]["grp"]: r["n"] for r in reference}
+    if got != want:
+        sys.exit(f"grouped: the Python fold's n per group differs from batch's ({len(got)} vs {len(want)} groups)")
+    print(f"\nGenRR d = 16, {n:,} reports in {len(want):,} groups, {table.nbytes / 2**20:.0f} MiB in memory; "
+          f"every group's n agrees with batch; load {os.getloadavg()[0]:.2f}")
+    print("| fold, no test | median s | min s | max s | reports/s | rate / batch |")
+    print("|---|---|---|---|---|---|")
+    print(row("`ldpstream batch` (whole process, Parquet file)", n, cli, cli[0]))
+    print(row('`job.fold(table, input_id="bench")`, `grp` as strings', n, named, cli[0]))
+    print(row('`job.fold(...)`, `grp` dictionary-encoded', n, dictionary, cli[0]))
+    os.unlink(fold_only)
+    os.unlink(with_test)
 
 
 def peer_grr(reports: np.ndarray, k: int, epsilon: float):
@@ -258,7 +306,8 @@ def bench_spark(args) -> None:
 
 def main() -> None:
     a = argparse.ArgumentParser()
-    a.add_argument("section", choices=["fold", "peers", "spark"])
+    a.add_argument("section", choices=["fold", "grouped", "peers", "spark"])
+    a.add_argument("--file")
     a.add_argument("--bin")
     a.add_argument("--grr")
     a.add_argument("--bitflip")
@@ -266,7 +315,8 @@ def main() -> None:
     a.add_argument("--rounds", type=int, default=3)
     a.add_argument("--arrow-batch", type=int, default=10_000)
     args = a.parse_args()
-    {"fold": bench_fold, "peers": bench_peers, "spark": bench_spark}[args.section](args)
+    {"fold": bench_fold, "grouped": bench_grouped, "peers": bench_peers,
+     "spark": bench_spark}[args.section](args)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,9 @@
 # the same run (benches/python_bench.py; tables for benches/RESULTS.md):
 #   fold   job.fold on an in-memory pyarrow Table of GRR_ROWS GenRR reports (d = 16) against
 #          `ldpstream batch` on the same Parquet file (target: >= 0.8x batch's rate);
+#   grouped  job.fold on a pyarrow Table of GROUPED_ROWS GenRR reports in GROUPED_G Zipf
+#          string groups (benches/grouped_tools.py's file, 10,000,000 and 1,000 by default)
+#          against `ldpstream batch` on the file, both without a test (target: >= 0.8x);
 #   peers  ldpstream.estimate against multi-freq-ldpy's MI aggregators on PEER_GRR_ROWS GenRR
 #          (d = 16, eps = 1) and PEER_BITFLIP_ROWS bit-flip and OUE (d = 64) reports (target: >= 50x,
 #          equal estimates once the peer's post-processing is applied to ours);
@@ -40,8 +43,11 @@ peer_grr_rows=${PEER_GRR_ROWS:-10000000}
 peer_bitflip_rows=${PEER_BITFLIP_ROWS:-2000000}
 peer_oracle_rows=${PEER_ORACLE_ROWS:-200000}
 peer_olh_rows=${PEER_OLH_ROWS:-20000}
+grouped_rows=${GROUPED_ROWS:-10000000}
+grouped_g=${GROUPED_G:-1000}
 data=benches/data
 if [ "$SMOKE" = 1 ]; then
+  grouped_rows=100000 grouped_g=100
   rounds=1 grr_rows=200000 peer_grr_rows=100000 peer_bitflip_rows=50000 data=$(mktemp -d)
   peer_oracle_rows=5000 peer_olh_rows=1000
   trap 'rm -rf "$data"' EXIT
@@ -73,16 +79,26 @@ grr="$data/grr_d16_${grr_rows}.parquet"
 peer_grr="$data/grr_d16_${peer_grr_rows}.parquet"
 peer_bitflip="$data/bitflip_d64_${peer_bitflip_rows}.parquet"
 peer_oue="$data/oue_d64_${peer_bitflip_rows}.parquet"
-# The same seeds as benches/compare.sh, so the files are shared with it.
-[ -f "$grr" ] || "$bin" simulate --mechanism grr --epsilon 1 --domain 16 --n "$grr_rows" --seed 1 --out "$grr"
-[ -f "$peer_grr" ] || "$bin" simulate --mechanism grr --epsilon 1 --domain 16 --n "$peer_grr_rows" --seed 1 --out "$peer_grr"
-[ -f "$peer_bitflip" ] || "$bin" simulate --mechanism bitflip --epsilon 1 --domain 64 --n "$peer_bitflip_rows" --seed 2 --out "$peer_bitflip"
-[ -f "$peer_oue" ] || "$bin" simulate --mechanism oue --epsilon 1 --domain 64 --n "$peer_bitflip_rows" --seed 3 --out "$peer_oue"
+# The same seeds as benches/compare.sh, so the files are shared with it; only the files
+# the chosen sections read.
+wants() { [[ " ${sections[*]} " == *" $1 "* ]]; }
+if wants fold || wants spark; then
+  [ -f "$grr" ] || "$bin" simulate --mechanism grr --epsilon 1 --domain 16 --n "$grr_rows" --seed 1 --out "$grr"
+fi
+if wants peers; then
+  [ -f "$peer_grr" ] || "$bin" simulate --mechanism grr --epsilon 1 --domain 16 --n "$peer_grr_rows" --seed 1 --out "$peer_grr"
+  [ -f "$peer_bitflip" ] || "$bin" simulate --mechanism bitflip --epsilon 1 --domain 64 --n "$peer_bitflip_rows" --seed 2 --out "$peer_bitflip"
+  [ -f "$peer_oue" ] || "$bin" simulate --mechanism oue --epsilon 1 --domain 64 --n "$peer_bitflip_rows" --seed 3 --out "$peer_oue"
+fi
 
 echo "machine: $(nproc) vCPU, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), load $(cut -d' ' -f1-3 /proc/loadavg); $("$py" --version); ldpstream $("$py" -c 'import ldpstream; print(ldpstream.__version__)')"
 for s in "${sections[@]}"; do
   case $s in
     fold) "$py" benches/python_bench.py fold --bin "$bin" --grr "$grr" --rounds "$rounds" ;;
+    grouped)
+      grouped="$data/grr_d16_${grouped_rows}_zipf1.0_g${grouped_g}.parquet"
+      [ -f "$grouped" ] || "$py" benches/grouped_tools.py gen grr "$grouped_rows" "$grouped_g" 3 "$grouped" 1.0
+      "$py" benches/python_bench.py grouped --bin "$bin" --file "$grouped" --rounds "$rounds" ;;
     peers)
       if ! "$py" -c 'import multi_freq_ldpy' 2>/dev/null; then
         [ "$SMOKE" = 1 ] || { echo "multi-freq-ldpy is not installed in $py" >&2; exit 1; }
@@ -131,7 +147,7 @@ for s in "${sections[@]}"; do
       fi
       "$py" benches/python_bench.py spark --bin "$bin" --grr "$grr" --rounds "${SPARK_ROUNDS:-$rounds}" \
         --arrow-batch "${SPARK_ARROW_BATCH:-10000}" ;;
-    *) echo "unknown section $s (fold, peers, oracles, spark)" >&2; exit 2 ;;
+    *) echo "unknown section $s (fold, grouped, peers, oracles, spark)" >&2; exit 2 ;;
   esac
 done
 echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -3,7 +3,10 @@
 # (/usr/bin/time -v) against
 #   n        the number of reports        (bit flip d = 64 and GenRR d = 16),
 #   d        the domain                   (bit flip at BITS_D_N reports, GenRR at D_N),
-#   groups   distinct group_by values     (GenRR d = 16, G_N reports, max_groups raised),
+#   groups   distinct group_by values     (GenRR d = 16, G_N reports, max_groups raised;
+#            each report's group drawn uniformly at random, so groups interleave as real
+#            segments do, not in the order i mod G), with a GOF per group ("groups") and
+#            without a test ("groups-fold": the fold and the pane state alone),
 #   windows  sliding windows open at once (GenRR d = 16, W_N reports, size = w × slide).
 # Inputs are Parquet files written by pyarrow (uniform random reports, 2^20-row row
 # groups) into benches/data/scaling/ and reused; each point is one warm-up run (it warms
@@ -12,16 +15,18 @@
 #
 #   benches/scaling.sh                         (defaults below; env overrides the lists)
 #   N_LIST="1000000 10000000 100000000 1000000000" benches/scaling.sh
+#   N_LIST= D_LIST= BITS_D_LIST= W_LIST= benches/scaling.sh   (an empty list skips its sweep:
+#                                              here the groups sweeps alone)
 # SMOKE=1: tiny sizes, one round, files and outputs in a temporary directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . benches/bench_env.sh
 rounds=${ROUNDS:-3}
-n_list=${N_LIST:-1000000 10000000 100000000}
-d_list=${D_LIST:-16 256 4096 65536}
-bits_d_list=${BITS_D_LIST:-16 64 256 1024 4096 16384 65536}
-g_list=${G_LIST:-1 10 100 1000 10000 100000}
-w_list=${W_LIST:-1 10 100 1000}
+n_list=${N_LIST-1000000 10000000 100000000}
+d_list=${D_LIST-16 256 4096 65536}
+bits_d_list=${BITS_D_LIST-16 64 256 1024 4096 16384 65536}
+g_list=${G_LIST-1 10 100 1000 10000 100000}
+w_list=${W_LIST-1 10 100 1000}
 d_n=${D_N:-10000000}
 bits_d_n=${BITS_D_N:-100000}
 g_n=${G_N:-10000000}
@@ -33,7 +38,8 @@ if [ "$SMOKE" = 1 ]; then
   w_list="1 10" d_n=10000 bits_d_n=1000 g_n=10000 w_n=10000
   data=$(mktemp -d) out=$data
   trap 'rm -rf "$data"' EXIT
-else
+elif [ -z "${LDPSTREAM_BIN_DIR:-}" ]; then
+  # LDPSTREAM_BIN_DIR names a prebuilt binary: build nothing.
   cargo build --release --quiet --bin ldpstream
 fi
 bench_need_bins ldpstream
@@ -65,7 +71,8 @@ for start in range(0, n, chunk):
         cols["report"] = pa.FixedSizeBinaryArray.from_buffers(pa.binary(w), m, [None, pa.py_buffer(raw)])
     if groups > 1:
         names = pa.array([f"g{i}" for i in range(groups)])
-        idx = pa.array(np.arange(start, start + m) % groups, type=pa.int32())
+        # Random interleaving: i mod G would hand every batch each group in turn.
+        idx = pa.array(rng.integers(0, groups, m), type=pa.int32())
         cols["group"] = pa.DictionaryArray.from_arrays(idx, names).cast(pa.string())
     if span > 0:
         ms = (np.arange(start, start + m, dtype=np.int64) * span * 1000) // n + 1_700_000_000_000
@@ -79,7 +86,8 @@ import os; os.replace(path + ".tmp", path)
 PY
 }
 
-# measure FILE KIND D GROUPS WINDOWS: "seconds peak_rss_mib" (median of the timed runs)
+# measure FILE KIND D GROUPS WINDOWS [TEST]: "seconds peak_rss_mib" (median of the timed
+# runs); TEST=none leaves the stream without a test.
 measure() {
   local cfg="$data/run.toml" mech columns="" window=""
   mech="kind = \"$2\", epsilon = 1.0, domain = $3"
@@ -92,12 +100,16 @@ source = { kind = "parquet", paths = ["$1"] }
 mechanism = { $mech }
 max_groups = 200000
 $columns
+TOML
+  if [ "${6:-gof}" != none ]; then
+    cat >>"$cfg" <<TOML
 [[stream.test]]
 name = "t"
 kind = "gof"
 null = "uniform"
 $window
 TOML
+  fi
   local times=() rss=() line start end
   for r in $(seq 0 "$rounds"); do
     # Wall time from the shell (GNU time's own is in 10 ms steps), peak RSS from time -v.
@@ -113,12 +125,13 @@ TOML
 }
 
 table="$out/scaling.txt"
-printf '%-8s %-8s %12s %7s %8s %8s %10s %10s %12s\n' sweep kernel n d groups windows seconds rss_mib ns_per_report | tee "$table"
-row() { # sweep kernel n d groups windows file
+# load1: the 1-minute load average after the point's runs (nproc $(nproc)).
+printf '%-11s %-8s %12s %7s %8s %8s %10s %10s %12s %6s\n' sweep kernel n d groups windows seconds rss_mib ns_per_report load1 | tee "$table"
+row() { # sweep kernel n d groups windows file [test]
   local m
-  m=$(measure "$7" "$2" "$4" "$5" "$6")
-  printf '%-8s %-8s %12s %7s %8s %8s %10s %10s %12.2f\n' "$1" "$2" "$3" "$4" "$5" "$6" ${m% *} ${m#* } \
-    "$(python3 -c "print(${m% *} * 1e9 / $3)")" | tee -a "$table"
+  m=$(measure "$7" "$2" "$4" "$5" "$6" "${8:-gof}")
+  printf '%-11s %-8s %12s %7s %8s %8s %10s %10s %12.2f %6s\n' "$1" "$2" "$3" "$4" "$5" "$6" ${m% *} ${m#* } \
+    "$(python3 -c "print(${m% *} * 1e9 / $3)")" "$(cut -d' ' -f1 /proc/loadavg)" | tee -a "$table"
 }
 for n in $n_list; do
   f="$data/bitflip_d64_$n.parquet"; gen "$f" bitflip "$n" 64 1 0; row n bitflip "$n" 64 1 0 "$f"
@@ -131,7 +144,8 @@ for d in $d_list; do
   f="$data/grr_d${d}_$d_n.parquet"; gen "$f" grr "$d_n" "$d" 1 0; row d grr "$d_n" "$d" 1 0 "$f"
 done
 for g in $g_list; do
-  f="$data/grr_d16_${g_n}_g$g.parquet"; gen "$f" grr "$g_n" 16 "$g" 0; row groups grr "$g_n" 16 "$g" 0 "$f"
+  f="$data/grr_d16_${g_n}_random_g$g.parquet"; gen "$f" grr "$g_n" 16 "$g" 0; row groups grr "$g_n" 16 "$g" 0 "$f"
+  row groups-fold grr "$g_n" 16 "$g" 0 "$f" none
 done
 # 1000 slides of 10 s of event time; w open windows per report.
 for w in $w_list; do
@@ -143,8 +157,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 rows = [l.split() for l in open(sys.argv[1]).read().splitlines()[1:]]
-sweeps = [("n", 2, "reports n"), ("d", 3, "domain d"), ("groups", 4, "groups"), ("windows", 5, "open windows")]
-fig, axes = plt.subplots(2, 4, figsize=(16, 7))
+sweeps = [("n", 2, "reports n"), ("d", 3, "domain d"), ("groups", 4, "groups"),
+          ("groups-fold", 4, "groups, no test"), ("windows", 5, "open windows")]
+fig, axes = plt.subplots(2, 5, figsize=(20, 7))
 for col, (sweep, x_at, label) in enumerate(sweeps):
     for kernel in ("bitflip", "grr"):
         pts = sorted((float(r[x_at]), float(r[6]), float(r[7])) for r in rows if r[0] == sweep and r[1] == kernel)

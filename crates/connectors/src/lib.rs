@@ -23,6 +23,7 @@ pub mod messages;
 pub mod parallel_files;
 #[cfg(feature = "parquet")]
 pub mod parquet;
+pub mod per_thread;
 pub mod position;
 pub mod records;
 pub mod schema_check;

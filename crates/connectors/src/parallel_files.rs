@@ -11,13 +11,13 @@
 
 use arrow_array::RecordBatch;
 use ldpstream_engine::stream::ReportLayout;
-use rayon::prelude::*;
 
 use crate::error::ConnectorError;
 use crate::parquet::contained::contain;
 use crate::parquet::dictionary::{count_report_keys, KeyCounts};
 use crate::parquet::files::InputFile;
 use crate::parquet::reader::read_row_group_batches;
+use crate::per_thread::fold_per_thread;
 
 /// What a row group hands to the fold.
 pub enum RowGroupInput<'a> {
@@ -46,13 +46,13 @@ impl<'a> ParallelFiles<'a> {
         ParallelFiles { files, layout }
     }
 
-    /// Folds every row group on the current rayon pool: each of rayon's splits of the row
-    /// groups starts from `init()` and hands its row groups' inputs to `fold` one after the
-    /// other, and the splits' results are combined with `merge`, which must be exact and
-    /// order-free (sketch merges are), so the result does not depend on the number of
-    /// threads or the order tasks finish in. An accumulator per split, not per row group,
-    /// keeps a few alive at once however many row groups there are. `progress` gets each
-    /// finished row group's rows.
+    /// Folds every row group on the current rayon pool: each thread starts from `init()`
+    /// and hands the inputs of the row groups it takes to `fold` one after the other, and
+    /// the threads' results are combined with `merge`, which must be exact and order-free
+    /// (sketch merges are), so the result does not depend on the number of threads or the
+    /// order tasks finish in. An accumulator per thread ([`fold_per_thread`]), not per row
+    /// group or per split of the work, keeps as few alive as there are threads.
+    /// `progress` gets each finished row group's rows.
     pub fn fold<T: Send>(
         &self,
         init: impl Fn() -> T + Sync + Send,
@@ -70,14 +70,16 @@ impl<'a> ParallelFiles<'a> {
                 offset += rows;
             }
         }
-        units
-            .par_iter()
-            .try_fold(&init, |mut acc, (file, rg, first_row)| {
-                self.read_row_group(file, *rg, *first_row, |input| fold(&mut acc, input))?;
+        fold_per_thread(
+            &units,
+            init,
+            |acc, (file, rg, first_row)| {
+                self.read_row_group(file, *rg, *first_row, |input| fold(acc, input))?;
                 progress(file.row_group_rows[*rg]);
-                Ok(acc)
-            })
-            .try_reduce(&init, &merge)
+                Ok(())
+            },
+            merge,
+        )
     }
 
     /// Hands row group `rg` of `file` to `each`: its dictionary-key counts when the fast

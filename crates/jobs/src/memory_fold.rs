@@ -1,18 +1,18 @@
 //! The batch job's fold over in-memory Arrow batches (the Python package's `Job.fold`):
 //! the same fold as a Parquet row group's batches in [`crate::batch_job`] (`GroupFold`,
 //! block columns in stream order, every report in its pane), run in parallel on the
-//! current rayon pool over slices of the batches and merged exactly, so the sketches equal those of
+//! current rayon pool over slices of the batches (one fold per thread) and merged exactly, so the sketches equal those of
 //! `batch` over a Parquet file with the same rows.
 
 use arrow_array::RecordBatch;
 use ldpstream_config::StreamConfig;
+use ldpstream_connectors::per_thread::fold_per_thread;
 use ldpstream_connectors::schema_check::check_schema;
 use ldpstream_engine::mechanism::Mechanism;
 use ldpstream_engine::stream::{
     stream_pane_width, with_block_columns, GroupFold, PanedDelta, ReportLayout, StreamError,
 };
 use ldpstream_engine::window::pane_start;
-use rayon::prelude::*;
 
 use crate::error::Error;
 
@@ -45,22 +45,17 @@ pub fn fold_batches(
         }
         row += b.num_rows() as u64;
     }
-    let folded = slices
-        .par_iter()
-        .try_fold(
-            || GroupFold::new(&layout),
-            |mut fold, (batch, first_row)| {
-                fold_one(&mut fold, batch, *first_row, &layout, pane_ms, origin)?;
-                Ok::<_, StreamError>(fold)
-            },
-        )
-        .try_reduce(
-            || GroupFold::new(&layout),
-            |mut a, b| {
-                a.merge(b)?;
-                Ok(a)
-            },
-        )?;
+    // One fold per thread (not per split of the slices): each holds a full (group × cell)
+    // table, and at many groups those dominate the memory.
+    let folded = fold_per_thread(
+        &slices,
+        || GroupFold::new(&layout),
+        |fold, (batch, first_row)| fold_one(fold, batch, *first_row, &layout, pane_ms, origin),
+        |mut a, b| {
+            a.merge(b)?;
+            Ok::<_, StreamError>(a)
+        },
+    )?;
     Ok(folded.into_delta()?)
 }
 

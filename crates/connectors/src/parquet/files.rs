@@ -11,6 +11,7 @@ use parquet::arrow::arrow_reader::{
 };
 use parquet::file::metadata::ParquetMetaData;
 
+use super::group_dictionary::dictionary_group_schema;
 use crate::error::ConnectorError;
 use crate::schema_check::check_schema;
 
@@ -69,14 +70,17 @@ pub fn inspect(paths: &[PathBuf], layout: &ReportLayout) -> Result<Vec<InputFile
                 .iter()
                 .map(|rg| rg.num_rows().max(0) as u64)
                 .collect();
-            let metadata = ArrowReaderMetadata::try_new(
-                builder.metadata().clone(),
-                ArrowReaderOptions::default(),
-            )
-            .map_err(|source| ConnectorError::Parquet {
-                path: path.display().to_string(),
-                source,
-            })?;
+            // Every row-group task reads with these options: the group columns as
+            // dictionaries (see `group_dictionary`).
+            let options = match dictionary_group_schema(builder.schema(), layout) {
+                Some(schema) => ArrowReaderOptions::new().with_schema(schema),
+                None => ArrowReaderOptions::default(),
+            };
+            let metadata = ArrowReaderMetadata::try_new(builder.metadata().clone(), options)
+                .map_err(|source| ConnectorError::Parquet {
+                    path: path.display().to_string(),
+                    source,
+                })?;
             Ok(InputFile {
                 path: path.clone(),
                 row_group_rows,

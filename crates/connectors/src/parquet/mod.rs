@@ -6,6 +6,7 @@
 pub mod contained;
 pub mod dictionary;
 pub mod files;
+pub mod group_dictionary;
 pub mod page_error;
 pub mod reader;
 pub mod record_schema;

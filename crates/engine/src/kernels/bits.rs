@@ -1,3 +1,5 @@
+use std::ops::Range;
+
 use arrow_array::{Array, FixedSizeBinaryArray};
 
 use crate::sketch::{BitSketch, RejectReason};
@@ -54,6 +56,66 @@ pub fn fold_bits_with(kernel: Kernel, array: &FixedSizeBinaryArray, sketch: &mut
         *count += total;
     }
     *n += array.len() as u64 - nulls - padding;
+    sketch
+        .rejected_mut()
+        .add(RejectReason::PaddingBitsSet, padding);
+    sketch.rejected_mut().add(RejectReason::Null, nulls);
+}
+
+/// Folds the rows `rows` of `array` into `sketch` one report at a time, without
+/// allocating: what a grouped fold runs on a group's few rows of a batch, where setting
+/// up the vector kernel costs more than the rows. The result is [`fold_bits`]' on the
+/// same rows.
+pub fn fold_bits_rows(array: &FixedSizeBinaryArray, rows: Range<usize>, sketch: &mut BitSketch) {
+    let d = sketch.bit_counts().len();
+    let width = d.div_ceil(8);
+    let nulls = array
+        .nulls()
+        .map_or(0, |n| rows.clone().filter(|&i| n.is_null(i)).count()) as u64;
+    if array.value_length() as usize != width {
+        let valid = rows.len() as u64 - nulls;
+        sketch.rejected_mut().add(RejectReason::BadSize, valid);
+        sketch.rejected_mut().add(RejectReason::Null, nulls);
+        return;
+    }
+    let mask = padding_mask(d);
+    let mut padding = 0u64;
+    let mut folded = 0u64;
+    let (bit_counts, n) = sketch.parts_mut();
+    for i in rows {
+        if array.is_null(i) {
+            continue;
+        }
+        let row = array.value(i);
+        if row[width - 1] & mask != 0 {
+            padding += 1;
+            continue;
+        }
+        // Bit j is bit j % 8 of byte j / 8: eight bytes read little-endian number their
+        // bits as the report does.
+        let mut words = row.chunks_exact(8);
+        let mut base = 0;
+        for word in &mut words {
+            let mut x = u64::from_le_bytes([
+                word[0], word[1], word[2], word[3], word[4], word[5], word[6], word[7],
+            ]);
+            while x != 0 {
+                bit_counts[base + x.trailing_zeros() as usize] += 1;
+                x &= x - 1;
+            }
+            base += 64;
+        }
+        for &byte in words.remainder() {
+            let mut x = byte;
+            while x != 0 {
+                bit_counts[base + x.trailing_zeros() as usize] += 1;
+                x &= x - 1;
+            }
+            base += 8;
+        }
+        folded += 1;
+    }
+    *n += folded;
     sketch
         .rejected_mut()
         .add(RejectReason::PaddingBitsSet, padding);

@@ -12,7 +12,7 @@ mod signed;
 mod subset;
 mod sums;
 
-pub use bits::{fold_bits, fold_bits_scalar, fold_bits_with};
+pub use bits::{fold_bits, fold_bits_rows, fold_bits_scalar, fold_bits_with};
 pub use categories::{count_categories, fold_categories};
 pub use dictionary::fold_key_counts;
 pub use pool::{fold_pool, fold_pool_direct};

@@ -14,15 +14,16 @@ use std::collections::BTreeMap;
 
 use arrow_array::RecordBatch;
 use arrow_array::{Array, ArrayRef, BooleanArray, TimestampMillisecondArray, UInt32Array};
+use arrow_buffer::NullBuffer;
 use arrow_cast::cast;
 use arrow_schema::{DataType, TimeUnit};
 use arrow_select::filter::filter_record_batch;
-use arrow_select::take::take;
 
 use super::error::StreamError;
 use super::keys::{key_ids, DictCache, KeyTable, OTHER_ID};
 use super::layout::ReportLayout;
 use super::paned_delta::PanedDelta;
+use super::sketch_rows::{fold_sketch_rows, SketchRowsError};
 use crate::kernels::{count_categories, fold_batch};
 use crate::mechanism::Mechanism;
 use crate::sketch::counts::TableMut;
@@ -79,18 +80,43 @@ impl Slots {
             self.slot_of.resize(i + 1, NO_SLOT);
         }
         match self.slot_of[i] {
-            NO_SLOT => {
-                let s = self.key_of.len();
-                self.slot_of[i] = s as u32;
-                self.key_of.push(id);
-                match &mut self.cells {
-                    Cells::Counts { d, cells } => cells.resize(cells.len() + *d + 2, 0),
-                    Cells::Sketches(v) => v.push(mechanism.new_sketch()),
-                }
-                s
-            }
+            NO_SLOT => self.new_slot(id, mechanism),
             s => s as usize,
         }
+    }
+
+    /// The slots of the keys `ids`, appended to `out`: the keys new to this pane get
+    /// their slots first, then the rows are one gather from the table, sized once for the
+    /// batch.
+    fn slots_of(
+        &mut self,
+        ids: impl Iterator<Item = u32> + Clone,
+        keys: usize,
+        mechanism: &Mechanism,
+        out: &mut Vec<u32>,
+    ) {
+        if self.slot_of.len() < keys {
+            self.slot_of.resize(keys, NO_SLOT);
+        }
+        for id in ids.clone() {
+            if self.slot_of[id as usize] == NO_SLOT {
+                self.slot(id, mechanism);
+            }
+        }
+        let slot_of = &self.slot_of;
+        out.extend(ids.map(|id| slot_of[id as usize]));
+    }
+
+    #[cold]
+    fn new_slot(&mut self, id: u32, mechanism: &Mechanism) -> usize {
+        let s = self.key_of.len();
+        self.slot_of[id as usize] = s as u32;
+        self.key_of.push(id);
+        match &mut self.cells {
+            Cells::Counts { d, cells } => cells.resize(cells.len() + *d + 2, 0),
+            Cells::Sketches(v) => v.push(mechanism.new_sketch()),
+        }
+        s
     }
 
     /// Adds `other`'s slot `from` into this pane's slot for key `id`.
@@ -152,17 +178,35 @@ impl Slots {
         Ok(out)
     }
 
-    /// Each slot as its key id and sketch.
-    fn into_sketches(self, mechanism: &Mechanism) -> Vec<(u32, Sketch)> {
+    /// The slots as sketches keyed by their groups' values. Built in key order straight
+    /// into the map: no list of every (key, sketch) pair beside it, which at 10⁵ groups
+    /// was twice the map's own size for a moment.
+    fn into_grouped(self, keys: &KeyTable, mechanism: &Mechanism) -> Grouped {
+        let mut order: Vec<(GroupKey, u32)> = self
+            .key_of
+            .iter()
+            .enumerate()
+            .map(|(slot, &id)| (keys.key(id), slot as u32))
+            .collect();
+        order.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let mut out = Grouped::new();
         match self.cells {
-            Cells::Sketches(sketches) => self.key_of.into_iter().zip(sketches).collect(),
-            Cells::Counts { d, cells } => self
-                .key_of
-                .into_iter()
-                .zip(cells.chunks_exact(d + 2))
-                .map(|(id, c)| (id, counts_sketch(mechanism, &c[..d], c[d], c[d + 1])))
-                .collect(),
+            Cells::Counts { d, cells } => {
+                for (key, slot) in order {
+                    let c = &cells[slot as usize * (d + 2)..(slot as usize + 1) * (d + 2)];
+                    out.insert(key, counts_sketch(mechanism, &c[..d], c[d], c[d + 1]));
+                }
+            }
+            Cells::Sketches(sketches) => {
+                let mut sketches: Vec<Option<Sketch>> = sketches.into_iter().map(Some).collect();
+                for (key, slot) in order {
+                    if let Some(sketch) = sketches[slot as usize].take() {
+                        out.insert(key, sketch);
+                    }
+                }
+            }
         }
+        out
     }
 }
 
@@ -474,18 +518,16 @@ impl GroupFold {
         let slot_of_rows = &mut self.slots;
         slot_of_rows.clear();
         if grouped {
-            let ids = &self.ids;
+            let (ids, keys) = (&self.ids, self.keys.len());
+            slot_of_rows.reserve(len);
             match rows {
-                None => {
-                    for &id in ids.iter() {
-                        slot_of_rows.push(slots.slot(id, &self.mechanism) as u32);
-                    }
-                }
-                Some(rows) => {
-                    for &r in rows {
-                        slot_of_rows.push(slots.slot(ids[r as usize], &self.mechanism) as u32);
-                    }
-                }
+                None => slots.slots_of(ids.iter().copied(), keys, &self.mechanism, slot_of_rows),
+                Some(rows) => slots.slots_of(
+                    rows.iter().map(|&r| ids[r as usize]),
+                    keys,
+                    &self.mechanism,
+                    slot_of_rows,
+                ),
             }
         } else {
             let s = slots.slot(OTHER_ID, &self.mechanism) as u32;
@@ -545,11 +587,7 @@ impl GroupFold {
             self.keys.lower_ceiling(c.clone());
         }
         let ids: Vec<u32> = (0..keys.len() as u32)
-            .map(|id| {
-                let key = keys.key(id);
-                let parts: Vec<Option<&str>> = key.iter().map(|v| v.as_deref()).collect();
-                self.keys.intern_parts(&parts)
-            })
+            .map(|id| self.keys.intern_from(&keys, id))
             .collect();
         let absorb = |into: &mut Slots, from: Slots| -> Result<(), EngineError> {
             let mut cells = from.cells;
@@ -627,15 +665,7 @@ impl GroupFold {
             max_groups,
             ..
         } = self;
-        let grouped = |slots: Slots| -> Grouped {
-            let mut entries: Vec<(GroupKey, Sketch)> = slots
-                .into_sketches(&mechanism)
-                .into_iter()
-                .map(|(id, sketch)| (keys.key(id), sketch))
-                .collect();
-            entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-            entries.into_iter().collect()
-        };
+        let grouped = |slots: Slots| slots.into_grouped(&keys, &mechanism);
         Ok(PanedDelta {
             panes: panes.into_iter().map(|(p, s)| (p, grouped(s))).collect(),
             untimed: untimed.map(grouped).unwrap_or_default(),
@@ -675,73 +705,44 @@ fn count_rows(
         }
         return;
     }
-    let class = |i: usize| -> usize {
-        if nulls.is_some_and(|n| n.is_null(i)) {
-            d + 1
-        } else {
-            (v[i] as usize).min(d)
-        }
-    };
-    let row = |k: usize| rows.map_or(k, |r| r[k] as usize);
     if cells.len() <= LANED_CELLS {
-        let index: Vec<u32> = slot
-            .iter()
-            .enumerate()
-            .map(|(k, &s)| (s as usize * width + class(row(k))) as u32)
-            .collect();
+        let mut index: Vec<u32> = Vec::with_capacity(slot.len());
+        for_each_cell(d, v, rows, nulls, slot, |c| index.push(c as u32));
         count_categories(&index, cells);
     } else {
-        for (k, &s) in slot.iter().enumerate() {
-            cells[s as usize * width + class(row(k))] += 1;
-        }
+        for_each_cell(d, v, rows, nulls, slot, |c| cells[c] += 1);
     }
 }
 
-enum SketchRowsError {
-    Engine(EngineError),
-    Arrow(arrow_schema::ArrowError),
-}
-
-/// The rows `rows` (or all) gathered by slot, and each slot's run through the kernel.
-fn fold_sketch_rows(
-    mechanism: &Mechanism,
-    sketches: &mut [Sketch],
-    report: &ArrayRef,
-    index: Option<&ArrayRef>,
+/// Calls `f` with each selected row's cell in a flat table of width d + 2, in one pass per
+/// shape of the selection (no per-row test of the shape).
+fn for_each_cell(
+    d: usize,
+    v: &[u32],
     rows: Option<&[u32]>,
+    nulls: Option<&NullBuffer>,
     slot: &[u32],
-) -> Result<(), SketchRowsError> {
-    let n = sketches.len();
-    let mut starts = vec![0usize; n + 1];
-    for &s in slot {
-        starts[s as usize + 1] += 1;
-    }
-    for k in 1..starts.len() {
-        starts[k] += starts[k - 1];
-    }
-    let mut cursor = starts.clone();
-    let mut order = vec![0u32; slot.len()];
-    for (k, &s) in slot.iter().enumerate() {
-        let row = rows.map_or(k as u32, |r| r[k]);
-        order[cursor[s as usize]] = row;
-        cursor[s as usize] += 1;
-    }
-    let order = UInt32Array::from(order);
-    let report = take(report.as_ref(), &order, None).map_err(SketchRowsError::Arrow)?;
-    let index = index
-        .map(|a| take(a.as_ref(), &order, None))
-        .transpose()
-        .map_err(SketchRowsError::Arrow)?;
-    for (s, sketch) in sketches.iter_mut().enumerate() {
-        let (from, to) = (starts[s], starts[s + 1]);
-        if from == to {
-            continue;
+    mut f: impl FnMut(usize),
+) {
+    let width = d + 2;
+    let cell = |s: u32, x: u32| s as usize * width + (x as usize).min(d);
+    match (rows, nulls) {
+        (None, None) => slot.iter().zip(v).for_each(|(&s, &x)| f(cell(s, x))),
+        (Some(rows), None) => slot
+            .iter()
+            .zip(rows)
+            .for_each(|(&s, &r)| f(cell(s, v[r as usize]))),
+        (rows, Some(n)) => {
+            for (k, &s) in slot.iter().enumerate() {
+                let r = rows.map_or(k, |r| r[k] as usize);
+                f(if n.is_null(r) {
+                    s as usize * width + d + 1
+                } else {
+                    cell(s, v[r])
+                });
+            }
         }
-        let r = report.slice(from, to - from);
-        let i = index.as_ref().map(|a| a.slice(from, to - from));
-        fold_batch(mechanism, sketch, r.as_ref(), i.as_deref()).map_err(SketchRowsError::Engine)?;
     }
-    Ok(())
 }
 
 fn column(batch: &RecordBatch, name: &str, origin: &str) -> Result<ArrayRef, StreamError> {

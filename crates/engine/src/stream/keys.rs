@@ -4,15 +4,21 @@
 //!
 //! A key is stored once, as bytes back to back in one arena (per column: a null tag, or a
 //! tag, the length and the UTF-8 bytes), and found by hash. A dictionary-encoded column
-//! (what a Parquet reader hands over) is interned once per distinct dictionary entry: the
+//! (what the Parquet reader hands over) is interned once per distinct dictionary entry: the
 //! rows then only look their dictionary key up in a table, and the table is kept while
-//! later batches share the same dictionary (a Parquet column chunk's batches do).
+//! later batches share the same dictionary (a Parquet column chunk's batches do). String
+//! columns (Kafka messages, Python tables) go through a small table of the batch's own
+//! distinct keys first, so the fold's table is searched once per distinct key and batch.
 
 use std::cmp::Ordering;
-use std::sync::Arc;
+use std::hash::{BuildHasher, Hash, Hasher};
+use std::sync::{Arc, OnceLock};
 
 use arrow_array::cast::AsArray;
+
+use arrow_array::types::Int32Type;
 use arrow_array::{Array, ArrayRef, GenericStringArray, OffsetSizeTrait, StringViewArray};
+use arrow_buffer::NullBuffer;
 use arrow_schema::DataType;
 use hashbrown::HashTable;
 
@@ -30,13 +36,24 @@ pub(crate) struct KeyTable {
     /// The encoded keys, back to back; key `id` is `bytes[ends[id - 1]..ends[id]]`.
     bytes: Vec<u8>,
     ends: Vec<usize>,
+    /// Each key's hash, so that neither growing the index nor compacting it after the cap
+    /// hashes a key again.
+    hashes: Vec<u64>,
     index: HashTable<u32>,
     hasher: ahash::RandomState,
     /// Keys above this are known to be beyond the group cap: they go straight to the
     /// overflow group (the cap would move them there anyway).
     ceiling: Option<GroupKey>,
-    /// Scratch for one row's encoding.
-    row: Vec<u8>,
+}
+
+/// The hash of a one-column null key (any fixed value: equal keys need equal hashes only).
+const NULL_HASH: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// The hasher of every key table in the process: one random key, so that merging two
+/// folds' tables reuses the hashes one of them already computed.
+fn fold_hasher() -> ahash::RandomState {
+    static HASHER: OnceLock<ahash::RandomState> = OnceLock::new();
+    HASHER.get_or_init(ahash::RandomState::new).clone()
 }
 
 /// The id of the overflow group (`["__other__"; k]`) in a grouped fold, and of the empty
@@ -52,6 +69,38 @@ fn encode_part(out: &mut Vec<u8>, value: Option<&[u8]>) {
             out.extend_from_slice(v);
         }
     }
+}
+
+/// Whether `encoded` is the encoding of `parts`, compared in place (no copy of the parts).
+fn encodes(mut encoded: &[u8], parts: &[Option<&str>]) -> bool {
+    if let [Some(v)] = parts {
+        // One value: its tag and length are implied by the encoding's length.
+        let v = v.as_bytes();
+        return encoded.len() == v.len() + 9 && encoded[0] == 1 && encoded[9..] == *v;
+    }
+    for part in parts {
+        match (part, encoded.split_first()) {
+            (None, Some((0, rest))) => encoded = rest,
+            (Some(v), Some((1, rest))) => {
+                let v = v.as_bytes();
+                let Some((len, rest)) = rest.split_at_checked(8) else {
+                    return false;
+                };
+                if len != (v.len() as u64).to_le_bytes() {
+                    return false;
+                }
+                let Some((value, rest)) = rest.split_at_checked(v.len()) else {
+                    return false;
+                };
+                if value != v {
+                    return false;
+                }
+                encoded = rest;
+            }
+            _ => return false,
+        }
+    }
+    encoded.is_empty()
 }
 
 fn decode(mut bytes: &[u8], columns: usize) -> GroupKey {
@@ -87,10 +136,10 @@ impl KeyTable {
             columns,
             bytes: Vec::new(),
             ends: Vec::new(),
+            hashes: Vec::new(),
             index: HashTable::new(),
-            hasher: ahash::RandomState::new(),
+            hasher: fold_hasher(),
             ceiling: None,
-            row: Vec::new(),
         };
         let first = other_key(columns);
         let parts: Vec<Option<&str>> = first.iter().map(|v| v.as_deref()).collect();
@@ -125,20 +174,83 @@ impl KeyTable {
         }
     }
 
+    /// The hash of the key whose values are `parts`: the values themselves are hashed, not
+    /// their encoding, so a lookup copies nothing.
+    pub(crate) fn hash_parts(&self, parts: &[Option<&str>]) -> u64 {
+        match parts {
+            // One column (the usual key): one pass over the bytes. A table's keys all have
+            // its number of columns, so its hashes all come from the same arm.
+            [Some(v)] => self.hasher.hash_one(v.as_bytes()),
+            [None] => NULL_HASH,
+            _ => {
+                let mut h = self.hasher.build_hasher();
+                for p in parts {
+                    p.map(str::as_bytes).hash(&mut h);
+                }
+                h.finish()
+            }
+        }
+    }
+
     /// The id of the key whose values are `parts` (one per column), interning it if new.
     pub(crate) fn intern_parts(&mut self, parts: &[Option<&str>]) -> u32 {
-        let mut row = std::mem::take(&mut self.row);
-        row.clear();
-        for p in parts {
-            encode_part(&mut row, p.map(str::as_bytes));
-        }
-        let id = match self.find(&row) {
+        let hash = self.hash_parts(parts);
+        self.intern_hashed(parts, hash)
+    }
+
+    /// [`Self::intern_parts`] with the parts' hash ([`Self::hash_parts`]) already known.
+    pub(crate) fn intern_hashed(&mut self, parts: &[Option<&str>], hash: u64) -> u32 {
+        let (bytes, ends) = (&self.bytes, &self.ends);
+        let found = self
+            .index
+            .find(hash, |&id| {
+                let o = id as usize;
+                let start = if o == 0 { 0 } else { ends[o - 1] };
+                encodes(&bytes[start..ends[o]], parts)
+            })
+            .copied();
+        match found {
             Some(id) => id,
             None if self.above_ceiling(parts) => OTHER_ID,
-            None => self.insert(&row),
-        };
-        self.row = row;
-        id
+            None => {
+                let start = self.bytes.len();
+                for p in parts {
+                    encode_part(&mut self.bytes, p.map(str::as_bytes));
+                }
+                self.insert(start, hash)
+            }
+        }
+    }
+
+    /// The id in this table of `other`'s key `id`, interning it if new: what merging two
+    /// folds does for each key of the other. The tables share their hasher, so the stored
+    /// hash is reused and the key compared as encoded, never decoded (unless a ceiling
+    /// must be checked).
+    pub(crate) fn intern_from(&mut self, other: &KeyTable, id: u32) -> u32 {
+        let encoded = other.encoded(id);
+        let hash = other.hashes[id as usize];
+        let (bytes, ends) = (&self.bytes, &self.ends);
+        let found = self
+            .index
+            .find(hash, |&mine| {
+                let o = mine as usize;
+                let start = if o == 0 { 0 } else { ends[o - 1] };
+                bytes[start..ends[o]] == *encoded
+            })
+            .copied();
+        if let Some(mine) = found {
+            return mine;
+        }
+        if self.ceiling.is_some() {
+            let key = other.key(id);
+            let parts: Vec<Option<&str>> = key.iter().map(|v| v.as_deref()).collect();
+            if self.above_ceiling(&parts) {
+                return OTHER_ID;
+            }
+        }
+        let start = self.bytes.len();
+        self.bytes.extend_from_slice(encoded);
+        self.insert(start, hash)
     }
 
     /// The id of a one-column key, interning it if new.
@@ -152,24 +264,15 @@ impl KeyTable {
             .is_some_and(|c| cmp_parts(parts, c) == Ordering::Greater)
     }
 
-    fn find(&self, encoded: &[u8]) -> Option<u32> {
-        let hash = self.hasher.hash_one(encoded);
-        self.index
-            .find(hash, |&id| self.encoded(id) == encoded)
-            .copied()
-    }
-
-    fn insert(&mut self, encoded: &[u8]) -> u32 {
+    /// Indexes the key just written at `bytes[start..]`, whose hash is `hash`.
+    fn insert(&mut self, start: usize, hash: u64) -> u32 {
+        debug_assert!(self.ends.last().copied().unwrap_or(0) == start);
         let id = self.ends.len() as u32;
-        self.bytes.extend_from_slice(encoded);
         self.ends.push(self.bytes.len());
-        let hash = self.hasher.hash_one(encoded);
-        let (bytes, ends, hasher) = (&self.bytes, &self.ends, &self.hasher);
-        self.index.insert_unique(hash, id, |&other| {
-            let o = other as usize;
-            let start = if o == 0 { 0 } else { ends[o - 1] };
-            hasher.hash_one(&bytes[start..ends[o]])
-        });
+        self.hashes.push(hash);
+        let hashes = &self.hashes;
+        self.index
+            .insert_unique(hash, id, |&other| hashes[other as usize]);
         id
     }
 
@@ -180,13 +283,15 @@ impl KeyTable {
             columns: self.columns,
             bytes: Vec::new(),
             ends: Vec::with_capacity(kept.len()),
+            hashes: Vec::with_capacity(kept.len()),
             index: HashTable::with_capacity(kept.len()),
             hasher: self.hasher.clone(),
             ceiling: self.ceiling.take(),
-            row: Vec::new(),
         };
         for &id in kept {
-            out.insert(self.encoded(id));
+            let start = out.bytes.len();
+            out.bytes.extend_from_slice(self.encoded(id));
+            out.insert(start, self.hashes[id as usize]);
         }
         *self = out;
     }
@@ -243,14 +348,22 @@ impl<'a> Strings<'a> {
     }
 }
 
+/// A dictionary column's keys: Int32 ones (what the Parquet reader makes) borrowed as
+/// they are, any other key type widened once per batch.
+enum DictKeys<'a> {
+    I32(&'a [i32]),
+    Widened(Vec<usize>),
+}
+
 /// A group column as the fold reads it: its values, or a dictionary and each row's key.
 enum KeyColumn<'a> {
     Plain(Strings<'a>),
     Dictionary {
         values: &'a ArrayRef,
         strings: Strings<'a>,
-        /// Each row's dictionary key; None for a null key.
-        keys: Vec<Option<usize>>,
+        keys: DictKeys<'a>,
+        /// The null keys, if any.
+        nulls: Option<NullBuffer>,
     },
 }
 
@@ -262,27 +375,41 @@ impl<'a> KeyColumn<'a> {
         let dict = array.as_any_dictionary_opt()?;
         let values = dict.values();
         let strings = Strings::of(values.as_ref())?;
-        let keys = if values.is_empty() {
-            vec![None; dict.len()]
-        } else {
-            let nulls = dict.keys().logical_nulls();
-            dict.normalized_keys()
-                .into_iter()
-                .enumerate()
-                .map(|(i, k)| nulls.as_ref().is_none_or(|n| n.is_valid(i)).then_some(k))
-                .collect()
+        let keys = match array.as_dictionary_opt::<Int32Type>() {
+            Some(d) => DictKeys::I32(d.keys().values()),
+            None => DictKeys::Widened(dict.normalized_keys()),
         };
+        let nulls = dict.keys().logical_nulls().filter(|n| n.null_count() > 0);
         Some(KeyColumn::Dictionary {
             values,
             strings,
             keys,
+            nulls,
         })
+    }
+
+    /// Row `i`'s dictionary key, None for a null key (or one past the dictionary, which a
+    /// valid array holds only under a null).
+    fn key(keys: &DictKeys<'_>, nulls: Option<&NullBuffer>, len: usize, i: usize) -> Option<usize> {
+        if nulls.is_some_and(|n| n.is_null(i)) {
+            return None;
+        }
+        let k = match keys {
+            DictKeys::I32(k) => usize::try_from(k[i]).ok()?,
+            DictKeys::Widened(k) => k[i],
+        };
+        (k < len).then_some(k)
     }
 
     fn get(&self, i: usize) -> Option<&'a str> {
         match self {
             KeyColumn::Plain(s) => s.get(i),
-            KeyColumn::Dictionary { strings, keys, .. } => keys[i].and_then(|k| strings.get(k)),
+            KeyColumn::Dictionary {
+                strings,
+                keys,
+                nulls,
+                values,
+            } => Self::key(keys, nulls.as_ref(), values.len(), i).and_then(|k| strings.get(k)),
         }
     }
 
@@ -291,13 +418,36 @@ impl<'a> KeyColumn<'a> {
     fn first_too_long(&self, rows: usize, limit: usize) -> Option<(usize, usize)> {
         match self {
             KeyColumn::Plain(s) => s.first_too_long(limit),
-            KeyColumn::Dictionary { strings, keys, .. } => {
+            KeyColumn::Dictionary { strings, .. } => {
                 strings.first_too_long(limit)?;
                 (0..rows).find_map(|i| {
-                    let len = keys[i].and_then(|k| strings.get(k)).map_or(0, str::len);
+                    let len = self.get(i).map_or(0, str::len);
                     (len > limit).then_some((i, len))
                 })
             }
+        }
+    }
+
+    /// The dictionary's length (its entries plus one for null) when this is a dictionary
+    /// column, for the packed multi-column codes.
+    fn radix(&self) -> Option<u64> {
+        match self {
+            KeyColumn::Plain(_) => None,
+            KeyColumn::Dictionary { values, .. } => Some(values.len() as u64 + 1),
+        }
+    }
+
+    /// Row `i`'s dictionary key as a digit below [`Self::radix`] (the last for null).
+    fn digit(&self, i: usize) -> u64 {
+        match self {
+            KeyColumn::Plain(_) => 0,
+            KeyColumn::Dictionary {
+                keys,
+                nulls,
+                values,
+                ..
+            } => Self::key(keys, nulls.as_ref(), values.len(), i)
+                .map_or(values.len() as u64, |k| k as u64),
         }
     }
 }
@@ -366,6 +516,7 @@ pub(crate) fn key_ids(
     ids: &mut Vec<u32>,
 ) -> Result<(), KeyError> {
     ids.clear();
+    ids.reserve(rows);
     let mut read = Vec::with_capacity(columns.len());
     for (name, array) in columns {
         let column = KeyColumn::of(array).ok_or_else(|| KeyError::WrongType {
@@ -386,56 +537,174 @@ pub(crate) fn key_ids(
             values,
             strings,
             keys,
-        }] => {
-            if !cache
-                .values
-                .as_ref()
-                .is_some_and(|v| Arc::ptr_eq(v, values))
-            {
-                cache.values = Some(Arc::clone(values));
-                cache.ids.clear();
-                cache.ids.resize(values.len(), UNSET);
+            nulls,
+        }] => dictionary_ids(
+            table,
+            cache,
+            values,
+            strings,
+            keys,
+            nulls.as_ref(),
+            rows,
+            ids,
+        ),
+        [KeyColumn::Plain(_)] => plain_ids(table, &read, rows, ids),
+        many => many_ids(table, many, rows, ids),
+    }
+    Ok(())
+}
+
+/// One dictionary column's ids: each entry is interned the first time a row uses it, and
+/// the entries' ids are kept while later batches share the dictionary (a Parquet column
+/// chunk's batches do), so a row costs a table lookup, not a hash.
+#[allow(clippy::too_many_arguments)]
+fn dictionary_ids(
+    table: &mut KeyTable,
+    cache: &mut DictCache,
+    values: &ArrayRef,
+    strings: &Strings<'_>,
+    keys: &DictKeys<'_>,
+    nulls: Option<&NullBuffer>,
+    rows: usize,
+    ids: &mut Vec<u32>,
+) {
+    if !cache
+        .values
+        .as_ref()
+        .is_some_and(|v| Arc::ptr_eq(v, values))
+    {
+        cache.values = Some(Arc::clone(values));
+        cache.ids.clear();
+        cache.ids.resize(values.len(), UNSET);
+    }
+    let mut null_id = None;
+    let ids_of = &mut cache.ids;
+    match (keys, nulls) {
+        (DictKeys::I32(keys), None) => {
+            let keys = &keys[..rows];
+            // Entries first met in this batch are interned first, so that the rows are then
+            // a plain gather (a key past the dictionary, which a valid array holds only
+            // under a null, is the null group).
+            let mut beyond = None;
+            for &k in keys {
+                match ids_of.get(k as u32 as usize) {
+                    Some(&UNSET) => {
+                        resolve_entry(
+                            table,
+                            ids_of,
+                            strings,
+                            &mut null_id,
+                            Some(k as u32 as usize),
+                        );
+                    }
+                    Some(_) => {}
+                    None => {
+                        beyond.get_or_insert_with(|| {
+                            resolve_entry(table, ids_of, strings, &mut null_id, None)
+                        });
+                    }
+                }
             }
-            let mut null_id = None;
-            for key in keys.iter().take(rows) {
-                let id = match *key {
-                    Some(k) if strings.get(k).is_some() => match cache.ids[k] {
-                        UNSET => {
-                            let id = table.intern_one(strings.get(k));
-                            cache.ids[k] = id;
-                            id
-                        }
-                        id => id,
-                    },
-                    _ => *null_id.get_or_insert_with(|| table.intern_one(None)),
+            let null = beyond.unwrap_or(OTHER_ID);
+            ids.extend(keys.iter().map(|&k| match ids_of.get(k as u32 as usize) {
+                // A null entry of the dictionary stays UNSET: its rows are the null
+                // group.
+                Some(&UNSET) => null_id.unwrap_or(null),
+                Some(&id) => id,
+                None => null,
+            }));
+        }
+        _ => {
+            let len = values.len();
+            for i in 0..rows {
+                let id = match KeyColumn::key(keys, nulls, len, i) {
+                    Some(k) if ids_of[k] != UNSET => ids_of[k],
+                    k => resolve_entry(table, ids_of, strings, &mut null_id, k),
                 };
                 ids.push(id);
-            }
-        }
-        [column] => {
-            // Rows of one segment often come in runs: the previous row's value is checked
-            // before hashing.
-            let mut last: Option<(Option<&str>, u32)> = None;
-            for i in 0..rows {
-                let value = column.get(i);
-                let id = match last {
-                    Some((v, id)) if v == value => id,
-                    _ => table.intern_one(value),
-                };
-                last = Some((value, id));
-                ids.push(id);
-            }
-        }
-        many => {
-            let mut parts: Vec<Option<&str>> = Vec::with_capacity(many.len());
-            for i in 0..rows {
-                parts.clear();
-                parts.extend(many.iter().map(|c| c.get(i)));
-                ids.push(table.intern_parts(&parts));
             }
         }
     }
-    Ok(())
+}
+
+/// The id of dictionary entry `k` (None: a null key), interned and remembered in `ids_of`.
+fn resolve_entry(
+    table: &mut KeyTable,
+    ids_of: &mut [u32],
+    strings: &Strings<'_>,
+    null_id: &mut Option<u32>,
+    k: Option<usize>,
+) -> u32 {
+    match k.map(|k| (k, strings.get(k))) {
+        Some((k, Some(value))) => {
+            let id = table.intern_one(Some(value));
+            ids_of[k] = id;
+            id
+        }
+        // A null key, or a key to a null entry: the null group.
+        _ => *null_id.get_or_insert_with(|| table.intern_one(None)),
+    }
+}
+
+/// Several group columns' ids. When every column is a dictionary, a row's keys pack into
+/// one integer, and each distinct packed key of the batch is interned once; otherwise
+/// every row's values are looked up.
+fn many_ids(table: &mut KeyTable, columns: &[KeyColumn<'_>], rows: usize, ids: &mut Vec<u32>) {
+    let mut parts: Vec<Option<&str>> = Vec::with_capacity(columns.len());
+    let radices: Option<Vec<u64>> = columns.iter().map(KeyColumn::radix).collect();
+    let fits = radices.as_ref().is_some_and(|r| {
+        r.iter()
+            .try_fold(1u64, |product, &radix| product.checked_mul(radix))
+            .is_some()
+    });
+    let Some(radices) = radices.filter(|_| fits) else {
+        return plain_ids(table, columns, rows, ids);
+    };
+    let mut seen: hashbrown::HashMap<u64, u32, ahash::RandomState> =
+        hashbrown::HashMap::with_hasher(ahash::RandomState::new());
+    for i in 0..rows {
+        let code = columns
+            .iter()
+            .zip(&radices)
+            .fold(0u64, |code, (c, &radix)| code * radix + c.digit(i));
+        let id = *seen.entry(code).or_insert_with(|| {
+            parts.clear();
+            parts.extend(columns.iter().map(|c| c.get(i)));
+            table.intern_parts(&parts)
+        });
+        ids.push(id);
+    }
+}
+
+/// Rows whose values are looked up one by one (string columns, not dictionaries): a small
+/// table of the batch's own distinct keys stands in front of the fold's, so each distinct
+/// key of a batch is looked up there once, and a row costs one hash and a probe into a
+/// table that stays in cache, compared with an earlier row of the same batch.
+fn plain_ids(table: &mut KeyTable, columns: &[KeyColumn<'_>], rows: usize, ids: &mut Vec<u32>) {
+    // (hash, the first row with the key, its id)
+    let mut local: HashTable<(u64, u32, u32)> = HashTable::new();
+    let mut parts: Vec<Option<&str>> = Vec::with_capacity(columns.len());
+    for i in 0..rows {
+        parts.clear();
+        parts.extend(columns.iter().map(|c| c.get(i)));
+        let hash = table.hash_parts(&parts);
+        let same = |&(h, row, _): &(u64, u32, u32)| {
+            h == hash
+                && columns
+                    .iter()
+                    .zip(&parts)
+                    .all(|(c, p)| c.get(row as usize) == *p)
+        };
+        let id = match local.find(hash, same) {
+            Some(&(_, _, id)) => id,
+            None => {
+                let id = table.intern_hashed(&parts, hash);
+                local.insert_unique(hash, (hash, i as u32, id), |e| e.0);
+                id
+            }
+        };
+        ids.push(id);
+    }
 }
 
 #[cfg(test)]

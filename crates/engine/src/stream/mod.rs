@@ -23,6 +23,7 @@ pub mod memory;
 pub mod paned;
 pub mod paned_delta;
 pub mod record_sink;
+mod sketch_rows;
 pub mod window_results;
 
 pub use due::{longest_window, rfc3339, stream_pane_width, take_due, WindowSnapshot};

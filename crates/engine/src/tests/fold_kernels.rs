@@ -3,7 +3,8 @@
 
 use crate::kernels::popcount::{positional_counts_with, Kernel};
 use crate::kernels::{
-    fold_bits_scalar, fold_bits_with, fold_pool, fold_pool_direct, fold_signed, fold_signed_scalar,
+    fold_bits_rows, fold_bits_scalar, fold_bits_with, fold_pool, fold_pool_direct, fold_signed,
+    fold_signed_scalar,
 };
 use crate::sketch::{BitSketch, PoolSketch, RejectReason, SignedSketch};
 use arrow_array::{Array, FixedSizeBinaryArray, Int8Array, UInt32Array};
@@ -55,6 +56,16 @@ fn assert_bits_match(array: &FixedSizeBinaryArray, d: usize) -> Result<(), TestC
         expected.n() + expected.rejected().total(),
         array.len() as u64
     );
+    // The row-at-a-time fold of a grouped fold's small runs, over the whole batch and
+    // over two parts of it.
+    let mut rows = BitSketch::new(d);
+    fold_bits_rows(array, 0..array.len(), &mut rows);
+    prop_assert_eq!(&rows, &expected, "fold_bits_rows, d = {}", d);
+    let cut = array.len() / 3;
+    let mut parts = BitSketch::new(d);
+    fold_bits_rows(array, 0..cut, &mut parts);
+    fold_bits_rows(array, cut..array.len(), &mut parts);
+    prop_assert_eq!(&parts, &expected, "fold_bits_rows in parts, d = {}", d);
     for kernel in Kernel::available() {
         let mut got = BitSketch::new(d);
         fold_bits_with(kernel, array, &mut got);

@@ -30,6 +30,11 @@ pub fn is_other(key: &GroupKey) -> bool {
 /// `into` lacks are moved, not copied, so adding a delta never holds it twice (at d = 2^24
 /// a group's table is megabytes).
 pub fn absorb_grouped(into: &mut Grouped, from: Grouped) -> Result<(), EngineError> {
+    // Into nothing, the merge is the other side itself: no key is looked up or moved.
+    if into.is_empty() {
+        *into = from;
+        return Ok(());
+    }
     for (key, sketch) in from {
         match into.get_mut(&key) {
             Some(existing) => existing.merge(&sketch)?,
@@ -146,6 +151,20 @@ impl PaneStore {
     fn admit(&mut self, delta: Grouped) -> Result<Grouped, EngineError> {
         let admitted = if delta.keys().all(|k| self.known.contains(k) || is_other(k)) {
             delta
+        } else if self.known.len().saturating_add(delta.len()) <= self.max_groups {
+            // Every new key fits under the cap: the delta stays as it is (`cap` would
+            // rebuild it entry by entry to the same map).
+            if self.known.is_empty() {
+                // In key order: the set is built in one pass.
+                self.known = delta.keys().filter(|k| !is_other(k)).cloned().collect();
+            } else {
+                for key in delta.keys().filter(|k| !is_other(k)) {
+                    if !self.known.contains(key) {
+                        self.known.insert(key.clone());
+                    }
+                }
+            }
+            delta
         } else {
             self.cap(delta)?
         };
@@ -161,8 +180,11 @@ impl PaneStore {
 
     fn cap(&mut self, delta: Grouped) -> Result<Grouped, EngineError> {
         let mut out = Grouped::new();
+        let mut other = GroupKey::new();
         for (key, sketch) in delta {
-            let other = other_key(key.len());
+            if other.len() != key.len() {
+                other = other_key(key.len());
+            }
             // The overflow group is not one of the `max_groups`: it is where they overflow to.
             let fits =
                 key == other || self.known.contains(&key) || self.known.len() < self.max_groups;
@@ -172,7 +194,7 @@ impl PaneStore {
                 }
                 key
             } else {
-                other
+                other.clone()
             };
             match out.get_mut(&key) {
                 Some(existing) => existing.merge(&sketch)?,
