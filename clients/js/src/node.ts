@@ -10,7 +10,7 @@
 // not read back is an error naming it, never a fresh start (which would spend epsilon_perm
 // again per value).
 
-import { closeSync, openSync, readFileSync, unlinkSync, writeSync } from "node:fs";
+import { closeSync, lstatSync, openSync, readFileSync, realpathSync, unlinkSync, writeSync } from "node:fs";
 import { open, readFile, realpath, rename, unlink } from "node:fs/promises";
 import { dirname } from "node:path";
 import { randomBytes } from "node:crypto";
@@ -152,7 +152,15 @@ export class NodeFileMemoStore implements MemoStore {
       // `${undefined}.lock` would be a lock file named "undefined.lock" in the working directory.
       throw new MemoFileError(String(path), "path", `memo store: the path must be a non-empty string naming a file, not ${JSON.stringify(path) ?? String(path)}`);
     }
-    const lock = `${path}.lock`;
+    // Beside the file a symlink points to, as the saves replace that file: a client opening
+    // it through a link and one through its real path must meet at one lock.
+    let locked = path;
+    try {
+      if (lstatSync(path).isSymbolicLink()) locked = realpathSync(path);
+    } catch {
+      // Absent, or a dangling link: the lock goes beside the path given.
+    }
+    const lock = `${locked}.lock`;
     takeLock(lock, path);
     try {
       let text: string | null = null;

@@ -111,7 +111,7 @@ test("the Node file store: a directory, no path, a missing directory, a damaged 
   }
 });
 
-test("the Node file store follows a symlink: the file it points to is replaced, the link stays", async () => {
+test("the Node file store follows a symlink: the file it points to is replaced, the link stays, one lock", async () => {
   const dir = tempDir();
   try {
     mkdirSync(join(dir, "persist"));
@@ -124,6 +124,13 @@ test("the Node file store follows a symlink: the file it points to is replaced, 
     await store.close();
     assert.ok(lstatSync(link).isSymbolicLink(), "the link stays a link");
     assert.deepEqual(Object.keys(JSON.parse(readFileSync(target, "utf8")).metrics), ["m"]);
+    // Through the link and through the real path it is one store, with one lock.
+    const held = await NodeFileMemoStore.open(link);
+    await assert.rejects(NodeFileMemoStore.open(target), (e: unknown) => e instanceof MemoFileError && e.reason === "locked");
+    await held.close();
+    const again = await NodeFileMemoStore.open(target);
+    await assert.rejects(NodeFileMemoStore.open(link), (e: unknown) => e instanceof MemoFileError && e.reason === "locked");
+    await again.close();
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

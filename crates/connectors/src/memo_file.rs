@@ -47,7 +47,15 @@ impl FileMemoStore {
                 "memo store {shown:?}: the path must name a file"
             )));
         }
-        let mut lock_name = path.as_os_str().to_owned();
+        // Beside the file a symlink points to, as the saves replace that file: two
+        // clients opening it through a link and through its real path must meet at one
+        // lock, or each would save its own memos over the other's.
+        let locked_path = if path.is_symlink() {
+            std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone())
+        } else {
+            path.clone()
+        };
+        let mut lock_name = locked_path.into_os_string();
         lock_name.push(".lock");
         let lock = std::fs::OpenOptions::new()
             .create(true)
@@ -237,6 +245,25 @@ mod tests {
         assert!(e.to_string().contains("another client"), "{e}");
         drop(held);
         FileMemoStore::open(&path).unwrap();
+    }
+
+    /// A store opened through a symlink and through the file it points to is one store:
+    /// the second open is refused, as for the same path.
+    #[cfg(unix)]
+    #[test]
+    fn a_symlink_and_its_target_share_one_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("memo.json");
+        let link = dir.path().join("link.json");
+        std::fs::write(&real, "{\"version\":1,\"metrics\":{}}").unwrap();
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let held = FileMemoStore::open(&link).unwrap();
+        let e = FileMemoStore::open(&real).unwrap_err();
+        assert!(e.to_string().contains("another client"), "{e}");
+        drop(held);
+        let held = FileMemoStore::open(&real).unwrap();
+        assert!(FileMemoStore::open(&link).is_err());
+        drop(held);
     }
 
     #[test]
