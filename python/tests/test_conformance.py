@@ -142,7 +142,9 @@ def test_audit_of_python_reports_stays_below_the_claim(table, flags, tmp_path):
     pacsv.write_csv(
         pa.table({"x": inputs, "y": outputs}), pairs, pacsv.WriteOptions(include_header=False)
     )
-    out = run_cli("audit", *flags.split(" "), "--reports", str(pairs)).stdout
+    # The reports come from the OS's CSPRNG, which no seed replays: at the default 95% a
+    # randomizer that keeps its claim exactly (grr, bit flip) fails up to 5% of runs.
+    out = run_cli("audit", *flags.split(" "), "--reports", str(pairs), "--confidence", "0.999").stdout
     lines = {k.strip(): v.strip() for k, _, v in (l.partition(":") for l in out.splitlines())}
     # gauss claims rho-zCDP, no pure epsilon: its bound is held to the binned law's exact loss.
     claim = lines["claimed privacy"]

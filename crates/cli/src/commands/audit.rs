@@ -2,7 +2,7 @@
 
 use anyhow::{anyhow, Result};
 use ldpstream_engine::audit::device::audit_device;
-use ldpstream_engine::audit::{audit, check_audit_size};
+use ldpstream_engine::audit::{audit, check_audit_size, AUDIT_CONFIDENCE};
 use ldpstream_engine::mechanism::Mechanism;
 use rand::SeedableRng;
 
@@ -18,6 +18,11 @@ pub struct AuditArgs {
     /// --device-reports (default 10,000).
     #[arg(long)]
     samples: Option<u64>,
+    /// Simultaneous confidence of the lower bound, strictly between 0 and 1. A randomizer
+    /// that keeps its claim exactly is reported as a violation with probability at most
+    /// 1 − confidence; raise it where a false alarm costs more than a looser bound.
+    #[arg(long, default_value_t = AUDIT_CONFIDENCE)]
+    confidence: f64,
     /// Seed of the sampling RNG; drawn from the OS when omitted.
     #[arg(long)]
     seed: Option<u64>,
@@ -47,6 +52,12 @@ pub fn run(args: AuditArgs) -> Result<()> {
     if samples == 0 {
         return Err(usage("--samples must be at least 1"));
     }
+    if !(args.confidence > 0.0 && args.confidence < 1.0) {
+        return Err(usage(format!(
+            "--confidence must be strictly between 0 and 1, not {}",
+            args.confidence
+        )));
+    }
     let device = match (args.device_reports, &mechanism) {
         (None, _) => None,
         (Some(0), _) => return Err(usage("--device-reports must be at least 1")),
@@ -65,14 +76,14 @@ pub fn run(args: AuditArgs) -> Result<()> {
     };
     let (report, source) = match (&args.reports, device) {
         (Some(path), _) => (
-            super::audit_reports::audit_file(&audited, path)?,
+            super::audit_reports::audit_file(&audited, path, args.confidence)?,
             format!("reports from {}", path.display()),
         ),
         (None, Some((r, l))) => {
             let seed = args.seed.unwrap_or_else(rand_seed);
             let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
             (
-                audit_device(l, r, samples, &mut rng)?,
+                audit_device(l, r, samples, args.confidence, &mut rng)?,
                 format!("seed {seed}; {r} reports per device"),
             )
         }
@@ -80,7 +91,7 @@ pub fn run(args: AuditArgs) -> Result<()> {
             let seed = args.seed.unwrap_or_else(rand_seed);
             let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
             (
-                audit(&mechanism, samples, &mut rng)?,
+                audit(&mechanism, samples, args.confidence, &mut rng)?,
                 format!("seed {seed}"),
             )
         }

@@ -64,8 +64,8 @@ fn common_count(tallies: &Tallies, path: &Path) -> Result<u64> {
     Ok(n)
 }
 
-/// Audits the pairs in `path` as reports of `mechanism`.
-pub fn audit_file(mechanism: &Mechanism, path: &Path) -> Result<AuditReport> {
+/// Audits the pairs in `path` as reports of `mechanism`, at simultaneous `confidence`.
+pub fn audit_file(mechanism: &Mechanism, path: &Path, confidence: f64) -> Result<AuditReport> {
     let tallies = read_pairs(path, mechanism.domain())?;
     let n = common_count(&tallies, path)?;
     // The sampler is asked for n outputs of each input in turn; it gets the file's, in
@@ -73,7 +73,7 @@ pub fn audit_file(mechanism: &Mechanism, path: &Path) -> Result<AuditReport> {
     let mut queue: Vec<(usize, u64)> = Vec::new();
     let mut current = u32::MAX;
     let mut unused = rand::rngs::StdRng::seed_from_u64(0);
-    audit_sampler(mechanism, n, &mut unused, |x, _| {
+    audit_sampler(mechanism, n, confidence, &mut unused, |x, _| {
         if x != current {
             current = x;
             queue = tallies[x as usize].iter().map(|(&s, &k)| (s, k)).collect();

@@ -30,6 +30,8 @@ pub struct Serve {
     pub addr: String,
     /// Everything serve has written to stderr so far.
     pub stderr: Arc<Mutex<String>>,
+    /// The thread relaying stderr: it ends at the pipe's end, after serve's last line.
+    relay: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Serve {
@@ -70,7 +72,7 @@ impl Serve {
         // Keep draining stderr so the child never blocks on a full pipe.
         let log = Arc::new(Mutex::new(seen));
         let sink = log.clone();
-        std::thread::spawn(move || {
+        let relay = std::thread::spawn(move || {
             let mut line = String::new();
             while stderr.read_line(&mut line).unwrap_or(0) > 0 {
                 eprint!("serve stderr: {line}");
@@ -82,6 +84,7 @@ impl Serve {
             child,
             addr: addr.expect("serve prints its address"),
             stderr: log,
+            relay: Some(relay),
         }
     }
 
@@ -125,14 +128,30 @@ impl Serve {
         sample(&self.get("/metrics").1, "ldpstream_reports_total", "").unwrap_or(0.0)
     }
 
+    /// The exit status, once serve has exited and its last stderr line is in `stderr`
+    /// (the process can end before the relay has read the pipe to its end).
     pub fn wait(&mut self, within: Duration) -> ExitStatus {
         let deadline = Instant::now() + within;
         loop {
             if let Some(s) = self.child.try_wait().unwrap() {
+                self.drain_stderr(deadline);
                 return s;
             }
             assert!(Instant::now() < deadline, "serve did not finish");
             std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits for the stderr relay to reach the pipe's end, until `deadline` (a process
+    /// serve started could hold the pipe open).
+    fn drain_stderr(&mut self, deadline: Instant) {
+        while let Some(relay) = self.relay.take() {
+            if relay.is_finished() {
+                let _ = relay.join();
+            } else if Instant::now() < deadline {
+                self.relay = Some(relay);
+                std::thread::sleep(Duration::from_millis(10));
+            }
         }
     }
 

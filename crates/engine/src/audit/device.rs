@@ -79,19 +79,25 @@ pub fn audit_device<R: Rng + ?Sized>(
     mechanism: &Longitudinal,
     reports: u32,
     samples: u64,
+    confidence: f64,
     rng: &mut R,
 ) -> Result<AuditReport, EngineError> {
     if reports == 0 {
         return Err(EngineError::invalid("device reports", 0, "at least 1"));
     }
-    audit_sampler(mechanism.first_round(), samples, rng, |x, rng| {
-        sample_device_output(mechanism, x, reports, rng)
-    })
+    audit_sampler(
+        mechanism.first_round(),
+        samples,
+        confidence,
+        rng,
+        |x, rng| sample_device_output(mechanism, x, reports, rng),
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::audit::AUDIT_CONFIDENCE;
     use ldpstream_config::{DurationMs, LongitudinalKind, LongitudinalParams};
     use rand::SeedableRng;
 
@@ -132,7 +138,7 @@ mod tests {
             LongitudinalKind::Lsue,
         ] {
             let l = longitudinal(kind, 3);
-            let r = audit_device(&l, 100, 10_000, &mut rng).unwrap();
+            let r = audit_device(&l, 100, 10_000, AUDIT_CONFIDENCE, &mut rng).unwrap();
             assert_eq!(r.claimed_epsilon, Some(2.0));
             assert!(
                 r.empirical_lower_bound < 2.0 && r.empirical_lower_bound > 1.0,
@@ -142,12 +148,18 @@ mod tests {
         // A memoryless GenRR at ε1 = 0.5, 100 reports of the same value: its mode is the
         // value almost surely, far past ε∞ = 2.
         let l = longitudinal(LongitudinalKind::Lgrr, 3);
-        let fresh = audit_sampler(l.first_round(), 10_000, &mut rng, |x, rng| {
-            let drawn = (0..100)
-                .map(|_| l.fresh_report(x, rng))
-                .collect::<Result<Vec<_>, _>>()?;
-            device_statistic(&drawn)
-        })
+        let fresh = audit_sampler(
+            l.first_round(),
+            10_000,
+            AUDIT_CONFIDENCE,
+            &mut rng,
+            |x, rng| {
+                let drawn = (0..100)
+                    .map(|_| l.fresh_report(x, rng))
+                    .collect::<Result<Vec<_>, _>>()?;
+                device_statistic(&drawn)
+            },
+        )
         .unwrap();
         assert!(fresh.empirical_lower_bound > 2.0, "{fresh:?}");
     }

@@ -95,7 +95,8 @@ fn noise_bin_log_probability(kind: NoiseKind, lo: f64, hi: f64) -> Result<f64, E
 /// 2^24 entries take well under a second, and admit grr and raw up to d = 4096.
 pub const MAX_AUDIT_LAW_ENTRIES: u64 = 1 << 24;
 
-/// The confidence of the audit's lower bound, simultaneous over every (output, input).
+/// The default confidence of the audit's lower bound, simultaneous over every (output,
+/// input).
 pub const AUDIT_CONFIDENCE: f64 = 0.95;
 
 /// How many outputs the audit's enumeration of `config`'s reports has (bit flip: 2^d;
@@ -453,13 +454,15 @@ fn clopper_pearson(k: u64, n: u64, tail: f64) -> Result<(f64, f64), EngineError>
 }
 
 /// Samples `samples` reports for every input from the real randomizer and bounds the
-/// privacy loss from below.
+/// privacy loss from below, with simultaneous `confidence` ([`AUDIT_CONFIDENCE`] unless a
+/// caller needs fewer false alarms).
 pub fn audit<R: Rng + ?Sized>(
     mechanism: &Mechanism,
     samples: u64,
+    confidence: f64,
     rng: &mut R,
 ) -> Result<AuditReport, EngineError> {
-    audit_sampler(mechanism, samples, rng, |x, rng| {
+    audit_sampler(mechanism, samples, confidence, rng, |x, rng| {
         sample_output(mechanism, x, rng)
     })
 }
@@ -475,11 +478,20 @@ pub fn audit<R: Rng + ?Sized>(
 pub fn audit_sampler<R: Rng + ?Sized>(
     mechanism: &Mechanism,
     samples: u64,
+    confidence: f64,
     rng: &mut R,
     mut draw: impl FnMut(u32, &mut R) -> Result<usize, EngineError>,
 ) -> Result<AuditReport, EngineError> {
     if samples == 0 {
         return Err(EngineError::invalid("samples", 0, "at least 1"));
+    }
+    // A confidence of 1 would need bounds at level 0: no lower bound above 0 at all.
+    if !(confidence > 0.0 && confidence < 1.0) {
+        return Err(EngineError::invalid(
+            "confidence",
+            confidence,
+            "a number strictly between 0 and 1",
+        ));
     }
     let exact_loss = exact_privacy_loss(mechanism)?;
     let d = mechanism.domain();
@@ -520,7 +532,7 @@ pub fn audit_sampler<R: Rng + ?Sized>(
         touched.clear();
     }
     let proportions = (outputs as u64).saturating_mul(d as u64);
-    let tail = (1.0 - AUDIT_CONFIDENCE) / (2.0 * proportions as f64);
+    let tail = (1.0 - confidence) / (2.0 * proportions as f64);
     let mut lower_of = std::collections::HashMap::new();
     let mut upper_of = std::collections::HashMap::new();
     let mut best = (f64::NEG_INFINITY, (0, 0, 0));
@@ -560,7 +572,7 @@ pub fn audit_sampler<R: Rng + ?Sized>(
         worst: best.1,
         samples_per_input: samples,
         proportions,
-        confidence: AUDIT_CONFIDENCE,
+        confidence,
     })
 }
 
@@ -739,7 +751,7 @@ mod tests {
             domain: 3,
         })
         .unwrap();
-        let r = audit(&m, 200_000, &mut rng).unwrap();
+        let r = audit(&m, 200_000, AUDIT_CONFIDENCE, &mut rng).unwrap();
         assert!(
             r.empirical_lower_bound <= 1.0 && r.empirical_lower_bound > 0.9,
             "{r:?}"
@@ -781,7 +793,10 @@ mod tests {
             let violations = (0..seeds)
                 .filter(|&seed| {
                     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-                    audit(&m, 20_000, &mut rng).unwrap().empirical_lower_bound > eps
+                    audit(&m, 20_000, AUDIT_CONFIDENCE, &mut rng)
+                        .unwrap()
+                        .empirical_lower_bound
+                        > eps
                 })
                 .count();
             eprintln!(
@@ -806,7 +821,7 @@ mod tests {
             epsilon: 1.6,
             domain: 4,
         });
-        let r = audit_sampler(&claimed, 200_000, &mut rng, |x, rng| {
+        let r = audit_sampler(&claimed, 200_000, AUDIT_CONFIDENCE, &mut rng, |x, rng| {
             sample_output(&real, x, rng)
         })
         .unwrap();
@@ -819,7 +834,7 @@ mod tests {
             epsilon: 1.6,
             domain: 3,
         });
-        let r = audit_sampler(&claimed, 200_000, &mut rng, |x, rng| {
+        let r = audit_sampler(&claimed, 200_000, AUDIT_CONFIDENCE, &mut rng, |x, rng| {
             sample_output(&real, x, rng)
         })
         .unwrap();
@@ -832,7 +847,7 @@ mod tests {
             epsilon: 1.6,
             domain: 3,
         });
-        let r = audit_sampler(&claimed, 200_000, &mut rng, |x, rng| {
+        let r = audit_sampler(&claimed, 200_000, AUDIT_CONFIDENCE, &mut rng, |x, rng| {
             sample_output(&real, x, rng)
         })
         .unwrap();
@@ -854,7 +869,7 @@ mod tests {
             let m = Mechanism::from_config(&config).unwrap();
             let mut rng = rand::rngs::StdRng::seed_from_u64(1);
             assert!(matches!(
-                audit(&m, 1, &mut rng),
+                audit(&m, 1, AUDIT_CONFIDENCE, &mut rng),
                 Err(EngineError::AuditTooLarge { .. })
             ));
         }
@@ -876,7 +891,7 @@ mod tests {
         check_audit_size(&config).unwrap();
         let m = Mechanism::from_config(&config).unwrap();
         let mut rng = rand::rngs::StdRng::seed_from_u64(2);
-        let r = audit(&m, 200, &mut rng).unwrap();
+        let r = audit(&m, 200, AUDIT_CONFIDENCE, &mut rng).unwrap();
         assert!((r.exact_loss - 1.0).abs() < 1e-12, "{}", r.exact_loss);
         assert!(r.empirical_lower_bound <= 1.0, "{r:?}");
         assert_eq!(r.proportions, 4096 * 4096);
