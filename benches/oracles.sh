@@ -66,7 +66,7 @@ oracle_tests olh_unbiased --include-ignored | grep -E '^olh|test result|panicked
 # pool over 500 looks (2,000 streams at d = 16, 500 at d = 256), and median detection over
 # the fixed-n n at the planner's example over 1,000 streams (minutes).
 echo "# OLH sequential: P(ever e >= 1/α) (bound α + 2 s.e.); median detection / fixed-n n"
-oracle_tests olh_sequential --include-ignored | grep -E '^\| |test result|panicked'
+oracle_tests olh_sequential --include-ignored | grep -E '^\| |^olh_sequential|test result|panicked'
 # Per-record Monte Carlo seeds (issue 44): raw d = 10, n = 6, m = 999, at test seeds 0–4,
 # the issue's 20,000 null groups each.
 echo "# Monte Carlo seeds: size over null groups per test seed (bound α + 2 s.e.)"

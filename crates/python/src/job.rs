@@ -26,7 +26,8 @@ use rand::SeedableRng;
 use crate::arrow_in::record_batches;
 use crate::arrow_out::to_pyarrow_table;
 use crate::config_in::ConfigSource;
-use crate::errors::{contained, input_error, internal_error, job_error, opt_int_arg};
+use crate::errors::{input_error, internal_error, job_error, opt_int_arg};
+use crate::process_pool::contained_in_pool;
 use crate::sketches::Sketches;
 
 /// A checked ldpstream config: the batch job over in-memory Arrow data.
@@ -138,7 +139,7 @@ impl Job {
         ldpstream_jobs::state_memory::enforce(&self.config, Some(BATCH_ROWS), &reports)
             .map_err(job_error)?;
         let partial = py.detach(|| {
-            contained("folding", || {
+            contained_in_pool("folding", || {
                 fold_partial(&streams, &batches, input_id.as_deref())
             })
         })?;
@@ -161,7 +162,7 @@ impl Job {
         let insecure_seed: Option<u64> = opt_int_arg("insecure_seed", insecure_seed)?;
         let partial = sketches.partial.clone();
         let batch =
-            py.detach(|| contained("evaluating", || self.records(partial, insecure_seed)))?;
+            py.detach(|| contained_in_pool("evaluating", || self.records(partial, insecure_seed)))?;
         to_pyarrow_table(py, batch)
     }
 

@@ -15,6 +15,7 @@ mod longitudinal;
 mod mechanism;
 mod messages;
 mod plan;
+mod process_pool;
 mod sketches;
 
 use pyo3::prelude::*;

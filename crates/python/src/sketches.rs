@@ -9,6 +9,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyType};
 
 use crate::errors::{contained, job_error};
+use crate::process_pool::contained_in_pool;
 
 /// The sketches of a fold, byte-compatible with `ldpstream batch --emit-sketches` files.
 ///
@@ -33,7 +34,7 @@ impl Sketches {
         let mut partial = self.partial.clone();
         let theirs = other.partial.clone();
         py.detach(|| {
-            contained("merging sketches", || {
+            contained_in_pool("merging sketches", || {
                 combine(&mut partial, theirs, "the sketches merged in").map_err(job_error)
             })
         })?;
