@@ -87,3 +87,34 @@ def test_curator_noise_differs_in_forked_children(tmp_path):
     statistic(tmp_path / "parent.json")
     children = [_in_child(lambda i=i: statistic(tmp_path / f"child-{i}.json")) for i in range(3)]
     assert len(set(children)) == 3, children
+
+
+GROUPED_JOB = {
+    "stream": [{
+        "name": "s",
+        "source": {"kind": "parquet", "paths": ["x"]},
+        "mechanism": {"kind": "grr", "epsilon": 1.0, "domain": 6},
+        "columns": {"group_by": ["group"]},
+        "test": [{"name": "g", "kind": "gof", "null": "uniform"}],
+    }]
+}
+GROUPED_DATA = pa.table({
+    "report": pa.array([(i * 7) % 6 for i in range(60_000)], pa.uint32()),
+    "group": [f"g{i % 50}" for i in range(60_000)],
+})
+
+
+def _grouped_records(_=None):
+    return ldpstream.Job(GROUPED_JOB).run(GROUPED_DATA).to_pylist()
+
+
+@fork_only
+def test_jobs_in_a_fork_pool_after_the_parent_ran_one():
+    # The parent's job starts the worker threads; a forked worker (multiprocessing's
+    # default on Linux, PySpark's daemon) has none of them and must not wait on them.
+    parent = _grouped_records()
+    with mp.get_context("fork").Pool(2) as pool:
+        result = pool.map_async(_grouped_records, range(4), chunksize=1)
+        children = result.get(timeout=120)
+    assert all(c == parent for c in children)
+    assert len(parent) == 50
