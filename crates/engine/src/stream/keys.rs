@@ -548,6 +548,8 @@ pub(crate) fn key_ids(
             rows,
             ids,
         ),
+        [KeyColumn::Plain(Strings::Utf8(a))] => one_string_ids(table, a, rows, ids),
+        [KeyColumn::Plain(Strings::Large(a))] => one_string_ids(table, a, rows, ids),
         [KeyColumn::Plain(_)] => plain_ids(table, &read, rows, ids),
         many => many_ids(table, many, rows, ids),
     }
@@ -707,6 +709,45 @@ fn plain_ids(table: &mut KeyTable, columns: &[KeyColumn<'_>], rows: usize, ids: 
     }
 }
 
+/// [`plain_ids`] for the usual plain key, one Utf8 or LargeUtf8 column (a Python table's
+/// strings, a Kafka batch's group values): offsets and bytes read directly, and the batch's
+/// distinct keys held as byte slices, so a row costs one hash, one probe of a table that
+/// stays in cache and one comparison of its bytes (the ids are the generic path's:
+/// `one_string_column_ids_are_plain_ids`).
+fn one_string_ids<O: OffsetSizeTrait>(
+    table: &mut KeyTable,
+    array: &GenericStringArray<O>,
+    rows: usize,
+    ids: &mut Vec<u32>,
+) {
+    let offsets = array.value_offsets();
+    let data = array.value_data();
+    let nulls = array.nulls().filter(|n| n.null_count() > 0);
+    // (hash, the key's bytes (None: null), its id)
+    let mut local: HashTable<(u64, Option<&[u8]>, u32)> = HashTable::new();
+    for i in 0..rows {
+        let value = match nulls {
+            Some(n) if n.is_null(i) => None,
+            _ => Some(&data[offsets[i].as_usize()..offsets[i + 1].as_usize()]),
+        };
+        // hash_parts of [value]: the same hashes as every other path into the table.
+        let hash = match value {
+            Some(v) => table.hasher.hash_one(v),
+            None => NULL_HASH,
+        };
+        let id = match local.find(hash, |&(h, v, _)| h == hash && v == value) {
+            Some(&(_, _, id)) => id,
+            None => {
+                let part = value.map(|_| array.value(i));
+                let id = table.intern_hashed(&[part], hash);
+                local.insert_unique(hash, (hash, value, id), |e| e.0);
+                id
+            }
+        };
+        ids.push(id);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -743,5 +784,62 @@ mod tests {
         let null = t.intern_one(None);
         assert_eq!(ids, vec![y, x, null, null, y]);
         assert_eq!(t.len(), 4);
+    }
+
+    proptest::proptest! {
+        /// The one-string-column path gives the ids, the interning order and the key
+        /// bytes of the generic row-by-row path, over batches that share a table, with
+        /// nulls, a ceiling that sends keys to the overflow group, and sliced arrays
+        /// (nonzero offsets), for Utf8 and LargeUtf8.
+        #[test]
+        fn one_string_column_ids_are_plain_ids(
+            batches in proptest::collection::vec(
+                proptest::collection::vec(proptest::option::weighted(0.9, 0u8..12), 0..60),
+                1..5,
+            ),
+            skip in 0usize..3,
+            ceiling in proptest::option::of(0u8..12),
+        ) {
+            let text = |v: &Option<u8>| v.map(|k| format!("k{k}"));
+            let mut fast = KeyTable::new(1);
+            let mut generic = KeyTable::new(1);
+            if let Some(c) = ceiling {
+                fast.lower_ceiling(vec![Some(format!("k{c}"))]);
+                generic.lower_ceiling(vec![Some(format!("k{c}"))]);
+            }
+            for (n, batch) in batches.iter().enumerate() {
+                let values: Vec<Option<String>> = batch.iter().map(text).collect();
+                let whole: ArrayRef = if n % 2 == 0 {
+                    Arc::new(StringArray::from(values))
+                } else {
+                    Arc::new(arrow_array::LargeStringArray::from(values))
+                };
+                let from = skip.min(whole.len());
+                let array = whole.slice(from, whole.len() - from);
+                let rows = array.len();
+                let (mut a, mut b) = (Vec::new(), Vec::new());
+                match Strings::of(array.as_ref()) {
+                    Some(Strings::Utf8(s)) => one_string_ids(&mut fast, s, rows, &mut a),
+                    Some(Strings::Large(s)) => one_string_ids(&mut fast, s, rows, &mut a),
+                    _ => unreachable!("a string array"),
+                }
+                let column = [KeyColumn::of(&array).unwrap()];
+                plain_ids(&mut generic, &column, rows, &mut b);
+                proptest::prop_assert_eq!(&a, &b);
+            }
+            proptest::prop_assert_eq!(fast.len(), generic.len());
+            for id in 0..fast.len() as u32 {
+                proptest::prop_assert_eq!(fast.key(id), generic.key(id));
+            }
+            // The fast path's hashes are the table's own (a merge or a later batch on
+            // another path finds its keys by them): the same hashes, each key found again.
+            proptest::prop_assert_eq!(&fast.hashes, &generic.hashes);
+            let len = fast.len();
+            for id in 0..len as u32 {
+                let key = fast.key(id);
+                proptest::prop_assert_eq!(fast.intern_one(key[0].as_deref()), id);
+            }
+            proptest::prop_assert_eq!(fast.len(), len);
+        }
     }
 }
