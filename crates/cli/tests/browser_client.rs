@@ -200,6 +200,16 @@ fn chromium_run(url: &str, profile: &Path, lines: &std::sync::mpsc::Receiver<Str
         .spawn()
         .expect("chromium (Debian package) on PATH");
     let line = lines.recv_timeout(std::time::Duration::from_secs(120));
+    if let (Ok(text), true) = (&line, url.contains("store=localstorage")) {
+        let run: Value = serde_json::from_str(text).unwrap();
+        if let Some(memo) = run["memo"].as_str() {
+            assert!(
+                local_storage_holds(profile, memo),
+                "Chromium did not write the memo to {} within 60 s",
+                profile.display()
+            );
+        }
+    }
     // Not --dump-dom with a virtual-time budget: virtual time runs ahead of the Web Locks
     // request the store makes, and the page would be dumped before it reported.
     let term = Command::new("kill")
@@ -209,6 +219,34 @@ fn chromium_run(url: &str, profile: &Path, lines: &std::sync::mpsc::Receiver<Str
     assert!(term.success());
     browser.wait().unwrap();
     serde_json::from_str(&line.expect("the memo page posted no outcome within 120 s")).unwrap()
+}
+
+/// Waits (up to 60 s) until the profile's localStorage database holds `text`. Chromium
+/// writes localStorage to disk in batches some time after `setItem` returns, and a browser
+/// stopped before that forgets the write: the restarted run then began afresh ("the period
+/// was forgotten") in one run of the suite. The value is stored as Latin-1 or UTF-16.
+/// (IndexedDB needs no wait: a transaction is on disk when it completes.)
+fn local_storage_holds(profile: &Path, text: &str) -> bool {
+    let dir = profile
+        .join("Default")
+        .join("Local Storage")
+        .join("leveldb");
+    let latin1 = text.as_bytes().to_vec();
+    let utf16: Vec<u8> = text.encode_utf16().flat_map(u16::to_le_bytes).collect();
+    let holds = |bytes: &[u8], needle: &[u8]| bytes.windows(needle.len()).any(|w| w == needle);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::time::Instant::now() < deadline {
+        let files = std::fs::read_dir(&dir).into_iter().flatten().flatten();
+        // A file being compacted away may vanish between the listing and the read.
+        if files
+            .filter_map(|f| std::fs::read(f.path()).ok())
+            .any(|b| holds(&b, &latin1) || holds(&b, &utf16))
+        {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    false
 }
 
 /// Issue 47: the JS client's browser memo stores (localStorage, IndexedDB) survive a
