@@ -24,3 +24,30 @@ pub fn runs_or(default: usize) -> usize {
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
 }
+
+/// An OLH mechanism with a pool of `pool_size` seeds (None: the default), g by the config's
+/// rule unless given.
+pub fn olh_mechanism(
+    epsilon: f64,
+    domain: u32,
+    g: Option<u32>,
+    pool_size: Option<u32>,
+    pool_seed: u64,
+) -> crate::mechanism::Mechanism {
+    crate::mechanism::Mechanism::from_config(&ldpstream_config::MechanismConfig::Olh {
+        epsilon,
+        domain,
+        g,
+        pool_size,
+        pool_seed,
+    })
+    .unwrap()
+}
+
+/// The OLH inside `m`, which the caller built as one.
+pub fn olh_of(m: &crate::mechanism::Mechanism) -> &crate::mechanism::Olh {
+    match m {
+        crate::mechanism::Mechanism::Olh(o) => o,
+        _ => unreachable!("an OLH mechanism"),
+    }
+}

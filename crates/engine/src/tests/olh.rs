@@ -11,33 +11,20 @@
 
 use super::common;
 
+use super::common::{olh_mechanism, olh_of};
 use crate::eprocess::{gof_e_process, SequentialState};
 use crate::mechanism::{olh_bucket, simulate_sketch, Mechanism, Olh};
 use crate::plan::{power, required_n, Alternative, OlhPoolPower, PlanMechanism};
 use crate::sketch::{PoolSketch, Sketch};
 use crate::stats::{run_gof, sample_multinomial, GofParams};
-use ldpstream_config::{olh_default_g, Calibration, MechanismConfig, TestMethod};
+use ldpstream_config::{olh_default_g, Calibration, TestMethod};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 
 const ALPHA: f64 = 0.05;
 
 fn olh(epsilon: f64, domain: u32, pool_size: u32, pool_seed: u64) -> Mechanism {
-    Mechanism::from_config(&MechanismConfig::Olh {
-        epsilon,
-        domain,
-        g: None,
-        pool_size: Some(pool_size),
-        pool_seed,
-    })
-    .unwrap()
-}
-
-fn inner(m: &Mechanism) -> &Olh {
-    match m {
-        Mechanism::Olh(o) => o,
-        _ => unreachable!(),
-    }
+    olh_mechanism(epsilon, domain, None, Some(pool_size), pool_seed)
 }
 
 /// `(p, q)` at ε and g, from the paper: p = e^ε/(e^ε+g−1), q = 1/(e^ε+g−1).
@@ -112,7 +99,7 @@ fn estimate_cases(runs16: usize, runs_big: usize, big: usize) {
         for (d, runs) in [(16usize, runs16), (big, runs_big)] {
             let n = 20_000u64;
             let m = olh(epsilon, d as u32, 1024, 3);
-            let o = inner(&m);
+            let o = olh_of(&m);
             let truth = skewed(d);
             let law = cell_law(o, epsilon, &truth);
             let closed = exact_variance(o, &truth);
@@ -167,7 +154,7 @@ fn estimate_full_runs() {
 fn randomizer_estimates_match_the_pool_closed_form() {
     let (epsilon, d, n) = (2.0, 16usize, 5000u64);
     let m = olh(epsilon, d as u32, 1024, 5);
-    let o = inner(&m);
+    let o = olh_of(&m);
     let truth = skewed(d);
     let closed = exact_variance(o, &truth);
     let mut rng = StdRng::seed_from_u64(8);
@@ -209,7 +196,7 @@ fn pool_bias_against_fresh_seeds() {
                 k += 1;
                 fixed = olh(epsilon, d as u32, pool, 100 + k);
             }
-            let o = inner(&fixed);
+            let o = olh_of(&fixed);
             let law = cell_law(o, epsilon, &truth);
             let sketch = exact_sketch(&mut rng, o.g() as usize, &law, n);
             let Sketch::Pool(s) = &sketch else {
@@ -268,8 +255,8 @@ fn gof_params(p0: &[f64], seed: u64) -> GofParams<'_> {
 fn size(epsilon: f64, d: u32, pool: u32, n: u64, datasets: u64) -> f64 {
     let p0 = skewed(d as usize);
     let m = olh(epsilon, d, pool, 9);
-    let law = cell_law(inner(&m), epsilon, &p0);
-    let g = inner(&m).g() as usize;
+    let law = cell_law(olh_of(&m), epsilon, &p0);
+    let g = olh_of(&m).g() as usize;
     let mut rng = StdRng::seed_from_u64(u64::from(d) * 31 + pool as u64);
     let mut rejections = 0u32;
     for run in 0..datasets {
@@ -314,8 +301,8 @@ fn power_at_planner_n(epsilon: f64, pool: u32, datasets: u64, fresh: bool) -> (u
         if fresh {
             m = olh(epsilon, 16, pool, 1000 + run);
         }
-        let law = cell_law(inner(&m), epsilon, h.p1());
-        let g = inner(&m).g() as usize;
+        let law = cell_law(olh_of(&m), epsilon, h.p1());
+        let g = olh_of(&m).g() as usize;
         let sketch = exact_sketch(&mut rng, g, &law, n);
         rejections += u32::from(
             run_gof(&m, &sketch, &gof_params(h.p0(), run))
@@ -359,12 +346,12 @@ fn power_at_pool_planner_n(epsilon: f64, pool: u32, pool_seed: u64, datasets: u6
         .against(&[1.0 / 16.0; 16])
         .unwrap();
     let m = olh(epsilon, 16, pool, pool_seed);
-    let n = OlhPoolPower::new(inner(&m), &h, ALPHA)
+    let n = OlhPoolPower::new(olh_of(&m), &h, ALPHA)
         .unwrap()
         .required_n(0.8)
         .unwrap();
-    let law = cell_law(inner(&m), epsilon, h.p1());
-    let g = inner(&m).g() as usize;
+    let law = cell_law(olh_of(&m), epsilon, h.p1());
+    let g = olh_of(&m).g() as usize;
     let mut rng = StdRng::seed_from_u64(78);
     let rejections: u32 = (0..datasets)
         .map(|run| {
@@ -407,8 +394,8 @@ fn sequential_rate(streams: usize, looks: usize) -> f64 {
     let (epsilon, d, step) = (1.0, 8usize, 200u64);
     let m = olh(epsilon, d as u32, 16, 2);
     let p0 = skewed(d);
-    let law = cell_law(inner(&m), epsilon, &p0);
-    let g = inner(&m).g() as usize;
+    let law = cell_law(olh_of(&m), epsilon, &p0);
+    let g = olh_of(&m).g() as usize;
     let mut rng = StdRng::seed_from_u64(21);
     let mut rejects = 0usize;
     for _ in 0..streams {

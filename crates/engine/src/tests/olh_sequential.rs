@@ -9,32 +9,19 @@
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+use super::common::{olh_mechanism, olh_of};
 use crate::eprocess::{crosses, gof_e_process_tuned, Design, SequentialState, Validity};
 use crate::mechanism::{Mechanism, Olh};
 use crate::plan::{
     required_n, sequential_detection, Alternative, Hypotheses, PlanMechanism, SequentialOptions,
 };
 use crate::sketch::{PoolSketch, Sketch};
-use ldpstream_config::{olh_default_g, MechanismConfig};
+use ldpstream_config::olh_default_g;
 
 const ALPHA: f64 = 0.05;
 
 fn olh(epsilon: f64, domain: u32, g: Option<u32>, pool_size: u32, pool_seed: u64) -> Mechanism {
-    Mechanism::from_config(&MechanismConfig::Olh {
-        epsilon,
-        domain,
-        g,
-        pool_size: Some(pool_size),
-        pool_seed,
-    })
-    .unwrap()
-}
-
-fn inner(m: &Mechanism) -> &Olh {
-    match m {
-        Mechanism::Olh(o) => o,
-        _ => unreachable!(),
-    }
+    olh_mechanism(epsilon, domain, g, Some(pool_size), pool_seed)
 }
 
 /// Draws reports of type law `laws` (the rows' bucket laws `P_i`, S × g) into `table`:
@@ -100,7 +87,7 @@ fn the_whitened_statistic_matches_numpy() {
         .flat_map(|i| (0..3u64).map(move |y| 20 + (7 * i + 5 * y) % 11))
         .collect();
     assert_eq!(table.iter().sum::<u64>(), 605);
-    let (t, df) = inner(&m).sequential_statistic(&table, &p0).unwrap();
+    let (t, df) = olh_of(&m).sequential_statistic(&table, &p0).unwrap();
     assert_eq!(df, 5);
     assert!((t / 4.954_311_249_814_339 - 1.0).abs() < 1e-10, "{t}");
     // Below n = 1000 the asymptotic mixture holds e = 1; the record says "asymptotic".
@@ -138,7 +125,7 @@ fn null_rate(
     seed: u64,
 ) -> f64 {
     let (streams, looks, step) = cases;
-    let o = inner(m);
+    let o = olh_of(m);
     let (g, s) = (o.g() as usize, o.pool_size() as usize);
     let reporter = Reporter::new(o, p0, rows);
     let mut rng = StdRng::seed_from_u64(seed);
@@ -229,7 +216,7 @@ fn detection(streams: usize, tuned: bool, seed: u64) -> f64 {
     let epsilon = 1.0;
     let fixed_n = required_n(PlanMechanism::Olh { epsilon }, &h, ALPHA, 0.8).unwrap();
     let m = olh(epsilon, 16, None, 1024, 0);
-    let o = inner(&m);
+    let o = olh_of(&m);
     let g = olh_default_g(epsilon) as usize;
     let reporter = Reporter::new(o, h.p1(), None);
     let design = tuned.then_some(Design {

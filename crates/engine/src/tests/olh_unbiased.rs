@@ -9,32 +9,18 @@
 //! The CI runs d = 16 (and 256 for the mean); the `#[ignore]`d full runs
 //! (benches/oracles.sh) add d = 256 and 1,024 at ε = 1 and 2.
 
+use super::common::{olh_mechanism, olh_of};
 use crate::eprocess::confidence::confidence_sequence;
 use crate::mechanism::{olh_bucket, Mechanism, Olh};
 use crate::sketch::{PoolSketch, Sketch};
 use crate::stats::sample_multinomial;
-use ldpstream_config::MechanismConfig;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 
 const ALPHA: f64 = 0.05;
 
 fn default_pool(epsilon: f64, d: u32) -> Mechanism {
-    Mechanism::from_config(&MechanismConfig::Olh {
-        epsilon,
-        domain: d,
-        g: None,
-        pool_size: None,
-        pool_seed: 0,
-    })
-    .unwrap()
-}
-
-fn inner(m: &Mechanism) -> &Olh {
-    match m {
-        Mechanism::Olh(o) => o,
-        _ => unreachable!(),
-    }
+    olh_mechanism(epsilon, d, None, None, 0)
 }
 
 fn zipf(d: usize) -> Vec<f64> {
@@ -65,7 +51,7 @@ fn cell_law(m: &Olh, epsilon: f64, truth: &[f64]) -> Vec<f64> {
 /// exact `Var(π̂_v)/datasets`), over `datasets` datasets of `n` reports.
 fn worst_mean_error(epsilon: f64, d: u32, datasets: usize, n: u64) -> f64 {
     let m = default_pool(epsilon, d);
-    let o = inner(&m);
+    let o = olh_of(&m);
     let truth = zipf(d as usize);
     let law = cell_law(o, epsilon, &truth);
     let variance = o.solver().unwrap().report_variance(o, &truth);
@@ -113,7 +99,7 @@ fn the_mean_estimate_is_the_truth_full() {
 /// that covered all categories at once.
 fn cs_coverage(epsilon: f64, d: u32, paths: usize, looks: usize, n_max: u64) -> (Vec<f64>, f64) {
     let m = default_pool(epsilon, d);
-    let o = inner(&m);
+    let o = olh_of(&m);
     let truth = zipf(d as usize);
     let law = cell_law(o, epsilon, &truth);
     let g = o.g() as usize;
