@@ -20,7 +20,7 @@ static POOL: Mutex<Owned> = Mutex::new(None);
 
 /// Runs `f` on this process's pool, where every rayon call inside it (the per-thread
 /// fold, the row digest, the groups' evaluation) finds live threads.
-pub fn in_process_pool<T: Send>(f: impl FnOnce() -> T + Send) -> Result<T, PyErr> {
+fn in_process_pool<T: Send>(f: impl FnOnce() -> T + Send) -> Result<T, PyErr> {
     Ok(process_pool()?.install(f))
 }
 
@@ -28,13 +28,8 @@ fn process_pool() -> Result<Arc<ThreadPool>, PyErr> {
     let pid = std::process::id();
     // A fork while another thread held the lock leaves it held in the child for good:
     // the child then builds a pool of its own for this call rather than wait on it.
-    let mut slot = match POOL.try_lock() {
-        Ok(slot) => slot,
-        Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-        Err(std::sync::TryLockError::WouldBlock) => match wait_briefly() {
-            Some(slot) => slot,
-            None => return build().map(Arc::new),
-        },
+    let Some(mut slot) = lock_briefly() else {
+        return build().map(Arc::new);
     };
     if let Some((owner, pool)) = slot.as_ref() {
         if *owner == pid {
@@ -51,8 +46,8 @@ fn process_pool() -> Result<Arc<ThreadPool>, PyErr> {
     Ok(pool)
 }
 
-/// The lock, if another thread of this process releases it within about a second.
-fn wait_briefly() -> Option<MutexGuard<'static, Owned>> {
+/// The lock, if no other thread of this process holds it for more than about a second.
+fn lock_briefly() -> Option<MutexGuard<'static, Owned>> {
     for _ in 0..1000 {
         match POOL.try_lock() {
             Ok(slot) => return Some(slot),
