@@ -486,7 +486,7 @@ fn readme_audit_command_passes_at_seeds_13_and_17() {
 }
 
 /// `--confidence`: the same sample gives a lower (never higher) bound at a higher level,
-/// says the level it used, and a level outside (0, 1) is refused naming the value.
+/// says the level it used, and a level outside [0.5, 1) is refused naming the value.
 #[test]
 fn audit_confidence_sets_the_simultaneous_level() {
     let grr = [
@@ -515,7 +515,7 @@ fn audit_confidence_sets_the_simultaneous_level() {
         lower_bound(&strict) < lower_bound(&usual),
         "{usual}\n{strict}"
     );
-    for bad in ["1", "0", "-0.5", "NaN", "1.5"] {
+    for bad in ["1", "0", "-0.5", "NaN", "1.5", "0.49", "1e-300", "inf"] {
         let mut args = grr.to_vec();
         let flag = format!("--confidence={bad}");
         args.push(&flag);

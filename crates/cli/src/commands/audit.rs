@@ -18,7 +18,7 @@ pub struct AuditArgs {
     /// --device-reports (default 10,000).
     #[arg(long)]
     samples: Option<u64>,
-    /// Simultaneous confidence of the lower bound, strictly between 0 and 1. A randomizer
+    /// Simultaneous confidence of the lower bound, at least 0.5 and below 1. A randomizer
     /// that keeps its claim exactly is reported as a violation with probability at most
     /// 1 − confidence; raise it where a false alarm costs more than a looser bound.
     #[arg(long, default_value_t = AUDIT_CONFIDENCE)]
@@ -52,9 +52,11 @@ pub fn run(args: AuditArgs) -> Result<()> {
     if samples == 0 {
         return Err(usage("--samples must be at least 1"));
     }
-    if !(args.confidence > 0.0 && args.confidence < 1.0) {
+    // Below 0.5 the "lower bound" is more likely wrong than right: no use to an auditor.
+    if !(0.5..1.0).contains(&args.confidence) {
         return Err(usage(format!(
-            "--confidence must be strictly between 0 and 1, not {}",
+            // Debug, so a tiny value reads as 1e-300, not 300 digits.
+            "--confidence must be at least 0.5 and below 1, not {:?}",
             args.confidence
         )));
     }
