@@ -377,6 +377,9 @@ impl<'a> KeyColumn<'a> {
         let strings = Strings::of(values.as_ref())?;
         let keys = match array.as_dictionary_opt::<Int32Type>() {
             Some(d) => DictKeys::I32(d.keys().values()),
+            // arrow's normalized_keys asserts a non-empty dictionary; an empty one (every
+            // row null, as a chunk of only null groups can be written) has no key to widen.
+            None if values.is_empty() => DictKeys::Widened(vec![0; dict.keys().len()]),
             None => DictKeys::Widened(dict.normalized_keys()),
         };
         let nulls = dict.keys().logical_nulls().filter(|n| n.null_count() > 0);
@@ -784,6 +787,22 @@ mod tests {
         let null = t.intern_one(None);
         assert_eq!(ids, vec![y, x, null, null, y]);
         assert_eq!(t.len(), 4);
+    }
+
+    /// A dictionary with no entries (only null keys) is all null rows, not a panic in
+    /// arrow's `normalized_keys` (found by `the_one_pass_fold_equals_the_reference`).
+    #[test]
+    fn an_empty_dictionary_is_all_null_keys() {
+        let values: ArrayRef = Arc::new(StringArray::from(Vec::<Option<&str>>::new()));
+        let keys = arrow_array::Int8Array::from(vec![None, None, None]);
+        let dict: ArrayRef = Arc::new(DictionaryArray::<Int8Type>::try_new(keys, values).unwrap());
+        let mut t = KeyTable::new(1);
+        let mut ids = Vec::new();
+        let mut cache = DictCache::default();
+        let read = key_ids(&mut t, &mut cache, &[("g", &dict)], 3, 100, &mut ids);
+        assert!(read.is_ok());
+        let null = t.intern_one(None);
+        assert_eq!(ids, vec![null; 3]);
     }
 
     proptest::proptest! {
