@@ -43,6 +43,9 @@ window = {{ kind = "cumulative" }}
 name = "noise"
 source = {{ kind = "kafka", brokers = "{brokers}", topics = ["{noise}"], group_id = "{run}-noise", format = "binary", end_marker = true, dead_letter_topic = "{noise_dead}" }}
 mechanism = {{ kind = "gauss", rho = 0.5, domain = 3 }}
+# The consumer reads the four partitions unevenly: with the default lateness of 0 s, the
+# reports of a partition that lags behind another are late, and the two runs' n differ.
+allowed_lateness = "1h"
 [[stream.test]]
 name = "all"
 kind = "gof"
