@@ -138,7 +138,8 @@ pub fn evaluate(
         match &test.spec {
             TestSpec::Gof { null } => {
                 let p0 = null.probabilities(channel.domain());
-                let outcome = gof(test, method, channel, sketch, &p0, seed)?;
+                let look = scope.look && test.sequential;
+                let outcome = gof(test, method, channel, sketch, &p0, seed, look)?;
                 if test.sequential {
                     outcome.sequential(
                         gof_e_process_tuned(channel, sketch, &p0, design(test))?,
@@ -231,7 +232,9 @@ pub fn evaluate_two_sample(
     )
 }
 
-/// `seed`: this record's simulations' seed ([`simulation_seed`]).
+/// `seed`: this record's simulations' seed ([`simulation_seed`]). `look`: a sequential
+/// test's provisional look ([`Scope::look`]), where OLH's fixed-n test, always simulated,
+/// is left to the final record.
 fn gof(
     test: &TestConfig,
     method: TestMethod,
@@ -239,8 +242,20 @@ fn gof(
     sketch: &Sketch,
     p0: &[f64],
     seed: u64,
+    look: bool,
 ) -> Result<Outcome, EngineError> {
     let sequential = test.sequential;
+    if look && method == TestMethod::OlhSupportGOF {
+        return Ok(Outcome {
+            calibration_reason: Some(format!(
+                "a look of a sequential test: OLH's fixed-n p-value ({} simulated null \
+                 tables of the pool) is computed for the window's final record only; this \
+                 look's decision is the e-process's",
+                test.mc_samples
+            )),
+            ..Outcome::default()
+        });
+    }
     let r = run_gof(
         mechanism,
         sketch,
@@ -423,7 +438,15 @@ fn record(
     let estimate_norm_sub = crate::mle::norm_sub(&estimate.estimate);
     let mle_omitted = mechanism
         .mle_omitted(n)
-        .or_else(|| estimate_omitted.clone());
+        .or_else(|| estimate_omitted.clone())
+        .or_else(|| {
+            (scope.look && test.sequential && mechanism.mle_by_em()).then(|| {
+                "a look of a sequential test: the EM maximum-likelihood estimate (up to \
+                 tens of thousands of steps where the maximum is on the simplex's boundary) \
+                 is computed for the window's final record only; see estimate"
+                    .to_string()
+            })
+        });
     let mle = match mle_omitted {
         Some(_) => Mle {
             p: Vec::new(),

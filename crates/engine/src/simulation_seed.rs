@@ -100,6 +100,7 @@ mod tests {
             group: Some(group),
             window_start: start.map(str::to_string),
             window_end: None,
+            look: false,
         }
     }
 

@@ -159,6 +159,22 @@ impl Mechanism {
         }
     }
 
+    /// Whether [`Self::mle`] runs EM (matrix, Hadamard, cohort): the MLE that a sequential
+    /// test's looks leave out ([`crate::hypothesis::Scope::look`]). GenRR's has a closed
+    /// form (water-filling), and the others a closed form or a one-dimensional root.
+    pub fn mle_by_em(&self) -> bool {
+        match self {
+            Mechanism::Channel(_) | Mechanism::Hadamard(_) | Mechanism::Cohort(_) => true,
+            Mechanism::Longitudinal(l) => l.composed().mle_by_em(),
+            Mechanism::Grr(_)
+            | Mechanism::Raw { .. }
+            | Mechanism::BitFlip(_)
+            | Mechanism::Subset(_)
+            | Mechanism::Noise(_)
+            | Mechanism::Olh(_) => false,
+        }
+    }
+
     /// The maximum-likelihood estimate of the type distribution from a sketch snapshot.
     ///
     /// * GenRR, matrix, Hadamard, cohort: the exact multinomial likelihood of the sketch,

@@ -62,12 +62,13 @@ fn merge_by<'a>(
     Ok(out)
 }
 
-fn scope(columns: &[String], key: &GroupKey, bounds: Option<Bounds>) -> Scope {
+fn scope(columns: &[String], key: &GroupKey, bounds: Option<Bounds>, look: bool) -> Scope {
     Scope {
         group: (!columns.is_empty())
             .then(|| columns.iter().cloned().zip(key.iter().cloned()).collect()),
         window_start: bounds.map(|b| rfc3339(b.start)),
         window_end: bounds.map(|b| rfc3339(b.end)),
+        look,
     }
 }
 
@@ -83,7 +84,8 @@ pub struct Private<'a> {
 /// pair their labelled samples, curator-model tests spend from the ledger. The
 /// Benjamini–Hochberg q-values across the window's groups are the caller's
 /// ([`Family`]). `groups` runs the per-group tests that spend no budget (curator-model
-/// tests draw noise and spend in group order, so they run in order).
+/// tests draw noise and spend in group order, so they run in order). `look`: the records
+/// are a sequential test's provisional look ([`Scope::look`]).
 #[allow(clippy::too_many_arguments)]
 fn evaluate_test_groups(
     stream: &StreamConfig,
@@ -92,6 +94,7 @@ fn evaluate_test_groups(
     sketches: &Grouped,
     fold_columns: &[String],
     bounds: Option<Bounds>,
+    look: bool,
     private: &mut Private,
     groups: &dyn GroupMap,
     emit: &mut GroupEmit<'_>,
@@ -137,7 +140,7 @@ fn evaluate_test_groups(
                             stream,
                             test,
                             mechanism,
-                            scope(&record_columns, key, bounds),
+                            scope(&record_columns, key, bounds, look),
                             x,
                             y,
                         )?)
@@ -179,7 +182,7 @@ fn evaluate_test_groups(
                         stream,
                         test,
                         mechanism,
-                        scope(group_by, &key, bounds),
+                        scope(group_by, &key, bounds, look),
                         &sketch,
                         window,
                         ledger,
@@ -201,7 +204,7 @@ fn evaluate_test_groups(
                             stream,
                             test,
                             mechanism,
-                            scope(group_by, key, bounds),
+                            scope(group_by, key, bounds, look),
                             sketch,
                         )?)
                     },
@@ -386,6 +389,7 @@ fn snapshot_records(
         &snapshot.sketches,
         &key_columns,
         snapshot.bounds,
+        look_end.is_some() && !snapshot.is_final,
         private,
         groups,
         &mut |mut record| {

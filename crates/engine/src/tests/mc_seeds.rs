@@ -34,6 +34,7 @@ fn group(k: usize) -> Scope {
         group: Some(BTreeMap::from([("g".to_string(), Some(k.to_string()))])),
         window_start: None,
         window_end: None,
+        look: false,
     }
 }
 

@@ -18,6 +18,7 @@ mod group_fold;
 mod group_map;
 mod independence_two_sample;
 mod longitudinal;
+mod look_records;
 mod mc_seeds;
 mod olh;
 mod olh_factor_cost;

@@ -35,6 +35,7 @@ fn scope(site: usize) -> Scope {
         )])),
         window_start: Some("2026-01-01T00:00:00Z".into()),
         window_end: Some("2026-01-01T01:00:00Z".into()),
+        look: false,
     }
 }
 
