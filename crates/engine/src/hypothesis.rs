@@ -248,9 +248,9 @@ fn gof(
     if look && method == TestMethod::OlhSupportGOF {
         return Ok(Outcome {
             calibration_reason: Some(format!(
-                "a look of a sequential test: OLH's fixed-n p-value ({} simulated null \
-                 tables of the pool) is computed for the window's final record only; this \
-                 look's decision is the e-process's",
+                "a provisional record of a sequential test (a look): OLH's fixed-n \
+                 p-value ({} simulated null tables of the pool) is computed for the \
+                 window's final record only; this look's decision is the e-process's",
                 test.mc_samples
             )),
             ..Outcome::default()
@@ -441,9 +441,10 @@ fn record(
         .or_else(|| estimate_omitted.clone())
         .or_else(|| {
             (scope.look && test.sequential && mechanism.mle_by_em()).then(|| {
-                "a look of a sequential test: the EM maximum-likelihood estimate (up to \
-                 tens of thousands of steps where the maximum is on the simplex's boundary) \
-                 is computed for the window's final record only; see estimate"
+                "a provisional record of a sequential test (a look): the EM \
+                 maximum-likelihood estimate (up to tens of thousands of steps where the \
+                 maximum is on the simplex's boundary) is computed for the window's final \
+                 record only; see estimate"
                     .to_string()
             })
         });

@@ -85,7 +85,8 @@ pub struct Private<'a> {
 /// Benjamini–Hochberg q-values across the window's groups are the caller's
 /// ([`Family`]). `groups` runs the per-group tests that spend no budget (curator-model
 /// tests draw noise and spend in group order, so they run in order). `look`: the records
-/// are a sequential test's provisional look ([`Scope::look`]).
+/// are provisional (an event-time look or serve's periodic snapshot), which a sequential
+/// test treats as a look ([`Scope::look`]).
 #[allow(clippy::too_many_arguments)]
 fn evaluate_test_groups(
     stream: &StreamConfig,
@@ -389,7 +390,7 @@ fn snapshot_records(
         &snapshot.sketches,
         &key_columns,
         snapshot.bounds,
-        look_end.is_some() && !snapshot.is_final,
+        !snapshot.is_final,
         private,
         groups,
         &mut |mut record| {

@@ -135,7 +135,7 @@ fn looks_leave_out_the_em_mle_and_olh_simulation_and_nothing_else() {
             assert!(look.mle.is_empty(), "{mechanism}");
             let why = look.mle_omitted.as_deref().unwrap_or_default();
             assert!(
-                why.contains("a look of a sequential test"),
+                why.contains("a provisional record of a sequential test"),
                 "{mechanism}: {why}"
             );
         }
