@@ -20,7 +20,8 @@ use arrow_schema::{DataType, TimeUnit};
 use arrow_select::filter::filter_record_batch;
 
 use super::error::StreamError;
-use super::keys::{key_ids, DictCache, KeyTable, OTHER_ID};
+use super::key_columns::{key_ids, DictCache};
+use super::keys::{KeyTable, OTHER_ID};
 use super::layout::ReportLayout;
 use super::paned_delta::PanedDelta;
 use super::sketch_rows::{fold_sketch_rows, SketchRowsError};

@@ -15,6 +15,7 @@ pub mod group_fold;
 pub mod group_map;
 pub mod grouped;
 pub mod groups;
+mod key_columns;
 mod keys;
 pub mod latches;
 pub mod layout;
