@@ -12,6 +12,8 @@ use crate::hypothesis::{evaluate, Scope};
 use crate::kernels::fold_batch;
 use crate::mechanism::{privatize_batch, Mechanism};
 use crate::record::TestRecord;
+use crate::sketch::Sketch;
+use crate::stream::{evaluate_snapshot, Private, Sequential, WindowSnapshot};
 use ldpstream_config::{Config, StreamConfig};
 
 fn stream(mechanism: &str) -> StreamConfig {
@@ -24,22 +26,28 @@ fn stream(mechanism: &str) -> StreamConfig {
     Config::from_toml_str(&toml, "t").unwrap().streams.remove(0)
 }
 
-/// The record of `n` reports of a skewed law, evaluated as a look or as the final record.
-fn records(stream: &StreamConfig, n: usize) -> (TestRecord, TestRecord) {
-    let m = Mechanism::from_config(&stream.mechanism).unwrap();
+/// A sketch of `n` reports of a skewed law, through the client randomizer and the fold.
+fn sketch_of(m: &Mechanism, n: usize) -> Sketch {
     let d = m.domain() as u32;
     let mut rng = StdRng::seed_from_u64(44);
     let xs: Vec<u32> = (0..n)
         .map(|_| rng.random_range(0..d).min(rng.random_range(0..d)))
         .collect();
-    let columns = privatize_batch(&m, &xs, &mut rng).unwrap();
+    let columns = privatize_batch(m, &xs, &mut rng).unwrap();
     let (index, report) = match columns.as_slice() {
         [report] => (None, report),
         [index, report] => (Some(index.as_ref()), report),
         _ => unreachable!("one or two report columns"),
     };
     let mut sketch = m.new_sketch();
-    fold_batch(&m, &mut sketch, report.as_ref(), index).unwrap();
+    fold_batch(m, &mut sketch, report.as_ref(), index).unwrap();
+    sketch
+}
+
+/// The record of `n` reports, evaluated as a look and as the final record.
+fn records(stream: &StreamConfig, n: usize) -> (TestRecord, TestRecord) {
+    let m = Mechanism::from_config(&stream.mechanism).unwrap();
+    let sketch = sketch_of(&m, n);
     let at = |look| Scope {
         window_start: Some("2026-01-01T00:00:00Z".into()),
         window_end: Some("2026-01-02T00:00:00Z".into()),
@@ -161,4 +169,36 @@ fn looks_leave_out_the_em_mle_and_olh_simulation_and_nothing_else() {
             "{mechanism}: the rest of a look record is the final record's"
         );
     }
+}
+
+/// serve's periodic snapshot of an open window is a provisional record too: through the
+/// same window evaluation serve runs, it has no EM MLE, and the final snapshot has it.
+#[test]
+fn a_provisional_snapshot_is_a_look_and_the_final_one_is_not() {
+    let stream = stream("{ kind = \"hadamard\", epsilon = 1.0, domain = 16 }");
+    let m = Mechanism::from_config(&stream.mechanism).unwrap();
+    let sketches = std::collections::BTreeMap::from([(Vec::new(), sketch_of(&m, 3_000))]);
+    let evaluated = |is_final| {
+        let snapshot = WindowSnapshot {
+            test: 0,
+            bounds: None,
+            is_final,
+            late: 0,
+            sketches: std::borrow::Cow::Borrowed(&sketches),
+        };
+        let mut private = Private {
+            ledger: None,
+            noise: &mut StdRng::seed_from_u64(1),
+        };
+        evaluate_snapshot(&stream, &m, &snapshot, &mut private, &Sequential).unwrap()
+    };
+    let (provisional, last) = (evaluated(false), evaluated(true));
+    assert_eq!((provisional.len(), last.len()), (1, 1));
+    assert!(
+        provisional[0].mle.is_empty(),
+        "{:?}",
+        provisional[0].mle_omitted
+    );
+    assert!(!last[0].mle.is_empty());
+    assert_eq!(provisional[0].e_value, last[0].e_value);
 }
