@@ -182,8 +182,8 @@ impl Slots {
     /// The slots as sketches keyed by their groups' values. The (key, sketch) pairs are
     /// made in key order and the fold's own table is dropped before the map is built from
     /// them in one bulk pass, which fills the map's nodes: inserted one by one in key
-    /// order, every node was split half full, and at 10⁵ groups the map took 34 MB
-    /// beside the fold's table instead of about 10.
+    /// order, every node was split half full: at 10⁵ groups the map took 34 MB (heaptrack)
+    /// where full nodes hold the same in about 13.
     fn into_grouped(self, keys: &KeyTable, mechanism: &Mechanism) -> Grouped {
         let mut order: Vec<(GroupKey, u32)> = self
             .key_of
