@@ -20,7 +20,9 @@ pub const SPARSE_CELL_BYTES: usize = 16;
 #[derive(Debug, Clone)]
 enum Table {
     Dense(Vec<u64>),
-    Sparse(Sparse),
+    /// Boxed: a grouped window holds a sketch per group, nearly all of them dense, and
+    /// inline the sparse form's four fields made every sketch 24 bytes larger.
+    Sparse(Box<Sparse>),
 }
 
 /// The non-zero cells in two sorted arrays (12 B a cell, no per-cell allocation), and the
@@ -161,7 +163,7 @@ impl CountSketch {
         let table = if dense_is_smaller(d, 0) {
             Table::Dense(vec![0; d])
         } else {
-            Table::Sparse(Sparse::new(d))
+            Table::Sparse(Box::new(Sparse::new(d)))
         };
         CountSketch {
             table,
@@ -274,7 +276,7 @@ impl CountSketch {
                     t.index.push(j as u32);
                     t.count.push(v);
                 }
-                self.table = Table::Sparse(t);
+                self.table = Table::Sparse(Box::new(t));
             }
         }
         self.settle();
@@ -395,7 +397,7 @@ impl CountSketch {
             )));
         }
         let mut s = CountSketch {
-            table: Table::Sparse(t),
+            table: Table::Sparse(Box::new(t)),
             n,
             rejected: Rejections::default(),
         };
