@@ -138,8 +138,7 @@ pub fn evaluate(
         match &test.spec {
             TestSpec::Gof { null } => {
                 let p0 = null.probabilities(channel.domain());
-                let look = scope.look && test.sequential;
-                let outcome = gof(test, method, channel, sketch, &p0, seed, look)?;
+                let outcome = gof(test, method, channel, sketch, &p0, seed, scope.look)?;
                 if test.sequential {
                     outcome.sequential(
                         gof_e_process_tuned(channel, sketch, &p0, design(test))?,
@@ -440,7 +439,7 @@ fn record(
         .mle_omitted(n)
         .or_else(|| estimate_omitted.clone())
         .or_else(|| {
-            (scope.look && test.sequential && mechanism.mle_by_em()).then(|| {
+            (scope.look && mechanism.mle_by_em()).then(|| {
                 "a provisional record of a sequential test (a look): the EM \
                  maximum-likelihood estimate (up to tens of thousands of steps where the \
                  maximum is on the simplex's boundary) is computed for the window's final \

@@ -10,10 +10,10 @@ pub struct Scope {
     pub group: Option<BTreeMap<String, Option<String>>>,
     pub window_start: Option<String>,
     pub window_end: Option<String>,
-    /// A provisional record (an event-time look, or serve's periodic snapshot). For a
-    /// sequential test it is a look (docs/STATISTICS.md §10.1, "What a look record leaves
-    /// out"): its decision is the e-process's, and the reference quantities that cost far
-    /// more than that decision (an EM MLE, OLH's simulated fixed-n p-value) are left to the
-    /// window's final record. Not part of the simulation seed.
+    /// A provisional record of a sequential test (an event-time look, or serve's periodic
+    /// snapshot): a look (docs/STATISTICS.md §10.1, "What a look record leaves out"). Its
+    /// decision is the e-process's, and the reference quantities that cost far more than
+    /// that decision (an EM MLE, OLH's simulated fixed-n p-value) are left to the window's
+    /// final record. Not part of the simulation seed.
     pub look: bool,
 }

@@ -85,8 +85,7 @@ pub struct Private<'a> {
 /// Benjamini–Hochberg q-values across the window's groups are the caller's
 /// ([`Family`]). `groups` runs the per-group tests that spend no budget (curator-model
 /// tests draw noise and spend in group order, so they run in order). `look`: the records
-/// are provisional (an event-time look or serve's periodic snapshot), which a sequential
-/// test treats as a look ([`Scope::look`]).
+/// are a sequential test's provisional ones, its looks ([`Scope::look`]).
 #[allow(clippy::too_many_arguments)]
 fn evaluate_test_groups(
     stream: &StreamConfig,
@@ -390,7 +389,7 @@ fn snapshot_records(
         &snapshot.sketches,
         &key_columns,
         snapshot.bounds,
-        !snapshot.is_final,
+        test.sequential && !snapshot.is_final,
         private,
         groups,
         &mut |mut record| {
