@@ -98,10 +98,13 @@ impl Rejections {
         if count == 0 {
             return;
         }
-        let counts = self
-            .counts
-            .get_or_insert_with(|| Box::new([0; RejectReason::COUNT]));
-        counts[reason as usize] += count;
+        self.counts_mut()[reason as usize] += count;
+    }
+
+    /// The counts, allocated (all zero) on first use.
+    fn counts_mut(&mut self) -> &mut [u64; RejectReason::COUNT] {
+        self.counts
+            .get_or_insert_with(|| Box::new([0; RejectReason::COUNT]))
     }
 
     pub fn get(&self, reason: RejectReason) -> u64 {
@@ -119,10 +122,7 @@ impl Rejections {
         let Some(theirs) = &other.counts else {
             return;
         };
-        let mine = self
-            .counts
-            .get_or_insert_with(|| Box::new([0; RejectReason::COUNT]));
-        for (a, b) in mine.iter_mut().zip(theirs.iter()) {
+        for (a, b) in self.counts_mut().iter_mut().zip(theirs.iter()) {
             *a = a.saturating_add(*b);
         }
     }
