@@ -5,12 +5,11 @@
 //! mechanisms without such a cost write identical look and final records.
 
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use serde_json::Value;
 
 use crate::hypothesis::{evaluate, Scope};
-use crate::kernels::fold_batch;
-use crate::mechanism::{privatize_batch, Mechanism};
+use crate::mechanism::{simulate_sketch, Mechanism};
 use crate::record::TestRecord;
 use crate::sketch::Sketch;
 use crate::stream::{evaluate_snapshot, Private, Sequential, WindowSnapshot};
@@ -26,22 +25,13 @@ fn stream(mechanism: &str) -> StreamConfig {
     Config::from_toml_str(&toml, "t").unwrap().streams.remove(0)
 }
 
-/// A sketch of `n` reports of a skewed law, through the client randomizer and the fold.
+/// A sketch of `n` reports of a skewed law (category j drawn ∝ d − j), through the client
+/// randomizer and the fold.
 fn sketch_of(m: &Mechanism, n: usize) -> Sketch {
-    let d = m.domain() as u32;
-    let mut rng = StdRng::seed_from_u64(44);
-    let xs: Vec<u32> = (0..n)
-        .map(|_| rng.random_range(0..d).min(rng.random_range(0..d)))
-        .collect();
-    let columns = privatize_batch(m, &xs, &mut rng).unwrap();
-    let (index, report) = match columns.as_slice() {
-        [report] => (None, report),
-        [index, report] => (Some(index.as_ref()), report),
-        _ => unreachable!("one or two report columns"),
-    };
-    let mut sketch = m.new_sketch();
-    fold_batch(m, &mut sketch, report.as_ref(), index).unwrap();
-    sketch
+    let d = m.domain();
+    let total = (d * (d + 1) / 2) as f64;
+    let p: Vec<f64> = (0..d).map(|j| (d - j) as f64 / total).collect();
+    simulate_sketch(m, &p, n, &mut StdRng::seed_from_u64(44)).unwrap()
 }
 
 /// The record of `n` reports, evaluated as a look and as the final record.
